@@ -1,0 +1,83 @@
+/* Hook registration and firing: gradient-ready hooks on leaves (ZeRO-2 buckets
+ * from them) and use hooks on parameters (ZeRO-3 gathers and releases from them). */
+#include <stdlib.h>
+#include <string.h>
+#include "node.h"
+
+static int next_handle = 1;
+
+static int add_hook(zl_tensor *t, int kind, zl_grad_ready_fn gr, zl_use_fn use, void *user,
+                    void (*user_free)(void *))
+{
+    if (!t) { zl_error(ZL_EINVAL, "add_hook: tensor is NULL"); return 0; }
+    zli_hook *h = calloc(1, sizeof *h);
+    if (!h) { zl_error(ZL_ENOMEM, "add_hook: out of memory"); return 0; }
+    h->handle = next_handle++;
+    h->kind = kind;
+    h->grad_ready = gr;
+    h->use = use;
+    h->user = user;
+    h->user_free = user_free;
+    zli_hook **tail = &t->hooks;   /* append: hooks fire in registration order */
+    while (*tail) tail = &(*tail)->next;
+    *tail = h;
+    return h->handle;
+}
+
+int zl_tensor_add_grad_ready_hook(zl_tensor *leaf, zl_grad_ready_fn fn, void *user,
+                                  void (*user_free)(void *))
+{
+    if (leaf && leaf->grad_fn) {
+        zl_error(ZL_EINVAL, "add_grad_ready_hook: the tensor is not a leaf (produced by %s)",
+                 leaf->grad_fn->name);
+        return 0;
+    }
+    return add_hook(leaf, ZLI_HOOK_GRAD_READY, fn, NULL, user, user_free);
+}
+
+int zl_tensor_add_use_hook(zl_tensor *t, zl_use_fn fn, void *user, void (*user_free)(void *))
+{
+    return add_hook(t, ZLI_HOOK_USE, NULL, fn, user, user_free);
+}
+
+void zl_tensor_remove_hook(zl_tensor *t, int handle)
+{
+    for (zli_hook **p = t ? &t->hooks : NULL; p && *p; p = &(*p)->next) {
+        if ((*p)->handle == handle) {
+            zli_hook *h = *p;
+            *p = h->next;
+            if (h->user_free) h->user_free(h->user);
+            free(h);
+            return;
+        }
+    }
+}
+
+static zl_status hook_failed(const char *what, const char *op)
+{
+    if (zl_last_error()[0] == '\0') zl_error(ZL_EHOOK, "%s hook failed in %s", what, op);
+    return ZL_EHOOK;
+}
+
+zl_status zli_fire_use(int n, zl_tensor *const *ts, zl_use_event ev, const char *op)
+{
+    for (int i = 0; i < n; i++) {
+        if (!ts[i] || !ts[i]->hooks) continue;
+        for (zli_hook *h = ts[i]->hooks; h; h = h->next) {
+            if (h->kind != ZLI_HOOK_USE) continue;
+            zl_clear_error();
+            if (h->use(ts[i], ev, op, h->user)) return hook_failed("use", op);
+        }
+    }
+    return ZL_OK;
+}
+
+zl_status zli_fire_grad_ready(zl_tensor *leaf)
+{
+    for (zli_hook *h = leaf->hooks; h; h = h->next) {
+        if (h->kind != ZLI_HOOK_GRAD_READY) continue;
+        zl_clear_error();
+        if (h->grad_ready(leaf, h->user)) return hook_failed("grad-ready", "backward");
+    }
+    return ZL_OK;
+}

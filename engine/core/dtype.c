@@ -1,0 +1,149 @@
+/* The dtype traits table and the f32 <-> f16/bf16 conversions. Rounding is
+ * round-to-nearest-even, as the hardware converters do. */
+#include <string.h>
+#include <math.h>
+#include "zlua/dtype.h"
+
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+uint16_t zl_f32_to_bf16(float f)
+{
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float zl_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t zl_f32_to_f16(float f)
+{
+    uint32_t u = f32_bits(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);           /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);          /* overflow to inf */
+    if (a < 0x38800000u) {                                            /* subnormal or zero */
+        /* Adding 0.5 (as a float) aligns the mantissa so the FPU rounds to even for us. */
+        float v = bits_f32(a) + 0.5f;
+        return (uint16_t)(sign | (f32_bits(v) - 0x3f000000u));
+    }
+    uint32_t mant_odd = (a >> 13) & 1u;
+    a += 0xc8000fffu + mant_odd;   /* rebias exponent (-112 << 23) and round */
+    return (uint16_t)(sign | (a >> 13));
+}
+
+float zl_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0) {
+        float v = (float)mant * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));
+    return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+static float f32_get(const void *p) { return *(const float *)p; }
+static void f32_set(void *p, float v) { *(float *)p = v; }
+static double f32_get64(const void *p) { return *(const float *)p; }
+static void f32_set64(void *p, double v) { *(float *)p = (float)v; }
+static float f16_get(const void *p) { return zl_f16_to_f32(*(const uint16_t *)p); }
+static void f16_set(void *p, float v) { *(uint16_t *)p = zl_f32_to_f16(v); }
+static double f16_get64(const void *p) { return f16_get(p); }
+static void f16_set64(void *p, double v) { f16_set(p, (float)v); }
+static float bf16_get(const void *p) { return zl_bf16_to_f32(*(const uint16_t *)p); }
+static void bf16_set(void *p, float v) { *(uint16_t *)p = zl_f32_to_bf16(v); }
+static double bf16_get64(const void *p) { return bf16_get(p); }
+static void bf16_set64(void *p, double v) { bf16_set(p, (float)v); }
+static float i32_get(const void *p) { return (float)*(const int32_t *)p; }
+static void i32_set(void *p, float v) { *(int32_t *)p = (int32_t)v; }
+static double i32_get64(const void *p) { return *(const int32_t *)p; }
+static void i32_set64(void *p, double v) { *(int32_t *)p = (int32_t)v; }
+static float i64_get(const void *p) { return (float)*(const int64_t *)p; }
+static void i64_set(void *p, float v) { *(int64_t *)p = (int64_t)v; }
+static double i64_get64(const void *p) { return (double)*(const int64_t *)p; }
+static void i64_set64(void *p, double v) { *(int64_t *)p = (int64_t)v; }
+static float u8_get(const void *p) { return *(const uint8_t *)p; }
+static void u8_set(void *p, float v) { *(uint8_t *)p = (uint8_t)v; }
+static double u8_get64(const void *p) { return *(const uint8_t *)p; }
+static void u8_set64(void *p, double v) { *(uint8_t *)p = (uint8_t)v; }
+static float bool_get(const void *p) { return *(const uint8_t *)p ? 1.0f : 0.0f; }
+static void bool_set(void *p, float v) { *(uint8_t *)p = v != 0.0f; }
+static double bool_get64(const void *p) { return *(const uint8_t *)p ? 1.0 : 0.0; }
+static void bool_set64(void *p, double v) { *(uint8_t *)p = v != 0.0; }
+
+static const zl_dtype_traits traits[ZL_DTYPE_COUNT] = {
+    [ZL_DTYPE_F32] = {"f32", 4, true, f32_get, f32_set, f32_get64, f32_set64},
+    [ZL_DTYPE_F16] = {"f16", 2, true, f16_get, f16_set, f16_get64, f16_set64},
+    [ZL_DTYPE_BF16] = {"bf16", 2, true, bf16_get, bf16_set, bf16_get64, bf16_set64},
+    [ZL_DTYPE_I32] = {"i32", 4, false, i32_get, i32_set, i32_get64, i32_set64},
+    [ZL_DTYPE_I64] = {"i64", 8, false, i64_get, i64_set, i64_get64, i64_set64},
+    [ZL_DTYPE_U8] = {"u8", 1, false, u8_get, u8_set, u8_get64, u8_set64},
+    [ZL_DTYPE_BOOL] = {"bool", 1, false, bool_get, bool_set, bool_get64, bool_set64},
+};
+
+const zl_dtype_traits *zl_dtype_traits_of(zl_dtype dt)
+{
+    return (unsigned)dt < ZL_DTYPE_COUNT ? &traits[dt] : NULL;
+}
+
+const char *zl_dtype_name(zl_dtype dt)
+{
+    return (unsigned)dt < ZL_DTYPE_COUNT ? traits[dt].name : "invalid";
+}
+
+size_t zl_dtype_size(zl_dtype dt) { return (unsigned)dt < ZL_DTYPE_COUNT ? traits[dt].size : 0; }
+
+zl_status zl_dtype_from_name(const char *name, zl_dtype *out)
+{
+    static const struct { const char *alias; zl_dtype dt; } names[] = {
+        {"f32", ZL_DTYPE_F32},   {"float32", ZL_DTYPE_F32}, {"float", ZL_DTYPE_F32},
+        {"fp32", ZL_DTYPE_F32},  {"f16", ZL_DTYPE_F16},     {"float16", ZL_DTYPE_F16},
+        {"fp16", ZL_DTYPE_F16},  {"half", ZL_DTYPE_F16},    {"bf16", ZL_DTYPE_BF16},
+        {"bfloat16", ZL_DTYPE_BF16}, {"i32", ZL_DTYPE_I32}, {"int32", ZL_DTYPE_I32},
+        {"int", ZL_DTYPE_I32},   {"i64", ZL_DTYPE_I64},     {"int64", ZL_DTYPE_I64},
+        {"long", ZL_DTYPE_I64},  {"u8", ZL_DTYPE_U8},       {"uint8", ZL_DTYPE_U8},
+        {"byte", ZL_DTYPE_U8},   {"bool", ZL_DTYPE_BOOL},
+    };
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i].alias) == 0) { *out = names[i].dt; return ZL_OK; }
+    return zl_error(ZL_EDTYPE, "unknown dtype '%s' (expected f32, f16, bf16, i32, i64, u8 or bool)",
+                    name ? name : "(null)");
+}
+
+void zl_convert(const void *src, zl_dtype sdt, void *dst, zl_dtype ddt, size_t n)
+{
+    if (sdt == ddt) { memcpy(dst, src, n * traits[sdt].size); return; }
+    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_BF16) {
+        const float *s = src; uint16_t *d = dst;
+        #pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) d[i] = zl_f32_to_bf16(s[i]);
+        return;
+    }
+    if (sdt == ZL_DTYPE_BF16 && ddt == ZL_DTYPE_F32) {
+        const uint16_t *s = src; float *d = dst;
+        #pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) d[i] = zl_bf16_to_f32(s[i]);
+        return;
+    }
+    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_F16) {
+        const float *s = src; uint16_t *d = dst;
+        #pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) d[i] = zl_f32_to_f16(s[i]);
+        return;
+    }
+    if (sdt == ZL_DTYPE_F16 && ddt == ZL_DTYPE_F32) {
+        const uint16_t *s = src; float *d = dst;
+        #pragma omp parallel for schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) d[i] = zl_f16_to_f32(s[i]);
+        return;
+    }
+    /* Everything else goes through f64, exact for every value our dtypes hold
+     * except i64 beyond 2^53. */
+    const zl_dtype_traits *st = &traits[sdt], *dt = &traits[ddt];
+    const char *s = src; char *d = dst;
+    for (size_t i = 0; i < n; i++) dt->from_f64(d + i * dt->size, st->to_f64(s + i * st->size));
+}

@@ -1,0 +1,65 @@
+/* Errors, version, interruption and thread settings: the small process-wide
+ * state every other file reports through. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <signal.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "zlua/base.h"
+
+static _Thread_local char last_error[2048];
+static volatile sig_atomic_t interrupt_flag;
+
+const char *zl_last_error(void) { return last_error; }
+
+void zl_clear_error(void) { last_error[0] = '\0'; }
+
+zl_status zl_error(zl_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *zl_status_name(zl_status s)
+{
+    switch (s) {
+    case ZL_OK: return "ok";
+    case ZL_EINVAL: return "invalid argument";
+    case ZL_ENOMEM: return "out of memory";
+    case ZL_EDTYPE: return "unsupported dtype";
+    case ZL_ESHAPE: return "shape mismatch";
+    case ZL_EIO: return "i/o error";
+    case ZL_ESTATE: return "invalid state";
+    case ZL_EFORMAT: return "bad format";
+    case ZL_EINTERRUPT: return "interrupted";
+    case ZL_EHOOK: return "hook failed";
+    }
+    return "unknown status";
+}
+
+const char *zl_version(void) { return ZL_VERSION_STRING; }
+
+void zl_interrupt_set(int on) { interrupt_flag = on ? 1 : 0; }
+int zl_interrupt_pending(void) { return interrupt_flag != 0; }
+
+void zl_set_num_threads(int n)
+{
+#ifdef _OPENMP
+    if (n > 0) omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+int zl_get_num_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

@@ -1,0 +1,111 @@
+/* The allocator every tensor goes through: aligned memory, per-category
+ * accounting (how ZeRO's memory formulas are checked), a host hook, a pressure
+ * callback before failing, and fault injection for the error-path tests. */
+#include <stdlib.h>
+#include <string.h>
+#include <stdatomic.h>
+#include "zlua/memory.h"
+
+static _Atomic int64_t current[ZL_MEM_COUNT];
+static _Atomic int64_t peak[ZL_MEM_COUNT];
+static _Atomic int64_t fail_countdown;
+static zl_alloc_fn host_alloc;
+static zl_free_fn host_free;
+static void *host_user;
+static zl_pressure_fn pressure_fn;
+static void *pressure_user;
+
+static const char *const cat_names[ZL_MEM_COUNT] = {
+    "params", "grads", "optimizer", "activations", "comm", "other",
+};
+
+const char *zl_mem_category_name(zl_mem_category c)
+{
+    return (unsigned)c < ZL_MEM_COUNT ? cat_names[c] : "invalid";
+}
+
+zl_status zl_mem_category_from_name(const char *name, zl_mem_category *out)
+{
+    for (int i = 0; name && i < ZL_MEM_COUNT; i++)
+        if (strcmp(name, cat_names[i]) == 0) { *out = (zl_mem_category)i; return ZL_OK; }
+    return zl_error(ZL_EINVAL, "unknown memory category '%s' (expected params, grads, optimizer, "
+                    "activations, comm or other)", name ? name : "(null)");
+}
+
+static void charge(zl_mem_category cat, int64_t delta)
+{
+    int64_t now = atomic_fetch_add(&current[cat], delta) + delta;
+    int64_t p = atomic_load(&peak[cat]);
+    while (now > p && !atomic_compare_exchange_weak(&peak[cat], &p, now)) {}
+}
+
+static void *raw_alloc(size_t nbytes, zl_mem_category cat)
+{
+    int64_t c = atomic_load(&fail_countdown);
+    if (c > 0 && atomic_fetch_sub(&fail_countdown, 1) == 1) return NULL;
+    if (host_alloc) return host_alloc(nbytes, cat, host_user);
+    size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
+    return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
+}
+
+void *zl_mem_alloc(size_t nbytes, zl_mem_category cat)
+{
+    if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
+    void *p = raw_alloc(nbytes, cat);
+    if (!p && pressure_fn) {
+        pressure_fn(nbytes, pressure_user);
+        p = raw_alloc(nbytes, cat);
+    }
+    if (!p) {
+        zl_error(ZL_ENOMEM, "out of memory allocating %zu bytes for %s", nbytes, cat_names[cat]);
+        return NULL;
+    }
+    charge(cat, (int64_t)nbytes);
+    return p;
+}
+
+void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat)
+{
+    if (!p) return;
+    if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
+    charge(cat, -(int64_t)nbytes);
+    if (host_free) host_free(p, nbytes, cat, host_user);
+    else free(p);
+}
+
+void zl_mem_recharge(size_t nbytes, zl_mem_category from, zl_mem_category to)
+{
+    if (from == to || (unsigned)from >= ZL_MEM_COUNT || (unsigned)to >= ZL_MEM_COUNT) return;
+    charge(from, -(int64_t)nbytes);
+    charge(to, (int64_t)nbytes);
+}
+
+zl_mem_stats zl_mem_stats_of(zl_mem_category cat)
+{
+    zl_mem_stats s = {0, 0};
+    if ((unsigned)cat < ZL_MEM_COUNT) {
+        s.current = atomic_load(&current[cat]);
+        s.peak = atomic_load(&peak[cat]);
+    }
+    return s;
+}
+
+void zl_mem_reset_peak(void)
+{
+    for (int i = 0; i < ZL_MEM_COUNT; i++) atomic_store(&peak[i], atomic_load(&current[i]));
+}
+
+void zl_mem_set_allocator(zl_alloc_fn alloc, zl_free_fn free_fn, void *user)
+{
+    host_alloc = alloc && free_fn ? alloc : NULL;
+    host_free = alloc && free_fn ? free_fn : NULL;
+    host_user = user;
+}
+
+void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user)
+{
+    pressure_fn = fn;
+    pressure_user = user;
+}
+
+void zl_mem_fail_after(int64_t n) { atomic_store(&fail_countdown, n > 0 ? n : 0); }

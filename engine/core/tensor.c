@@ -1,0 +1,396 @@
+/* Tensor lifetime, inspection and element access. Release is iterative: a
+ * tensor's graph node holds its inputs, and a long chain must not recurse. */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <math.h>
+#include "tensor_impl.h"
+#include "../autograd/node.h"
+
+int64_t zli_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+void zli_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+zl_status zli_norm_dim(const char *op, int dim, int ndim, int *out)
+{
+    int d = dim < 0 ? dim + ndim : dim;
+    if (d < 0 || d >= ndim || ndim == 0) {
+        if (ndim == 0)
+            return zl_error(ZL_EINVAL, "%s: dimension %d is out of range for a 0-d tensor", op, dim);
+        return zl_error(ZL_EINVAL, "%s: dimension %d is out of range for a %d-d tensor "
+                        "(expected %d..%d)", op, dim, ndim, -ndim, ndim - 1);
+    }
+    *out = d;
+    return ZL_OK;
+}
+
+zl_status zli_check_arg(const char *op, const char *role, const zl_tensor *t)
+{
+    if (!t) return zl_error(ZL_EINVAL, "%s: %s is NULL", op, role);
+    if (t->refcount <= 0) return zl_error(ZL_ESTATE, "%s: %s was released", op, role);
+    return ZL_OK;
+}
+
+char *zl_shape_str(int ndim, const int64_t *shape, char *buf, size_t n)
+{
+    size_t at = 0;
+    if (n == 0) return buf;
+    at += (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (at < n) snprintf(buf + at, n - at, "]");
+    return buf;
+}
+
+static zl_tensor *header_new(void)
+{
+    zl_tensor *t = calloc(1, sizeof *t);
+    if (!t) zl_error(ZL_ENOMEM, "out of memory allocating a tensor header");
+    else t->refcount = 1;
+    return t;
+}
+
+static zl_status check_shape(const char *op, int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > ZL_MAX_DIMS)
+        return zl_error(ZL_EINVAL, "%s: %d dimensions requested, at most %d are supported", op,
+                        ndim, ZL_MAX_DIMS);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return zl_error(ZL_EINVAL, "%s: size %lld at dimension %d is negative", op,
+                            (long long)shape[i], i);
+    return ZL_OK;
+}
+
+zl_tensor *zl_tensor_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat)
+{
+    if (!zl_dtype_traits_of(dt)) { zl_error(ZL_EDTYPE, "tensor: invalid dtype %d", (int)dt); return NULL; }
+    if (check_shape("tensor", ndim, shape)) return NULL;
+    int64_t n = zli_numel(ndim, shape);
+    if (n > (int64_t)(SIZE_MAX / 2 / zl_dtype_size(dt))) {
+        zl_error(ZL_ENOMEM, "tensor: %lld elements is too many", (long long)n);
+        return NULL;
+    }
+    zl_tensor *t = header_new();
+    zl_storage *s = calloc(1, sizeof *s);
+    if (!t || !s) { free(t); free(s); zl_error(ZL_ENOMEM, "out of memory allocating a tensor"); return NULL; }
+    s->refcount = 1;
+    s->nbytes = (size_t)n * zl_dtype_size(dt);
+    s->cat = cat;
+    s->data = zl_mem_alloc(s->nbytes, cat);
+    if (!s->data) { free(t); free(s); return NULL; }
+    t->storage = s;
+    t->dtype = dt;
+    t->ndim = ndim;
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    zli_contiguous_strides(ndim, shape, t->stride);
+    return t;
+}
+
+zl_tensor *zli_view_of(const zl_tensor *src, int ndim, const int64_t *shape, const int64_t *stride,
+                       int64_t offset)
+{
+    zl_tensor *t = header_new();
+    if (!t) return NULL;
+    t->storage = src->storage;
+    t->storage->refcount++;
+    t->dtype = src->dtype;
+    t->ndim = ndim;
+    if (ndim) {
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+        memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
+    }
+    t->offset = offset;
+    return t;
+}
+
+zl_tensor *zl_tensor_zeros(zl_dtype dt, int ndim, const int64_t *shape)
+{
+    zl_tensor *t = zl_tensor_new(dt, ndim, shape, ZL_MEM_OTHER);
+    if (t) memset(t->storage->data, 0, t->storage->nbytes);
+    return t;
+}
+
+zl_tensor *zl_tensor_full(zl_dtype dt, int ndim, const int64_t *shape, double value)
+{
+    zl_tensor *t = zl_tensor_new(dt, ndim, shape, ZL_MEM_OTHER);
+    if (t && zl_tensor_fill(t, value)) { zl_tensor_release(t); return NULL; }
+    return t;
+}
+
+zl_tensor *zl_tensor_scalar(zl_dtype dt, double value) { return zl_tensor_full(dt, 0, NULL, value); }
+
+zl_tensor *zl_tensor_from_data(zl_dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    zl_tensor *t = zl_tensor_new(dt, ndim, shape, ZL_MEM_OTHER);
+    if (t && t->storage->nbytes) memcpy(t->storage->data, data, t->storage->nbytes);
+    return t;
+}
+
+zl_tensor *zl_tensor_arange(zl_dtype dt, int64_t n)
+{
+    if (n < 0) { zl_error(ZL_EINVAL, "arange: n must be >= 0, got %lld", (long long)n); return NULL; }
+    zl_tensor *t = zl_tensor_new(dt, 1, &n, ZL_MEM_OTHER);
+    if (!t) return NULL;
+    const zl_dtype_traits *tr = zl_dtype_traits_of(dt);
+    char *p = t->storage->data;
+    for (int64_t i = 0; i < n; i++) tr->from_f64(p + i * tr->size, (double)i);
+    return t;
+}
+
+zl_tensor *zl_tensor_retain(zl_tensor *t)
+{
+    if (t) t->refcount++;
+    return t;
+}
+
+void zli_release_deferred(zl_tensor *t, zl_tensor **worklist)
+{
+    if (!t || --t->refcount > 0) return;
+    t->free_next = *worklist;
+    *worklist = t;
+}
+
+static void storage_release(zl_storage *s)
+{
+    if (!s || --s->refcount > 0) return;
+    zl_mem_free(s->data, s->nbytes, s->cat);
+    free(s);
+}
+
+static void hooks_free(zli_hook *h)
+{
+    while (h) {
+        zli_hook *next = h->next;
+        if (h->user_free) h->user_free(h->user);
+        free(h);
+        h = next;
+    }
+}
+
+void zl_tensor_release(zl_tensor *t)
+{
+    zl_tensor *work = NULL;
+    zli_release_deferred(t, &work);
+    while (work) {
+        zl_tensor *x = work;
+        work = x->free_next;
+        x->refcount = 0;
+        storage_release(x->storage);
+        hooks_free(x->hooks);
+        zli_release_deferred(x->grad, &work);
+        zli_release_deferred(x->bw_grad, &work);
+        if (x->grad_fn) zli_node_free(x->grad_fn, &work);
+        free(x);
+    }
+}
+
+int zl_tensor_ndim(const zl_tensor *t) { return t->ndim; }
+const int64_t *zl_tensor_shape(const zl_tensor *t) { return t->shape; }
+const int64_t *zl_tensor_strides(const zl_tensor *t) { return t->stride; }
+int64_t zl_tensor_offset(const zl_tensor *t) { return t->offset; }
+int64_t zl_tensor_numel(const zl_tensor *t) { return zli_numel(t->ndim, t->shape); }
+zl_dtype zl_tensor_dtype(const zl_tensor *t) { return t->dtype; }
+zl_device zl_tensor_device(const zl_tensor *t) { (void)t; return ZL_DEVICE_CPU; }
+zl_mem_category zl_tensor_category(const zl_tensor *t) { return t->storage->cat; }
+
+void zl_tensor_set_category(zl_tensor *t, zl_mem_category cat)
+{
+    if ((unsigned)cat >= ZL_MEM_COUNT) return;
+    zl_mem_recharge(t->storage->nbytes, t->storage->cat, cat);
+    t->storage->cat = cat;
+}
+
+int64_t zl_tensor_size(const zl_tensor *t, int dim)
+{
+    int d = dim < 0 ? dim + t->ndim : dim;
+    return d >= 0 && d < t->ndim ? t->shape[d] : -1;
+}
+
+bool zl_tensor_is_contiguous(const zl_tensor *t)
+{
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+void *zl_tensor_data(const zl_tensor *t)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)zl_dtype_size(t->dtype);
+}
+
+bool zl_tensor_shares_storage(const zl_tensor *a, const zl_tensor *b)
+{
+    return a && b && a->storage == b->storage;
+}
+
+int64_t zli_linear_offset(const zl_tensor *t, int64_t linear)
+{
+    int64_t off = 0;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int64_t sz = t->shape[i];
+        off += (linear % sz) * t->stride[i];
+        linear /= sz;
+    }
+    return off;
+}
+
+double zl_tensor_get(const zl_tensor *t, int64_t i)
+{
+    if (i < 0 || i >= zl_tensor_numel(t)) return NAN;
+    const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
+    return tr->to_f64((const char *)zl_tensor_data(t) + zli_linear_offset(t, i) * (int64_t)tr->size);
+}
+
+zl_status zl_tensor_set(zl_tensor *t, int64_t i, double v)
+{
+    int64_t n = zl_tensor_numel(t);
+    if (i < 0 || i >= n)
+        return zl_error(ZL_EINVAL, "set: index %lld is out of range for %lld elements",
+                        (long long)i, (long long)n);
+    const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
+    tr->from_f64((char *)zl_tensor_data(t) + zli_linear_offset(t, i) * (int64_t)tr->size, v);
+    return ZL_OK;
+}
+
+zl_status zl_tensor_get_at(const zl_tensor *t, const int64_t *index, double *out)
+{
+    int64_t off = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (index[i] < 0 || index[i] >= t->shape[i])
+            return zl_error(ZL_EINVAL, "index %lld is out of range for dimension %d of size %lld",
+                            (long long)index[i], i, (long long)t->shape[i]);
+        off += index[i] * t->stride[i];
+    }
+    const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
+    *out = tr->to_f64((const char *)zl_tensor_data(t) + off * (int64_t)tr->size);
+    return ZL_OK;
+}
+
+zl_status zl_tensor_to_f64(const zl_tensor *t, double *out)
+{
+    int64_t n = zl_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) out[i] = zl_tensor_get(t, i);
+    return ZL_OK;
+}
+
+static zl_status check_inplace(const char *op, const zl_tensor *t)
+{
+    if (t->requires_grad && !t->grad_fn && zl_grad_is_enabled())
+        return zl_error(ZL_ESTATE, "%s: cannot modify a leaf tensor that requires grad in place "
+                        "(use no_grad)", op);
+    return ZL_OK;
+}
+
+zl_status zl_tensor_fill(zl_tensor *t, double v)
+{
+    if (zli_check_arg("fill", "tensor", t) || check_inplace("fill", t)) return ZL_EINVAL;
+    const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
+    int64_t n = zl_tensor_numel(t);
+    char *base = zl_tensor_data(t);
+    if (t->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(t)) {
+        float *p = (float *)base, fv = (float)v;
+        for (int64_t i = 0; i < n; i++) p[i] = fv;
+        return ZL_OK;
+    }
+    for (int64_t i = 0; i < n; i++) tr->from_f64(base + zli_linear_offset(t, i) * (int64_t)tr->size, v);
+    return ZL_OK;
+}
+
+zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src)
+{
+    if (zli_check_arg("copy_", "dst", dst) || zli_check_arg("copy_", "src", src)) return ZL_EINVAL;
+    if (check_inplace("copy_", dst)) return ZL_ESTATE;
+    zl_tensor *e = zl_tensor_expand((zl_tensor *)src, dst->ndim, dst->shape);
+    if (!e) {
+        char a[128], b[128];
+        return zl_error(ZL_ESHAPE, "copy_: source of shape %s cannot be broadcast to %s",
+                        zl_shape_str(src->ndim, src->shape, a, sizeof a),
+                        zl_shape_str(dst->ndim, dst->shape, b, sizeof b));
+    }
+    int64_t n = zl_tensor_numel(dst);
+    const zl_dtype_traits *st = zl_dtype_traits_of(e->dtype), *dt = zl_dtype_traits_of(dst->dtype);
+    const char *sb = zl_tensor_data(e);
+    char *db = zl_tensor_data(dst);
+    if (zl_tensor_is_contiguous(e) && zl_tensor_is_contiguous(dst) && e->storage != dst->storage) {
+        zl_convert(sb, e->dtype, db, dst->dtype, (size_t)n);
+    } else if (e->storage == dst->storage) {
+        /* Overlap possible: go through a temporary. */
+        zl_tensor *tmp = zli_copy_as(e, e->dtype, ZL_MEM_OTHER);
+        if (!tmp) { zl_tensor_release(e); return ZL_ENOMEM; }
+        zl_status st2 = zl_tensor_copy_(dst, tmp);
+        zl_tensor_release(tmp);
+        zl_tensor_release(e);
+        return st2;
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dt->from_f64(db + zli_linear_offset(dst, i) * (int64_t)dt->size,
+                         st->to_f64(sb + zli_linear_offset(e, i) * (int64_t)st->size));
+    }
+    zl_tensor_release(e);
+    return ZL_OK;
+}
+
+zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat)
+{
+    zl_tensor *out = zl_tensor_new(dt, t->ndim, t->shape, cat);
+    if (!out) return NULL;
+    int64_t n = zl_tensor_numel(t);
+    if (zl_tensor_is_contiguous(t)) {
+        zl_convert(zl_tensor_data(t), t->dtype, out->storage->data, dt, (size_t)n);
+        return out;
+    }
+    size_t ss = zl_dtype_size(t->dtype);
+    const char *src = zl_tensor_data(t);
+    if (t->dtype == dt) {
+        char *d = out->storage->data;
+        #pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * (int64_t)ss, src + zli_linear_offset(t, i) * (int64_t)ss, ss);
+        return out;
+    }
+    const zl_dtype_traits *st = zl_dtype_traits_of(t->dtype), *dtr = zl_dtype_traits_of(dt);
+    char *d = out->storage->data;
+    for (int64_t i = 0; i < n; i++)
+        dtr->from_f64(d + i * (int64_t)dtr->size, st->to_f64(src + zli_linear_offset(t, i) * (int64_t)ss));
+    return out;
+}
+
+zl_tensor *zli_f32c(const zl_tensor *t)
+{
+    if (t->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(t)) return zl_tensor_retain((zl_tensor *)t);
+    return zli_copy_as(t, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
+}
+
+zl_status zl_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                              int64_t *out)
+{
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t x = i < n - na ? 1 : a[i - (n - na)];
+        int64_t y = i < n - nb ? 1 : b[i - (n - nb)];
+        if (x != y && x != 1 && y != 1) {
+            char sa[128], sb[128];
+            return zl_error(ZL_ESHAPE, "shapes %s and %s cannot be broadcast together (dimension %d: %lld vs %lld)",
+                            zl_shape_str(na, a, sa, sizeof sa), zl_shape_str(nb, b, sb, sizeof sb), i,
+                            (long long)x, (long long)y);
+        }
+        out[i] = x == 1 ? y : x;
+    }
+    *nout = n;
+    return ZL_OK;
+}

@@ -1,0 +1,60 @@
+/* zlua/memory.h — the one allocator behind every tensor: 64-byte alignment,
+ * current and peak bytes per category, a host hook, and fault injection for tests. */
+#ifndef ZLUA_MEMORY_H
+#define ZLUA_MEMORY_H
+
+#include "base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Categories are reported by name and kept in checkpoints' metadata: append only. */
+typedef enum zl_mem_category {
+    ZL_MEM_PARAMS = 0,
+    ZL_MEM_GRADS = 1,
+    ZL_MEM_OPTIMIZER = 2,
+    ZL_MEM_ACTIVATIONS = 3,
+    ZL_MEM_COMM = 4,
+    ZL_MEM_OTHER = 5,
+    ZL_MEM_COUNT
+} zl_mem_category;
+
+#define ZL_ALIGNMENT 64
+
+typedef struct zl_mem_stats {
+    int64_t current;   /* bytes now allocated */
+    int64_t peak;      /* high-water mark since start or the last reset */
+} zl_mem_stats;
+
+ZL_API const char *zl_mem_category_name(zl_mem_category c);
+ZL_API zl_status zl_mem_category_from_name(const char *name, zl_mem_category *out);
+
+/* 64-byte aligned allocation charged to `cat`. NULL with ZL_ENOMEM set on failure.
+ * The size must be passed back to zl_mem_free. */
+ZL_API void *zl_mem_alloc(size_t nbytes, zl_mem_category cat);
+ZL_API void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat);
+/* Move `nbytes` of accounting from one category to another (a buffer changing role). */
+ZL_API void zl_mem_recharge(size_t nbytes, zl_mem_category from, zl_mem_category to);
+
+ZL_API zl_mem_stats zl_mem_stats_of(zl_mem_category cat);
+ZL_API void zl_mem_reset_peak(void);
+
+/* Host allocator hook. `alloc` must return memory aligned to ZL_ALIGNMENT
+ * (or NULL); `free` receives what alloc returned. NULL restores the default. */
+typedef void *(*zl_alloc_fn)(size_t nbytes, zl_mem_category cat, void *user);
+typedef void (*zl_free_fn)(void *p, size_t nbytes, zl_mem_category cat, void *user);
+ZL_API void zl_mem_set_allocator(zl_alloc_fn alloc, zl_free_fn free_fn, void *user);
+
+/* Called once before an allocation fails, so a host (the Lua binding) can free
+ * memory it holds (run its garbage collector); the allocation is retried once. */
+typedef void (*zl_pressure_fn)(size_t nbytes, void *user);
+ZL_API void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user);
+
+/* Testing: make the n-th allocation from now fail (1 = the next one); 0 disables. */
+ZL_API void zl_mem_fail_after(int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,214 @@
+/* Reductions over one dimension or all of them (sum, mean, max, argmax) and
+ * sum_to_shape, the reverse of broadcasting that every binary backward uses.
+ * Order of summation is fixed: a full reduction adds fixed 4096-element chunks
+ * in double and then the chunk sums in order, so the result does not depend on
+ * the thread count at all. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../op_util.h"
+
+enum { R_SUM, R_MEAN, R_MAX, R_ARGMAX };
+static const char *const names[] = {"sum", "mean", "max", "argmax"};
+#define CHUNK 4096
+
+static double sum_all(const float *x, int64_t n)
+{
+    int64_t nchunks = (n + CHUNK - 1) / CHUNK;
+    if (nchunks <= 1) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += x[i];
+        return s;
+    }
+    double *part = malloc((size_t)nchunks * sizeof *part);
+    if (!part) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += x[i];
+        return s;
+    }
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
+        double s = 0;
+        for (int64_t i = lo; i < hi; i++) s += x[i];
+        part[c] = s;
+    }
+    double s = 0;
+    for (int64_t c = 0; c < nchunks; c++) s += part[c];
+    free(part);
+    return s;
+}
+
+/* x viewed as [outer, d, inner] (contiguous f32); out [outer, inner]. */
+static void reduce_dim(int kind, const float *restrict x, int64_t outer, int64_t d, int64_t inner,
+                       float *restrict out, int64_t *restrict idx)
+{
+    #pragma omp parallel for schedule(static) if (outer * d * inner > ZLI_PAR_MIN && outer > 1)
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = x + o * d * inner;
+        float *yo = out + o * inner;
+        int64_t *io = idx ? idx + o * inner : NULL;
+        if (kind == R_SUM || kind == R_MEAN) {
+            for (int64_t i = 0; i < inner; i++) yo[i] = 0.0f;
+            for (int64_t k = 0; k < d; k++)
+                for (int64_t i = 0; i < inner; i++) yo[i] += xo[k * inner + i];
+            if (kind == R_MEAN)
+                for (int64_t i = 0; i < inner; i++) yo[i] /= (float)d;
+        } else {
+            for (int64_t i = 0; i < inner; i++) {
+                float best = xo[i];
+                int64_t bi = 0;
+                for (int64_t k = 1; k < d; k++) {
+                    float v = xo[k * inner + i];
+                    if (v > best || (isnan(v) && !isnan(best))) { best = v; bi = k; }
+                }
+                yo[i] = best;
+                if (io) io[i] = bi;
+            }
+        }
+    }
+}
+
+typedef struct { int64_t *idx; } max_ctx;
+
+static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
+
+static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
+{
+    const char *op = names[kind];
+    if (zli_op_begin(op, 1, &x)) return NULL;
+    int d = -1;
+    if (dim != ZL_ALL_DIMS && zli_norm_dim(op, dim, x->ndim, &d)) return zli_op_end(op, 1, &x, NULL);
+    int64_t n = zl_tensor_numel(x);
+    if ((kind == R_MAX || kind == R_ARGMAX) && (d < 0 ? n == 0 : x->shape[d] == 0)) {
+        zl_error(ZL_EINVAL, "%s: cannot reduce over an empty dimension", op);
+        return zli_op_end(op, 1, &x, NULL);
+    }
+    int64_t outer = 1, len = n, inner = 1, shape[ZL_MAX_DIMS];
+    int nd = 0;
+    if (d >= 0) {
+        len = x->shape[d];
+        for (int i = 0; i < d; i++) outer *= x->shape[i];
+        for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+        for (int i = 0; i < x->ndim; i++) {
+            if (i != d) shape[nd++] = x->shape[i];
+            else if (keepdim) shape[nd++] = 1;
+        }
+    } else if (keepdim) {
+        for (int i = 0; i < x->ndim; i++) shape[nd++] = 1;
+    }
+    zl_tensor *xf = zli_f32c(x);
+    zl_tensor *out = xf ? zli_new_f32(nd, shape) : NULL;
+    int64_t *idx = NULL;
+    if (out && (kind == R_MAX || kind == R_ARGMAX)) {
+        idx = malloc((size_t)(outer * inner) * sizeof *idx);
+        if (!idx) { zl_tensor_release(out); out = NULL; zl_error(ZL_ENOMEM, "%s: out of memory", op); }
+    }
+    if (out) {
+        if (d < 0 && (kind == R_SUM || kind == R_MEAN)) {
+            double s = sum_all(zl_tensor_data(xf), n);
+            *(float *)zl_tensor_data(out) = (float)(kind == R_MEAN ? s / (double)n : s);
+        } else {
+            reduce_dim(kind, zl_tensor_data(xf), outer, len, inner, zl_tensor_data(out), idx);
+        }
+    }
+    zl_tensor_release(xf);
+    if (out && kind == R_ARGMAX) {
+        zl_tensor *ai = zl_tensor_new(ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS);
+        if (ai) memcpy(zl_tensor_data(ai), idx, (size_t)(outer * inner) * sizeof *idx);
+        zl_tensor_release(out);
+        free(idx);
+        return zli_op_end(op, 1, &x, ai);
+    }
+    zl_dtype rdt = zl_dtype_traits_of(x->dtype)->is_float ? x->dtype : (kind == R_MAX ? x->dtype : ZL_DTYPE_F32);
+    out = zli_cast_result(out, rdt);
+    zl_node *node = NULL;
+    if (out && zli_record(out, op, reduce_backward, 1, &x, &node)) { zl_tensor_release(out); out = NULL; }
+    if (node) {
+        node->i[0] = kind;
+        node->i[1] = d;
+        node->i[2] = outer; node->i[3] = len; node->i[4] = inner;
+        node->ctx = idx;
+        node->ctx_free = free;
+        idx = NULL;
+    }
+    free(idx);
+    return zli_op_end(op, 1, &x, out);
+}
+
+static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0];
+    int kind = (int)n->i[0];
+    int64_t outer = n->i[2], len = n->i[3], inner = n->i[4];
+    zl_tensor *gx = zli_new_f32(x->ndim, x->shape);
+    if (!gx) return ZL_ENOMEM;
+    float *px = zl_tensor_data(gx);
+    const float *pg = zl_tensor_data(g);
+    if (n->i[1] < 0) {
+        int64_t total = zl_tensor_numel(x);
+        float v = kind == R_MEAN ? pg[0] / (float)total : pg[0];
+        if (kind == R_MAX) {
+            memset(px, 0, (size_t)total * sizeof *px);
+            px[((int64_t *)n->ctx)[0]] = pg[0];
+        } else {
+            for (int64_t i = 0; i < total; i++) px[i] = v;
+        }
+    } else {
+        const int64_t *idx = n->ctx;
+        #pragma omp parallel for schedule(static) if (outer * len * inner > ZLI_PAR_MIN && outer > 1)
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k < len; k++)
+                for (int64_t i = 0; i < inner; i++) {
+                    float gv = pg[o * inner + i];
+                    float *dst = &px[(o * len + k) * inner + i];
+                    if (kind == R_SUM) *dst = gv;
+                    else if (kind == R_MEAN) *dst = gv / (float)len;
+                    else *dst = idx[o * inner + i] == k ? gv : 0.0f;
+                }
+    }
+    gin[0] = gx;
+    return ZL_OK;
+}
+
+zl_tensor *zl_sum(zl_tensor *x, int dim, bool keepdim) { return reduce(R_SUM, x, dim, keepdim); }
+zl_tensor *zl_mean(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MEAN, x, dim, keepdim); }
+zl_tensor *zl_max(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MAX, x, dim, keepdim); }
+zl_tensor *zl_argmax(zl_tensor *x, int dim, bool keepdim) { return reduce(R_ARGMAX, x, dim, keepdim); }
+
+zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape)
+{
+    if (g->ndim == ndim && memcmp(g->shape, shape, (size_t)ndim * sizeof *shape) == 0) return zli_f32c(g);
+    zl_tensor *gc = zli_f32c(g);
+    zl_tensor *out = gc ? zl_tensor_new(ZL_DTYPE_F32, ndim, shape, ZL_MEM_GRADS) : NULL;
+    if (!out) { zl_tensor_release(gc); return NULL; }
+    float *po = zl_tensor_data(out);
+    memset(po, 0, (size_t)zl_tensor_numel(out) * sizeof *po);
+    /* Strides into out for each of g's dims, 0 where out is broadcast. */
+    int nd = gc->ndim, lead = nd - ndim;
+    int64_t so[ZL_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        so[i] = i < lead || shape[i - lead] == 1 ? 0 : out->stride[i - lead];
+    const float *pg = zl_tensor_data(gc);
+    int64_t inner = nd ? gc->shape[nd - 1] : 1;
+    int64_t rows = inner ? zl_tensor_numel(gc) / inner : 0;
+    int64_t sin = nd ? so[nd - 1] : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off = 0, rem = r;
+        for (int d = nd - 2; d >= 0; d--) {
+            off += (rem % gc->shape[d]) * so[d];
+            rem /= gc->shape[d];
+        }
+        const float *row = pg + r * inner;
+        if (sin == 1) {
+            float *dst = po + off;
+            for (int64_t j = 0; j < inner; j++) dst[j] += row[j];
+        } else {
+            float s = 0.0f;
+            for (int64_t j = 0; j < inner; j++) s += row[j];
+            po[off] += s;
+        }
+    }
+    zl_tensor_release(gc);
+    return out;
+}

@@ -1,0 +1,66 @@
+/* Shared helpers of the CPU kernels (see op_util.h). */
+#include <stdlib.h>
+#include <string.h>
+#include "../op_util.h"
+
+zl_dtype zli_promote(zl_dtype a, zl_dtype b)
+{
+    if (a == b) return a;
+    bool fa = zl_dtype_traits_of(a)->is_float, fb = zl_dtype_traits_of(b)->is_float;
+    if (fa && !fb) return a;
+    if (fb && !fa) return b;
+    return fa ? ZL_DTYPE_F32 : ZL_DTYPE_I64;
+}
+
+void zli_bcast_strides(const zl_tensor *t, int ndim, const int64_t *out_shape, int64_t *stride)
+{
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        if (i < lead) stride[i] = 0;
+        else stride[i] = t->shape[i - lead] == 1 && out_shape[i] != 1 ? 0 : t->stride[i - lead];
+    }
+}
+
+zl_tensor *zli_new_f32(int ndim, const int64_t *shape)
+{
+    return zl_tensor_new(ZL_DTYPE_F32, ndim, shape, ZL_MEM_ACTIVATIONS);
+}
+
+zl_tensor *zli_cast_result(zl_tensor *f32, zl_dtype dt)
+{
+    if (!f32 || dt == ZL_DTYPE_F32) return f32;
+    zl_tensor *out = zli_copy_as(f32, dt, ZL_MEM_ACTIVATIONS);
+    zl_tensor_release(f32);
+    return out;
+}
+
+zl_status zli_shape_error(const char *op, const char *what, const zl_tensor *a, const zl_tensor *b)
+{
+    char sa[128], sb[128];
+    return zl_error(ZL_ESHAPE, "%s: %s (shapes %s and %s)", op, what, zl_shape_str(a->ndim, a->shape, sa, sizeof sa),
+                    zl_shape_str(b->ndim, b->shape, sb, sizeof sb));
+}
+
+zl_status zli_need_float(const char *op, const char *role, const zl_tensor *t)
+{
+    if (zl_dtype_traits_of(t->dtype)->is_float) return ZL_OK;
+    return zl_error(ZL_EDTYPE, "%s: %s must be a float tensor (f32, f16 or bf16), got %s", op, role,
+                    zl_dtype_name(t->dtype));
+}
+
+zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, int64_t **out)
+{
+    if (t->dtype != ZL_DTYPE_I64 && t->dtype != ZL_DTYPE_I32)
+        return zl_error(ZL_EDTYPE, "%s: %s must be an integer tensor (i64 or i32), got %s", op, role,
+                        zl_dtype_name(t->dtype));
+    int64_t n = zl_tensor_numel(t);
+    int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return zl_error(ZL_ENOMEM, "%s: out of memory", op);
+    const char *base = zl_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = zli_linear_offset(t, i);
+        v[i] = t->dtype == ZL_DTYPE_I64 ? ((const int64_t *)base)[off] : ((const int32_t *)base)[off];
+    }
+    *out = v;
+    return ZL_OK;
+}

@@ -1,0 +1,27 @@
+/* Private helpers shared by the CPU kernels: dtype promotion, broadcasting
+ * strides, output allocation, and the parallel-for threshold. */
+#ifndef ZL_OP_UTIL_H
+#define ZL_OP_UTIL_H
+
+#include "../autograd/node.h"
+
+/* Below this many elements a kernel runs on one thread: forking costs more. */
+#define ZLI_PAR_MIN 32768
+
+/* Result dtype of a binary op: equal dtypes keep theirs, a float beats an
+ * integer, two different floats give f32, two different integers give i64. */
+ZLI_HIDDEN zl_dtype zli_promote(zl_dtype a, zl_dtype b);
+/* Strides that read t (any layout) as if broadcast to out_shape (0 on stretched dims). */
+ZLI_HIDDEN void zli_bcast_strides(const zl_tensor *t, int ndim, const int64_t *out_shape, int64_t *stride);
+/* A new f32 tensor charged to activations. */
+ZLI_HIDDEN zl_tensor *zli_new_f32(int ndim, const int64_t *shape);
+/* Convert an f32 result to dtype dt (releasing f32 when a conversion happened). */
+ZLI_HIDDEN zl_tensor *zli_cast_result(zl_tensor *f32, zl_dtype dt);
+/* Error naming both shapes: "<op>: <what> (shapes [a] and [b])". */
+ZLI_HIDDEN zl_status zli_shape_error(const char *op, const char *what, const zl_tensor *a, const zl_tensor *b);
+/* Check that t is a float tensor for op; names the role. */
+ZLI_HIDDEN zl_status zli_need_float(const char *op, const char *role, const zl_tensor *t);
+/* Check that t is an index tensor (i64/i32) and copy it into a contiguous i64 array (malloc'd). */
+ZLI_HIDDEN zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, int64_t **out);
+
+#endif

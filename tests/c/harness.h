@@ -1,0 +1,39 @@
+/* The C test harness: TEST() registers a function, CHECK* record failures with
+ * file:line and keep going, main() runs the tests whose names contain argv[1]
+ * and prints "N passed, N failed"; the exit status is non-zero on any failure. */
+#ifndef ZL_TEST_HARNESS_H
+#define ZL_TEST_HARNESS_H
+
+#include <stdio.h>
+#include <string.h>
+#include <math.h>
+#include "zlua/zlua.h"
+
+typedef void (*zt_fn)(void);
+void zt_register(const char *name, zt_fn fn);
+void zt_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int zt_failures_in_current(void);
+
+#define TEST(name)                                                            \
+    static void test_##name(void);                                            \
+    __attribute__((constructor)) static void reg_##name(void) { zt_register(#name, test_##name); } \
+    static void test_##name(void)
+
+#define CHECK(cond)                                                           \
+    do { if (!(cond)) zt_fail(__FILE__, __LINE__, "CHECK(%s) failed; last error: %s", #cond, zl_last_error()); } while (0)
+#define CHECK_CLOSE(a, b, tol)                                                \
+    do { double a_ = (a), b_ = (b);                                           \
+         if (!(fabs(a_ - b_) <= (tol) * (1.0 + fabs(b_))))                    \
+             zt_fail(__FILE__, __LINE__, "%s = %.9g, expected %s = %.9g (tol %g)", #a, a_, #b, b_, (double)(tol)); } while (0)
+/* The call must fail with status/NULL and an error message containing `needle`. */
+#define CHECK_ERR(expr, needle)                                               \
+    do { zl_clear_error(); (void)(expr);                                      \
+         if (!strstr(zl_last_error(), (needle)))                              \
+             zt_fail(__FILE__, __LINE__, "%s: expected an error containing \"%s\", got \"%s\"", #expr, (needle), zl_last_error()); } while (0)
+
+/* Handy constructors for tests. */
+zl_tensor *zt_randn(int ndim, const int64_t *shape);
+zl_tensor *zt_from(int ndim, const int64_t *shape, const float *data);
+#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+#endif

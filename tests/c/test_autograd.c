@@ -1,0 +1,148 @@
+/* Autograd: accumulation into .grad, no-grad mode, freed graphs, the
+ * gradient-ready and use hooks, and teardown of very long graphs. */
+#include "harness.h"
+
+static zl_tensor *leaf(int ndim, const int64_t *shape)
+{
+    zl_tensor *t = zl_tensor_randn(ZL_DTYPE_F32, ndim, shape, NULL);
+    zl_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+TEST(backward_accumulates)
+{
+    zl_tensor *x = leaf(SHAPE(3));
+    for (int rep = 0; rep < 2; rep++) {
+        zl_tensor *y = zl_mul(x, x), *s = zl_sum(y, ZL_ALL_DIMS, false);
+        CHECK(zl_backward(s, NULL, false) == ZL_OK);
+        zl_tensor_release(y);
+        zl_tensor_release(s);
+    }
+    for (int i = 0; i < 3; i++) CHECK_CLOSE(zl_tensor_get(zl_tensor_grad(x), i), 4 * zl_tensor_get(x, i), 1e-6);
+    zl_tensor_release(x);
+}
+
+TEST(no_grad_and_errors)
+{
+    zl_tensor *x = leaf(SHAPE(2));
+    bool was = zl_grad_set_enabled(false);
+    zl_tensor *y = zl_exp(x);
+    zl_grad_set_enabled(was);
+    CHECK(!zl_tensor_requires_grad(y) && zl_tensor_grad_fn_name(y) == NULL);
+    CHECK_ERR(zl_backward(y, NULL, false), "does not require grad");
+    zl_tensor *z = zl_exp(x);
+    CHECK(zl_tensor_grad_fn_name(z) && strcmp(zl_tensor_grad_fn_name(z), "exp") == 0);
+    CHECK_ERR(zl_backward(z, NULL, false), "one-element tensor");
+    zl_tensor *s = zl_sum(z, ZL_ALL_DIMS, false);
+    CHECK(zl_backward(s, NULL, false) == ZL_OK);
+    CHECK_ERR(zl_backward(s, NULL, false), "second time");
+    zl_tensor *z2 = zl_exp(x), *s2 = zl_sum(z2, ZL_ALL_DIMS, false);
+    CHECK(zl_backward(s2, NULL, true) == ZL_OK);
+    CHECK(zl_backward(s2, NULL, false) == ZL_OK);   /* retained: may run again */
+    zl_tensor *i = zl_tensor_arange(ZL_DTYPE_I64, 3);
+    CHECK_ERR(zl_tensor_set_requires_grad(i, true), "only float tensors");
+    zl_tensor *all[] = {x, y, z, s, z2, s2, i};
+    for (int k = 0; k < 7; k++) zl_tensor_release(all[k]);
+}
+
+typedef struct { int fired; double seen; } ready_log;
+
+static zl_status on_ready(zl_tensor *t, void *user)
+{
+    ready_log *log = user;
+    log->fired++;
+    log->seen = zl_tensor_get(zl_tensor_grad(t), 0);
+    return ZL_OK;
+}
+
+TEST(grad_ready_fires_once_when_complete)
+{
+    /* w is used three times; the hook must fire once, after all three contributions. */
+    zl_tensor *w = leaf(SHAPE(1));
+    zl_tensor_fill(w, 0);
+    ready_log log = {0, 0};
+    bool was = zl_grad_set_enabled(false);
+    zl_tensor_fill(w, 2.0);
+    zl_grad_set_enabled(was);
+    CHECK(zl_tensor_add_grad_ready_hook(w, on_ready, &log, NULL) > 0);
+    zl_tensor *a = zl_mul(w, w), *b = zl_add(a, w), *c = zl_exp(w), *d = zl_add(b, c);
+    CHECK(zl_backward(d, NULL, false) == ZL_OK);
+    CHECK(log.fired == 1);
+    CHECK_CLOSE(log.seen, 2 * 2.0 + 1 + exp(2.0), 1e-5);
+    zl_tensor *all[] = {w, a, b, c, d};
+    for (int k = 0; k < 5; k++) zl_tensor_release(all[k]);
+}
+
+typedef struct { int before_fwd, after_fwd, before_bwd, after_bwd; } use_log;
+
+static zl_status on_use(zl_tensor *t, zl_use_event ev, const char *op, void *user)
+{
+    use_log *log = user;
+    switch (ev) {
+    case ZL_USE_BEFORE_FORWARD: log->before_fwd++; break;
+    case ZL_USE_AFTER_FORWARD: log->after_fwd++; break;
+    case ZL_USE_BEFORE_BACKWARD: log->before_bwd++; break;
+    case ZL_USE_AFTER_BACKWARD: log->after_bwd++; break;
+    }
+    return ZL_OK;
+}
+
+static zl_status refuse(zl_tensor *t, zl_use_event ev, const char *op, void *user)
+{
+    return zl_error(ZL_EINVAL, "parameter not gathered (op %s)", op);
+}
+
+static int freed;
+static void count_free(void *p) { freed++; }
+
+TEST(use_hooks)
+{
+    zl_tensor *w = leaf(SHAPE(3, 4)), *x = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(2, 4), NULL);
+    use_log log = {0};
+    int h = zl_tensor_add_use_hook(w, on_use, &log, count_free);
+    zl_tensor *y = zl_linear(x, w, NULL), *s = zl_sum(y, ZL_ALL_DIMS, false);
+    CHECK(log.before_fwd == 1 && log.after_fwd == 1 && log.before_bwd == 0);
+    CHECK(zl_backward(s, NULL, false) == ZL_OK);
+    CHECK(log.before_bwd == 1 && log.after_bwd == 1);
+    zl_tensor_remove_hook(w, h);
+    CHECK(freed == 1);
+    zl_tensor_add_use_hook(w, refuse, NULL, NULL);
+    CHECK_ERR(zl_linear(x, w, NULL), "parameter not gathered (op linear)");
+    zl_tensor *all[] = {w, x, y, s};
+    for (int k = 0; k < 4; k++) zl_tensor_release(all[k]);
+}
+
+TEST(long_graph_releases_without_recursion)
+{
+    zl_tensor *x = leaf(SHAPE(1));
+    zl_tensor *acc = zl_tensor_retain(x);
+    for (int i = 0; i < 200000; i++) {
+        zl_tensor *n = zl_affine(acc, 1.0, 0.0);
+        zl_tensor_release(acc);
+        acc = n;
+    }
+    zl_tensor_release(acc);   /* frees 200000 nodes; a recursive release would overflow the stack */
+    acc = zl_tensor_retain(x);
+    for (int i = 0; i < 100000; i++) {
+        zl_tensor *n = zl_affine(acc, 1.0, 1e-3);
+        zl_tensor_release(acc);
+        acc = n;
+    }
+    CHECK(zl_backward(acc, NULL, false) == ZL_OK);
+    CHECK_CLOSE(zl_tensor_get(zl_tensor_grad(x), 0), 1.0, 1e-6);
+    zl_tensor_release(acc);
+    zl_tensor_release(x);
+}
+
+TEST(views_backward)
+{
+    zl_tensor *x = leaf(SHAPE(2, 3));
+    zl_tensor *t = zl_tensor_transpose(x, 0, 1), *n = zl_tensor_narrow(t, 0, 1, 2);   /* [2, 2] */
+    zl_tensor *r = zl_tensor_reshape(n, SHAPE(4)), *s = zl_sum(r, ZL_ALL_DIMS, false);
+    CHECK(zl_backward(s, NULL, false) == ZL_OK);
+    zl_tensor *g = zl_tensor_grad(x);
+    double want[6] = {0, 1, 1, 0, 1, 1};
+    for (int i = 0; i < 6; i++) CHECK(zl_tensor_get(g, i) == want[i]);
+    zl_tensor *all[] = {x, t, n, r, s};
+    for (int k = 0; k < 5; k++) zl_tensor_release(all[k]);
+}

@@ -1,0 +1,161 @@
+/* Tensors: creation, views, contiguity, dtype conversion, memory accounting,
+ * the RNG's independence from thread count, and bad-input messages. */
+#include "harness.h"
+
+TEST(create_and_inspect)
+{
+    zl_tensor *t = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(2, 3));
+    CHECK(t);
+    CHECK(zl_tensor_ndim(t) == 2 && zl_tensor_numel(t) == 6);
+    CHECK(zl_tensor_size(t, -1) == 3 && zl_tensor_size(t, 5) == -1);
+    CHECK(zl_tensor_is_contiguous(t));
+    CHECK(((uintptr_t)zl_tensor_data(t) % ZL_ALIGNMENT) == 0);
+    CHECK(zl_tensor_set(t, 4, 2.5) == ZL_OK);
+    CHECK(zl_tensor_get(t, 4) == 2.5);
+    CHECK_ERR(zl_tensor_set(t, 6, 1.0), "out of range");
+    zl_tensor_release(t);
+    zl_tensor_release(NULL);
+}
+
+TEST(views_share_storage)
+{
+    zl_tensor *a = zl_tensor_arange(ZL_DTYPE_F32, 24);
+    zl_tensor *b = zl_tensor_reshape(a, SHAPE(2, 3, 4));
+    CHECK(zl_tensor_shares_storage(a, b));
+    zl_tensor *t = zl_tensor_transpose(b, 0, 2);   /* [4, 3, 2] */
+    CHECK(zl_tensor_size(t, 0) == 4 && !zl_tensor_is_contiguous(t));
+    int64_t idx[3] = {3, 2, 1};
+    double v;
+    CHECK(zl_tensor_get_at(t, idx, &v) == ZL_OK && v == 1 * 12 + 2 * 4 + 3);
+    zl_tensor *c = zl_tensor_contiguous(t);
+    CHECK(zl_tensor_is_contiguous(c) && !zl_tensor_shares_storage(c, t));
+    CHECK(zl_tensor_get(c, 23) == 23 && zl_tensor_get(c, 1) == 12);
+    zl_tensor *n = zl_tensor_narrow(b, 2, 1, 2);    /* [2, 3, 2] starting at column 1 */
+    CHECK(zl_tensor_get(n, 0) == 1 && zl_tensor_get(n, 1) == 2 && zl_tensor_get(n, 2) == 5);
+    zl_tensor *s = zl_tensor_select(b, 1, -1);     /* [2, 4]: row 2 of each */
+    CHECK(zl_tensor_ndim(s) == 2 && zl_tensor_get(s, 0) == 8 && zl_tensor_get(s, 4) == 20);
+    zl_tensor *r = zl_tensor_reshape(t, SHAPE(-1));  /* non-contiguous: copies */
+    CHECK(r && zl_tensor_numel(r) == 24 && zl_tensor_get(r, 1) == 12);
+    CHECK_ERR(zl_tensor_view(t, SHAPE(24)), "cannot be viewed");
+    CHECK_ERR(zl_tensor_reshape(a, SHAPE(5, 5)), "cannot reshape a tensor of shape [24]");
+    CHECK_ERR(zl_tensor_transpose(b, 0, 3), "dimension 3 is out of range for a 3-d tensor");
+    CHECK_ERR(zl_tensor_narrow(b, 2, 3, 2), "out of bounds");
+    zl_tensor *p = zl_tensor_permute(b, (int[]){2, 0, 1});
+    CHECK(zl_tensor_size(p, 0) == 4 && zl_tensor_size(p, 1) == 2);
+    zl_tensor *u = zl_tensor_unsqueeze(a, 0), *q = zl_tensor_squeeze(u, 0);
+    CHECK(zl_tensor_ndim(u) == 2 && zl_tensor_ndim(q) == 1);
+    zl_tensor *tensors[] = {a, b, t, c, n, s, r, p, u, q};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) zl_tensor_release(tensors[i]);
+}
+
+TEST(expand_broadcasts)
+{
+    zl_tensor *a = zl_tensor_arange(ZL_DTYPE_F32, 3);
+    zl_tensor *e = zl_tensor_expand(a, SHAPE(2, 3));
+    CHECK(e && zl_tensor_get(e, 4) == 1 && zl_tensor_strides(e)[0] == 0);
+    CHECK_ERR(zl_tensor_expand(a, SHAPE(2, 4)), "cannot expand shape [3] to [2, 4]");
+    int nd;
+    int64_t out[ZL_MAX_DIMS];
+    CHECK(zl_broadcast_shapes(2, (int64_t[]){4, 1}, 1, (int64_t[]){3}, &nd, out) == ZL_OK);
+    CHECK(nd == 2 && out[0] == 4 && out[1] == 3);
+    CHECK_ERR(zl_broadcast_shapes(1, (int64_t[]){2}, 1, (int64_t[]){3}, &nd, out), "cannot be broadcast");
+    zl_tensor_release(e);
+    zl_tensor_release(a);
+}
+
+TEST(bf16_f16_round_to_nearest_even)
+{
+    /* 1 + 2^-8 is exactly between two bf16 values: ties go to the even one (1.0). */
+    CHECK(zl_bf16_to_f32(zl_f32_to_bf16(1.0f + 0x1p-8f)) == 1.0f);
+    /* 1 + 3*2^-8 is between 1+2^-7 and 1+2^-6: ties to even -> 1 + 2^-6. */
+    CHECK(zl_bf16_to_f32(zl_f32_to_bf16(1.0f + 3 * 0x1p-8f)) == 1.0f + 0x1p-6f);
+    CHECK(zl_bf16_to_f32(zl_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f)) == 1.0f + 0x1p-7f);
+    CHECK(isnan(zl_bf16_to_f32(zl_f32_to_bf16(NAN))));
+    CHECK(zl_f16_to_f32(zl_f32_to_f16(1.0f + 0x1p-11f)) == 1.0f);
+    CHECK(zl_f16_to_f32(zl_f32_to_f16(1.0f + 3 * 0x1p-11f)) == 1.0f + 0x1p-9f);
+    CHECK(isinf(zl_f16_to_f32(zl_f32_to_f16(70000.0f))));
+    CHECK(zl_f16_to_f32(zl_f32_to_f16(65504.0f)) == 65504.0f);
+    CHECK(zl_f16_to_f32(zl_f32_to_f16(0x1p-24f)) == 0x1p-24f);   /* smallest subnormal */
+    CHECK(zl_f16_to_f32(zl_f32_to_f16(-2.0f)) == -2.0f);
+    /* Every f16 value round-trips through f32. */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = zl_f16_to_f32((uint16_t)h);
+        if (!isnan(f) && zl_f32_to_f16(f) != h) bad++;
+    }
+    CHECK(bad == 0);
+    zl_tensor *a = zl_tensor_arange(ZL_DTYPE_F32, 5);
+    zl_tensor *b = zl_tensor_to(a, ZL_DTYPE_BF16);
+    CHECK(zl_tensor_dtype(b) == ZL_DTYPE_BF16 && zl_tensor_get(b, 4) == 4.0);
+    zl_dtype dt;
+    CHECK(zl_dtype_from_name("bfloat16", &dt) == ZL_OK && dt == ZL_DTYPE_BF16);
+    CHECK_ERR(zl_dtype_from_name("f8", &dt), "unknown dtype 'f8'");
+    zl_tensor_release(a);
+    zl_tensor_release(b);
+}
+
+TEST(memory_accounting)
+{
+    zl_mem_stats before = zl_mem_stats_of(ZL_MEM_OTHER);
+    zl_tensor *t = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(1000));
+    CHECK(zl_mem_stats_of(ZL_MEM_OTHER).current == before.current + 4000);
+    zl_tensor_set_category(t, ZL_MEM_PARAMS);
+    CHECK(zl_mem_stats_of(ZL_MEM_OTHER).current == before.current);
+    int64_t p = zl_mem_stats_of(ZL_MEM_PARAMS).current;
+    zl_tensor_release(t);
+    CHECK(zl_mem_stats_of(ZL_MEM_PARAMS).current == p - 4000);
+    CHECK(zl_mem_stats_of(ZL_MEM_PARAMS).peak >= 4000);
+    zl_mem_fail_after(1);
+    CHECK_ERR(zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(10)), "out of memory");
+    t = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(10));
+    CHECK(t);
+    zl_tensor_release(t);
+}
+
+TEST(rng_independent_of_threads)
+{
+    zl_set_num_threads(1);
+    zl_manual_seed(42);
+    zl_tensor *a = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(100000), NULL);
+    zl_set_num_threads(2);
+    zl_manual_seed(42);
+    zl_tensor *b = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(100000), NULL);
+    CHECK(memcmp(zl_tensor_data(a), zl_tensor_data(b), 400000) == 0);
+    /* Moments of the normal draw and of a uniform one. */
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < 100000; i++) { double v = zl_tensor_get(a, i); s += v; s2 += v * v; }
+    CHECK(fabs(s / 1e5) < 0.02 && fabs(s2 / 1e5 - 1) < 0.02);
+    zl_tensor *u = zl_tensor_rand(ZL_DTYPE_F32, SHAPE(100000), NULL);
+    double mn = 1, mx = 0;
+    for (int64_t i = 0; i < 100000; i++) { double v = zl_tensor_get(u, i); mn = fmin(mn, v); mx = fmax(mx, v); }
+    CHECK(mn >= 0 && mx < 1 && mn < 0.001 && mx > 0.999);
+    /* Successive draws differ; reseeding repeats them. */
+    zl_manual_seed(7);
+    zl_tensor *c1 = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(4), NULL), *c2 = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(4), NULL);
+    CHECK(zl_tensor_get(c1, 0) != zl_tensor_get(c2, 0));
+    zl_manual_seed(7);
+    zl_tensor *c3 = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(4), NULL);
+    CHECK(zl_tensor_get(c1, 3) == zl_tensor_get(c3, 3));
+    zl_tensor *perm = zl_randperm(10, NULL);
+    int seen[10] = {0};
+    for (int i = 0; i < 10; i++) seen[(int)zl_tensor_get(perm, i)]++;
+    for (int i = 0; i < 10; i++) CHECK(seen[i] == 1);
+    zl_tensor *all[] = {a, b, u, c1, c2, c3, perm};
+    for (int i = 0; i < 7; i++) zl_tensor_release(all[i]);
+}
+
+TEST(copy_and_fill)
+{
+    zl_tensor *a = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(2, 3));
+    zl_tensor *row = zl_tensor_arange(ZL_DTYPE_I64, 3);
+    CHECK(zl_tensor_copy_(a, row) == ZL_OK);
+    CHECK(zl_tensor_get(a, 5) == 2);
+    CHECK_ERR(zl_tensor_copy_(row, a), "cannot be broadcast");
+    zl_tensor *t = zl_tensor_transpose(a, 0, 1);
+    CHECK(zl_tensor_fill(t, 3) == ZL_OK && zl_tensor_get(a, 0) == 3);
+    zl_tensor_set_requires_grad(a, true);
+    CHECK_ERR(zl_tensor_fill(a, 1), "leaf tensor that requires grad");
+    zl_tensor_release(t);
+    zl_tensor_release(a);
+    zl_tensor_release(row);
+}

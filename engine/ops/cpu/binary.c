@@ -36,8 +36,13 @@ static void binary_f32(int kind, const zl_tensor *a, const zl_tensor *b, zl_tens
     int64_t inner = nd ? out->shape[nd - 1] : 1;
     int64_t isa = nd ? sa[nd - 1] : 0, isb = nd ? sb[nd - 1] : 0;
     int64_t rows = inner ? zl_tensor_numel(out) / inner : 0;
-    #pragma omp parallel for schedule(static) if (rows * inner > ZLI_PAR_MIN && rows > 1)
-    for (int64_t r = 0; r < rows; r++) {
+    /* Work items are (row, block of the row): a long flat vector still spreads
+     * over every thread, and each item writes its own disjoint slice. */
+    const int64_t BLOCK = 8192;
+    int64_t nblk = (inner + BLOCK - 1) / BLOCK, items = rows * nblk;
+    #pragma omp parallel for schedule(static) if (rows * inner > ZLI_PAR_MIN && items > 1)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t r = it / nblk, j0 = (it % nblk) * BLOCK, len = inner - j0 < BLOCK ? inner - j0 : BLOCK;
         int64_t oa = 0, ob = 0, rem = r;
         for (int d = nd - 2; d >= 0; d--) {
             int64_t i = rem % out->shape[d];
@@ -45,13 +50,13 @@ static void binary_f32(int kind, const zl_tensor *a, const zl_tensor *b, zl_tens
             oa += i * sa[d];
             ob += i * sb[d];
         }
-        const float *ra = pa + oa, *rb = pb + ob;
-        float *ro = po + r * inner;
+        const float *ra = pa + oa + j0 * isa, *rb = pb + ob + j0 * isb;
+        float *ro = po + r * inner + j0;
         /* Constant strides let the inlined row loop vectorise. */
-        if (isa == 1 && isb == 1) row(kind, inner, ra, 1, rb, 1, ro);
-        else if (isa == 1 && isb == 0) row(kind, inner, ra, 1, rb, 0, ro);
-        else if (isa == 0 && isb == 1) row(kind, inner, ra, 0, rb, 1, ro);
-        else row(kind, inner, ra, isa, rb, isb, ro);
+        if (isa == 1 && isb == 1) row(kind, len, ra, 1, rb, 1, ro);
+        else if (isa == 1 && isb == 0) row(kind, len, ra, 1, rb, 0, ro);
+        else if (isa == 0 && isb == 1) row(kind, len, ra, 0, rb, 1, ro);
+        else row(kind, len, ra, isa, rb, isb, ro);
     }
 }
 

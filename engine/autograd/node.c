@@ -88,10 +88,11 @@ zl_tensor *zli_op_end(const char *op, int n, zl_tensor *const *in, zl_tensor *ou
         /* Keep the kernel's error message: the after-hooks still fire so a
          * gathered parameter is released, but they must not overwrite it. */
         char msg[1024];
+        zl_status code = zli_last_code();
         strncpy(msg, zl_last_error(), sizeof msg - 1);
         msg[sizeof msg - 1] = '\0';
         zli_fire_use(n, in, ZL_USE_AFTER_FORWARD, op);
-        zl_error(ZL_EINVAL, "%s", msg);
+        zl_error(code ? code : ZL_EINVAL, "%s", msg);
         return NULL;
     }
     if (zli_fire_use(n, in, ZL_USE_AFTER_FORWARD, op)) {

@@ -9,11 +9,15 @@
 #include "zlua/base.h"
 
 static _Thread_local char last_error[2048];
+static _Thread_local zl_status last_code;
 static volatile sig_atomic_t interrupt_flag;
 
 const char *zl_last_error(void) { return last_error; }
 
-void zl_clear_error(void) { last_error[0] = '\0'; }
+void zl_clear_error(void) { last_error[0] = '\0'; last_code = ZL_OK; }
+
+/* The code that went with the last message; private (tensor_impl.h). */
+__attribute__((visibility("hidden"))) zl_status zli_last_code(void) { return last_code; }
 
 zl_status zl_error(zl_status code, const char *fmt, ...)
 {
@@ -21,6 +25,7 @@ zl_status zl_error(zl_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    last_code = code;
     return code;
 }
 

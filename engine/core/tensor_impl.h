@@ -53,6 +53,8 @@ struct zl_tensor {
  * freeing it (used by node teardown). */
 ZLI_HIDDEN void zli_release_deferred(zl_tensor *t, zl_tensor **worklist);
 
+/* The status code of the last zl_error on this thread. */
+ZLI_HIDDEN zl_status zli_last_code(void);
 /* Normalise a possibly negative dim against ndim (for insertion, pass ndim+1).
  * Returns ZL_EINVAL with a message naming the op when out of range. */
 ZLI_HIDDEN zl_status zli_norm_dim(const char *op, int dim, int ndim, int *out);

@@ -6,42 +6,36 @@
 #include "tensor_impl.h"
 #include "../autograd/node.h"
 
-/* Strides for viewing t as `shape` without copying, or false when impossible. */
+/* Strides for viewing t as `shape` without copying, or false when impossible.
+ * Old dims are taken from the back in chunks that are contiguous among
+ * themselves; each chunk must be exactly covered by a run of new dims, which
+ * then step through it with the chunk's base stride. Size-1 dims never matter. */
 static bool view_strides(const zl_tensor *t, int ndim, const int64_t *shape, int64_t *stride)
 {
-    if (zl_tensor_is_contiguous(t)) {
+    if (zl_tensor_is_contiguous(t) || zl_tensor_numel(t) == 0) {
         zli_contiguous_strides(ndim, shape, stride);
         return true;
     }
-    /* Match groups of old dims that are contiguous among themselves to groups of new dims. */
-    int oi = 0, ni = 0;
-    while (oi < t->ndim || ni < ndim) {
-        while (oi < t->ndim && t->shape[oi] == 1) oi++;
-        while (ni < ndim && shape[ni] == 1) { stride[ni] = 1; ni++; }
-        if (oi >= t->ndim && ni >= ndim) break;
-        if (oi >= t->ndim || ni >= ndim) return false;
-        int64_t osz = t->shape[oi], nsz = shape[ni];
-        int ostart = oi, nstart = ni;
-        oi++; ni++;
-        while (osz != nsz) {
-            if (osz < nsz) {
-                if (oi >= t->ndim) return false;
-                if (t->shape[oi] != 1 && t->stride[oi - 1] != t->stride[oi] * t->shape[oi]) return false;
-                osz *= t->shape[oi++];
-            } else {
-                if (ni >= ndim) return false;
-                nsz *= shape[ni++];
-            }
+    int64_t osh[ZL_MAX_DIMS], ost[ZL_MAX_DIMS];
+    int on = 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] != 1) { osh[on] = t->shape[i]; ost[on] = t->stride[i]; on++; }
+    int vd = ndim - 1;
+    int64_t base = ost[on - 1], chunk = 1, covered = 1;
+    for (int d = on - 1; d >= 0; d--) {
+        chunk *= osh[d];
+        if (d > 0 && ost[d - 1] == chunk * base) continue;   /* chunk goes on */
+        while (vd >= 0 && (covered < chunk || shape[vd] == 1)) {
+            stride[vd] = covered * base;
+            covered *= shape[vd];
+            vd--;
         }
-        for (int k = oi - 1; k > ostart; k--)
-            if (t->shape[k] != 1 && t->shape[k - 1] != 1 && t->stride[k - 1] != t->stride[k] * t->shape[k])
-                return false;
-        int64_t s = t->stride[oi - 1];
-        for (int k = oi - 1; k >= ostart && t->shape[k] == 1; k--) s = t->stride[k];
-        for (int k = ni - 1; k >= nstart; k--) {
-            stride[k] = s;
-            s *= shape[k];
-        }
+        if (covered != chunk) return false;
+        if (d > 0) { base = ost[d - 1]; chunk = 1; covered = 1; }
+    }
+    for (; vd >= 0; vd--) {
+        if (shape[vd] != 1) return false;
+        stride[vd] = 1;
     }
     return true;
 }

@@ -159,3 +159,39 @@ TEST(copy_and_fill)
     zl_tensor_release(a);
     zl_tensor_release(row);
 }
+
+TEST(reshape_of_strided_views_matches_copy)
+{
+    /* Reshape of permuted/narrowed views must read the same values as reshaping
+     * a contiguous copy, whether it could make a view or had to copy. */
+    zl_tensor *base = zl_tensor_arange(ZL_DTYPE_F32, 2 * 3 * 4 * 2);
+    zl_tensor *b4 = zl_tensor_reshape(base, SHAPE(2, 3, 4, 2));
+    int perms[][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {0, 2, 1, 3}, {3, 2, 1, 0}, {0, 1, 3, 2}};
+    int64_t targets[][4] = {{-1, 0, 0, 0}, {6, 8, 0, 0}, {2, 12, 2, 0}, {3, 2, 8, 0}, {2, 3, 2, 4}};
+    int tnd[] = {1, 2, 3, 3, 4};
+    for (int p = 0; p < 5; p++) {
+        zl_tensor *v = zl_tensor_permute(b4, perms[p]);
+        for (int t = 0; t < 5; t++) {
+            int64_t want = 1;
+            for (int d = 0; d < tnd[t]; d++) want *= targets[t][d] == -1 ? 1 : targets[t][d];
+            if (targets[t][0] != -1 && want != 48) continue;
+            zl_tensor *r = zl_tensor_reshape(v, tnd[t], targets[t]);
+            zl_tensor *c = zl_tensor_contiguous(v);
+            CHECK(r != NULL);
+            for (int64_t i = 0; r && i < 48; i++)
+                if (zl_tensor_get(r, i) != zl_tensor_get(c, i)) { CHECK(!"reshape read a wrong value"); break; }
+            zl_tensor_release(r);
+            zl_tensor_release(c);
+        }
+        zl_tensor *n = zl_tensor_narrow(v, 1, 0, 1);
+        int64_t shp[1] = {-1};
+        zl_tensor *r = zl_tensor_reshape(n, 1, shp), *c = zl_tensor_contiguous(n);
+        for (int64_t i = 0; i < zl_tensor_numel(c); i++) CHECK(zl_tensor_get(r, i) == zl_tensor_get(c, i));
+        zl_tensor_release(r);
+        zl_tensor_release(c);
+        zl_tensor_release(n);
+        zl_tensor_release(v);
+    }
+    zl_tensor_release(b4);
+    zl_tensor_release(base);
+}

@@ -1,0 +1,70 @@
+/* dropout: zero each element with probability p and scale the survivors by
+ * 1/(1-p). The mask comes from the counter-based generator (one uniform draw per
+ * element), so it depends on the seed and offset only, never on thread count;
+ * it is kept as one byte per element for the backward. */
+#include <math.h>
+#include "../op_util.h"
+
+/* y[i] = keep[i] ? x[i] * scale : 0, with keep[i] = u[i] >= p; keep [out]. */
+static void dropout_kernel(int64_t n, const float *restrict x, const float *restrict u, float p, float scale,
+                           uint8_t *restrict keep, float *restrict y)
+{
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t k = u[i] >= p;
+        keep[i] = k;
+        y[i] = k ? x[i] * scale : 0.0f;
+    }
+}
+
+static void dropout_backward_kernel(int64_t n, const uint8_t *restrict keep, const float *restrict g, float scale,
+                                    float *restrict gx)
+{
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) gx[i] = keep[i] ? g[i] * scale : 0.0f;
+}
+
+/* saved[0]: the keep mask (u8, x's shape); f[0]: the scale. */
+static zl_status dropout_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *gx = zli_new_f32(g->ndim, g->shape);
+    if (gx)
+        dropout_backward_kernel(zl_tensor_numel(g), zl_tensor_data(n->saved[0]), zl_tensor_data(g), (float)n->f[0],
+                                zl_tensor_data(gx));
+    gin[0] = gx;
+    return gx ? ZL_OK : ZL_ENOMEM;
+}
+
+/* p == 1 is accepted and drops everything (output and gradient all zeros), as
+ * in PyTorch. When !training or p == 0 the result is x itself, retained: no
+ * copy, no graph node, no random numbers drawn. */
+zl_tensor *zl_dropout(zl_tensor *x, double p, bool training, zl_generator *g)
+{
+    const char *op = "dropout";
+    if (zli_op_begin(op, 1, &x)) return NULL;
+    if (zli_need_float(op, "input", x)) return zli_op_end(op, 1, &x, NULL);
+    if (!(p >= 0.0 && p <= 1.0)) {
+        zl_error(ZL_EINVAL, "%s: probability p must be in [0, 1], got %g", op, p);
+        return zli_op_end(op, 1, &x, NULL);
+    }
+    if (!training || p == 0.0) return zli_op_end(op, 1, &x, zl_tensor_retain(x));
+    int64_t n = zl_tensor_numel(x);
+    float scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
+    zl_tensor *u = zl_tensor_rand(ZL_DTYPE_F32, x->ndim, x->shape, g);
+    zl_tensor *keep = u ? zl_tensor_new(ZL_DTYPE_U8, x->ndim, x->shape, ZL_MEM_ACTIVATIONS) : NULL;
+    zl_tensor *xf = keep ? zli_f32c(x) : NULL;
+    zl_tensor *y = xf ? zli_new_f32(x->ndim, x->shape) : NULL;
+    if (y) dropout_kernel(n, zl_tensor_data(xf), zl_tensor_data(u), (float)p, scale, zl_tensor_data(keep),
+                          zl_tensor_data(y));
+    zl_tensor_release(u);
+    zl_tensor_release(xf);
+    y = zli_cast_result(y, x->dtype);
+    zl_node *node = NULL;
+    if (y && zli_record(y, op, dropout_backward, 1, &x, &node)) { zl_tensor_release(y); y = NULL; }
+    if (node) {
+        node->f[0] = scale;
+        if (zli_node_save(node, 0, keep, false)) { zl_tensor_release(y); y = NULL; }
+    }
+    zl_tensor_release(keep);
+    return zli_op_end(op, 1, &x, y);
+}

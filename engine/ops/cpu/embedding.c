@@ -1,0 +1,92 @@
+/* embedding: rows of weight [V, D] gathered by an index tensor of any shape,
+ * and the backward that scatter-adds into a [V, D] gradient. Forward copies
+ * rows in weight's own dtype (no f32 round trip); backward splits D across
+ * threads, so each element's sum is taken in index order whatever the threads. */
+#include <stdlib.h>
+#include <string.h>
+#include "../op_util.h"
+
+/* Columns of the gradient one thread owns at a time. */
+#define COLS 64
+
+/* gw [v, d] [out] = sum over positions p of g[p, :] into row idx[p]; g [n, d]. */
+static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *restrict idx,
+                               const float *restrict g, float *restrict gw)
+{
+    int64_t nblocks = (d + COLS - 1) / COLS;
+    #pragma omp parallel for schedule(static) if (n * d > ZLI_PAR_MIN && nblocks > 1)
+    for (int64_t blk = 0; blk < nblocks; blk++) {
+        int64_t lo = blk * COLS, w = lo + COLS < d ? COLS : d - lo;
+        for (int64_t r = 0; r < v; r++) memset(gw + r * d + lo, 0, (size_t)w * sizeof *gw);
+        for (int64_t p = 0; p < n; p++) {
+            const float *src = g + p * d + lo;
+            float *dst = gw + idx[p] * d + lo;
+            for (int64_t j = 0; j < w; j++) dst[j] += src[j];
+        }
+    }
+}
+
+/* ctx: the validated indices, i64 [n]. */
+static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *w = n->inputs[0];
+    zl_tensor *gw = zl_tensor_new(ZL_DTYPE_F32, 2, w->shape, ZL_MEM_GRADS);
+    if (gw) scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(g), zl_tensor_data(gw));
+    gin[0] = gw;
+    gin[1] = NULL;
+    return gw ? ZL_OK : ZL_ENOMEM;
+}
+
+zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
+{
+    const char *op = "embedding";
+    zl_tensor *in[2] = {weight, indices};
+    if (zli_op_begin(op, 2, in)) return NULL;
+    if (weight->ndim != 2) {
+        char s[128];
+        zl_error(ZL_ESHAPE, "%s: weight must be 2-d [V, D], got shape %s", op,
+                 zl_shape_str(weight->ndim, weight->shape, s, sizeof s));
+        return zli_op_end(op, 2, in, NULL);
+    }
+    if (indices->ndim >= ZL_MAX_DIMS) {
+        char s[128];
+        zl_error(ZL_ESHAPE, "%s: indices of shape %s would give a %d-d output, at most %d dims are supported",
+                 op, zl_shape_str(indices->ndim, indices->shape, s, sizeof s), indices->ndim + 1, ZL_MAX_DIMS);
+        return zli_op_end(op, 2, in, NULL);
+    }
+    int64_t *idx = NULL;
+    if (zli_index_array(op, "indices", indices, &idx)) return zli_op_end(op, 2, in, NULL);
+    int64_t n = zl_tensor_numel(indices), v = weight->shape[0], d = weight->shape[1];
+    for (int64_t p = 0; p < n; p++) {
+        if (idx[p] < 0 || idx[p] >= v) {
+            zl_error(ZL_EINVAL, "%s: index %lld at position %lld is out of range for a weight of %lld rows "
+                     "(expected 0..%lld)", op, (long long)idx[p], (long long)p, (long long)v, (long long)(v - 1));
+            free(idx);
+            return zli_op_end(op, 2, in, NULL);
+        }
+    }
+    int64_t shape[ZL_MAX_DIMS];
+    memcpy(shape, indices->shape, (size_t)indices->ndim * sizeof shape[0]);
+    shape[indices->ndim] = d;
+    zl_tensor *wc = zl_tensor_is_contiguous(weight) ? zl_tensor_retain(weight)
+                                                     : zli_copy_as(weight, weight->dtype, ZL_MEM_ACTIVATIONS);
+    zl_tensor *out = wc ? zl_tensor_new(weight->dtype, indices->ndim + 1, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    if (out) {
+        size_t row = (size_t)d * zl_dtype_size(weight->dtype);
+        const char *src = zl_tensor_data(wc);
+        char *dst = zl_tensor_data(out);
+        #pragma omp parallel for schedule(static) if (n * d > ZLI_PAR_MIN)
+        for (int64_t p = 0; p < n; p++) memcpy(dst + (size_t)p * row, src + (size_t)idx[p] * row, row);
+    }
+    zl_tensor_release(wc);
+    zl_node *node = NULL;
+    if (out && zli_record(out, op, embedding_backward, 2, in, &node)) { zl_tensor_release(out); out = NULL; }
+    if (node) {
+        node->i[0] = n;
+        node->ctx = idx;
+        node->ctx_free = free;
+        idx = NULL;
+    }
+    free(idx);
+    return zli_op_end(op, 2, in, out);
+}

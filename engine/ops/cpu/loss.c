@@ -1,0 +1,271 @@
+/* Losses: cross_entropy (log-softmax and NLL fused, with ignore_index) and
+ * mse_loss, each with a one-pass backward. Per-row work runs in parallel;
+ * every sum over rows or elements is taken in a fixed order, in double. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../op_util.h"
+
+#define CHUNK 4096
+
+static zl_status check_reduction(const char *op, zl_reduction red)
+{
+    if (red == ZL_REDUCE_MEAN || red == ZL_REDUCE_SUM || red == ZL_REDUCE_NONE) return ZL_OK;
+    return zl_error(ZL_EINVAL, "%s: unknown reduction %d (expected mean, sum or none)", op, (int)red);
+}
+
+/* Sum of v[0..n) in double: fixed 4096-element chunks summed in parallel, then
+ * the chunk sums in order, so the result is the same for any thread count. */
+static double sum_fixed(const float *v, int64_t n)
+{
+    int64_t nchunks = (n + CHUNK - 1) / CHUNK;
+    double *part = nchunks > 1 ? malloc((size_t)nchunks * sizeof *part) : NULL;
+    if (!part) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += v[i];
+        return s;
+    }
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
+        double s = 0;
+        for (int64_t i = lo; i < hi; i++) s += v[i];
+        part[c] = s;
+    }
+    double s = 0;
+    for (int64_t c = 0; c < nchunks; c++) s += part[c];
+    free(part);
+    return s;
+}
+
+/* ---- cross_entropy ----
+ * Design: forward keeps one float per row, its log-sum-exp, rather than the
+ * [N, C] softmax: the logits are held by the graph anyway, so backward
+ * rebuilds softmax = exp(x - lse) in the same pass that writes the gradient,
+ * and the saved state is N floats instead of N*C. */
+
+typedef struct {
+    int64_t count;      /* rows whose target is not ignore_index */
+    int64_t *target;    /* [N] */
+    float *lse;         /* [N]; unused for ignored rows */
+} ce_ctx;
+
+/* One malloc holding the header and both arrays, so ctx_free is plain free. */
+static ce_ctx *ce_ctx_new(int64_t n)
+{
+    size_t rows = (size_t)(n ? n : 1);
+    ce_ctx *c = malloc(sizeof *c + rows * sizeof(int64_t) + rows * sizeof(float));
+    if (!c) return NULL;
+    c->count = 0;
+    c->target = (int64_t *)(c + 1);
+    c->lse = (float *)(c->target + rows);
+    return c;
+}
+
+/* x [n, ncls] contiguous; target [n]; lse, loss [n] [out]. Ignored rows get loss 0. */
+static void ce_forward_kernel(int64_t n, int64_t ncls, const float *restrict x, const int64_t *restrict target,
+                              int64_t ignore, float *restrict lse, float *restrict loss)
+{
+    #pragma omp parallel for schedule(static) if (n * ncls > ZLI_PAR_MIN && n > 1)
+    for (int64_t r = 0; r < n; r++) {
+        if (target[r] == ignore) { lse[r] = 0.0f; loss[r] = 0.0f; continue; }
+        const float *xr = x + r * ncls;
+        float m = -INFINITY;
+        for (int64_t c = 0; c < ncls; c++) m = fmaxf(m, xr[c]);
+        double s = 0;
+        for (int64_t c = 0; c < ncls; c++) s += expf(xr[c] - m);
+        float l = m + (float)log(s);
+        lse[r] = l;
+        loss[r] = l - xr[target[r]];
+    }
+}
+
+/* gx[r, c] = scale_r * (exp(x[r, c] - lse[r]) - (c == target[r])); zero on ignored rows.
+ * scale_r is g[r] when g_stride is 1 (reduction none) or g[0] * k otherwise. */
+static void ce_backward_kernel(int64_t n, int64_t ncls, const float *restrict x, const ce_ctx *ctx, int64_t ignore,
+                               const float *restrict g, int64_t g_stride, float k, float *restrict gx)
+{
+    #pragma omp parallel for schedule(static) if (n * ncls > ZLI_PAR_MIN && n > 1)
+    for (int64_t r = 0; r < n; r++) {
+        float *gr = gx + r * ncls;
+        int64_t t = ctx->target[r];
+        if (t == ignore) {
+            for (int64_t c = 0; c < ncls; c++) gr[c] = 0.0f;
+            continue;
+        }
+        const float *xr = x + r * ncls;
+        float scale = g[r * g_stride] * k, l = ctx->lse[r];
+        for (int64_t c = 0; c < ncls; c++) gr[c] = scale * expf(xr[c] - l);
+        gr[t] -= scale;
+    }
+}
+
+static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *logits = n->inputs[0];
+    const ce_ctx *ctx = n->ctx;
+    zl_reduction red = (zl_reduction)n->i[0];
+    int64_t ignore = n->i[1], rows = n->i[2], ncls = n->i[3];
+    zl_tensor *xf = zli_f32c(logits);
+    zl_tensor *gx = xf ? zli_new_f32(logits->ndim, logits->shape) : NULL;
+    if (gx && rows * ncls > 0) {
+        float k = red == ZL_REDUCE_MEAN ? (float)(1.0 / (double)ctx->count) : 1.0f;
+        ce_backward_kernel(rows, ncls, zl_tensor_data(xf), ctx, ignore, zl_tensor_data(g),
+                           red == ZL_REDUCE_NONE ? 1 : 0, k, zl_tensor_data(gx));
+    }
+    zl_tensor_release(xf);
+    gin[0] = gx;
+    gin[1] = NULL;
+    return gx ? ZL_OK : ZL_ENOMEM;
+}
+
+zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red)
+{
+    const char *op = "cross_entropy";
+    zl_tensor *in[2] = {logits, target};
+    if (zli_op_begin(op, 2, in)) return NULL;
+    if (zli_need_float(op, "logits", logits) || check_reduction(op, red)) return zli_op_end(op, 2, in, NULL);
+    bool batched = logits->ndim == 2;
+    if (!((batched && target->ndim == 1 && target->shape[0] == logits->shape[0]) ||
+          (logits->ndim == 1 && target->ndim == 0))) {
+        zli_shape_error(op, "expected logits [N, C] with target [N], or logits [C] with target []", logits, target);
+        return zli_op_end(op, 2, in, NULL);
+    }
+    int64_t rows = batched ? logits->shape[0] : 1, ncls = logits->shape[logits->ndim - 1];
+    int64_t *tv = NULL;
+    if (zli_index_array(op, "target", target, &tv)) return zli_op_end(op, 2, in, NULL);
+    ce_ctx *ctx = ce_ctx_new(rows);
+    if (!ctx) {
+        free(tv);
+        zl_error(ZL_ENOMEM, "%s: out of memory", op);
+        return zli_op_end(op, 2, in, NULL);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t t = tv[r];
+        if (t != ignore_index && (t < 0 || t >= ncls)) {
+            zl_error(ZL_EINVAL, "%s: target %lld at position %lld is out of range for %lld classes "
+                     "(expected 0..%lld, or ignore_index %lld)", op, (long long)t, (long long)r,
+                     (long long)ncls, (long long)(ncls - 1), (long long)ignore_index);
+            free(tv);
+            free(ctx);
+            return zli_op_end(op, 2, in, NULL);
+        }
+        ctx->target[r] = t;
+        ctx->count += t != ignore_index;
+    }
+    free(tv);
+
+    zl_tensor *xf = zli_f32c(logits);
+    zl_tensor *loss = xf ? zli_new_f32(batched ? 1 : 0, logits->shape) : NULL;
+    zl_tensor *out = NULL;
+    if (loss) {
+        float *pl = zl_tensor_data(loss);
+        ce_forward_kernel(rows, ncls, zl_tensor_data(xf), ctx->target, ignore_index, ctx->lse, pl);
+        if (red == ZL_REDUCE_NONE) {
+            out = zl_tensor_retain(loss);
+        } else {
+            /* All rows ignored: the mean is 0/0 = NaN, as in PyTorch. */
+            double s = sum_fixed(pl, rows);
+            double v = red == ZL_REDUCE_SUM ? s : s / (double)ctx->count;
+            out = zli_new_f32(0, NULL);
+            if (out) *(float *)zl_tensor_data(out) = (float)v;
+        }
+    }
+    zl_tensor_release(loss);
+    zl_tensor_release(xf);
+    out = zli_cast_result(out, logits->dtype);
+    zl_node *n = NULL;
+    if (out && zli_record(out, op, ce_backward, 2, in, &n)) { zl_tensor_release(out); out = NULL; }
+    if (n) {
+        n->i[0] = red;
+        n->i[1] = ignore_index;
+        n->i[2] = rows;
+        n->i[3] = ncls;
+        n->ctx = ctx;
+        n->ctx_free = free;
+        ctx = NULL;
+    }
+    free(ctx);
+    return zli_op_end(op, 2, in, out);
+}
+
+/* ---- mse_loss ---- */
+
+/* sq[i] = (x[i] - t[i])^2 over n contiguous elements; sq [out]. */
+static void sq_diff_kernel(int64_t n, const float *restrict x, const float *restrict t, float *restrict sq)
+{
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float d = x[i] - t[i];
+        sq[i] = d * d;
+    }
+}
+
+/* gx[i] = k * g[i * g_stride] * (x[i] - t[i]); gt = -gx. Either output may be NULL. */
+static void mse_backward_kernel(int64_t n, const float *restrict x, const float *restrict t,
+                                const float *restrict g, int64_t g_stride, float k, float *restrict gx,
+                                float *restrict gt)
+{
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = k * g[i * g_stride] * (x[i] - t[i]);
+        if (gx) gx[i] = v;
+        if (gt) gt[i] = -v;
+    }
+}
+
+static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0], *t = n->inputs[1];
+    zl_reduction red = (zl_reduction)n->i[0];
+    int64_t cnt = zl_tensor_numel(x);
+    zl_tensor *xf = zli_f32c(x), *tf = zli_f32c(t);
+    zl_status st = xf && tf ? ZL_OK : ZL_ENOMEM;
+    if (!st && x->requires_grad && !(gin[0] = zli_new_f32(x->ndim, x->shape))) st = ZL_ENOMEM;
+    if (!st && t->requires_grad && !(gin[1] = zli_new_f32(t->ndim, t->shape))) st = ZL_ENOMEM;
+    if (!st && cnt > 0) {
+        float k = red == ZL_REDUCE_MEAN ? (float)(2.0 / (double)cnt) : 2.0f;
+        mse_backward_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(g),
+                            red == ZL_REDUCE_NONE ? 1 : 0, k, gin[0] ? zl_tensor_data(gin[0]) : NULL,
+                            gin[1] ? zl_tensor_data(gin[1]) : NULL);
+    }
+    zl_tensor_release(xf);
+    zl_tensor_release(tf);
+    return st;
+}
+
+zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red)
+{
+    const char *op = "mse_loss";
+    zl_tensor *in[2] = {input, target};
+    if (zli_op_begin(op, 2, in)) return NULL;
+    if (zli_need_float(op, "input", input) || zli_need_float(op, "target", target) || check_reduction(op, red))
+        return zli_op_end(op, 2, in, NULL);
+    if (input->ndim != target->ndim ||
+        memcmp(input->shape, target->shape, (size_t)input->ndim * sizeof input->shape[0]) != 0) {
+        zli_shape_error(op, "input and target must have the same shape", input, target);
+        return zli_op_end(op, 2, in, NULL);
+    }
+    int64_t cnt = zl_tensor_numel(input);
+    zl_tensor *xf = zli_f32c(input), *tf = zli_f32c(target);
+    zl_tensor *sq = xf && tf ? zli_new_f32(input->ndim, input->shape) : NULL;
+    zl_tensor *out = NULL;
+    if (sq) {
+        sq_diff_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(sq));
+        if (red == ZL_REDUCE_NONE) {
+            out = zl_tensor_retain(sq);
+        } else {
+            double s = sum_fixed(zl_tensor_data(sq), cnt);
+            out = zli_new_f32(0, NULL);
+            if (out) *(float *)zl_tensor_data(out) = (float)(red == ZL_REDUCE_SUM ? s : s / (double)cnt);
+        }
+    }
+    zl_tensor_release(sq);
+    zl_tensor_release(xf);
+    zl_tensor_release(tf);
+    out = zli_cast_result(out, zli_promote(input->dtype, target->dtype));
+    zl_node *n = NULL;
+    if (out && zli_record(out, op, mse_backward, 2, in, &n)) { zl_tensor_release(out); out = NULL; }
+    if (n) n->i[0] = red;
+    return zli_op_end(op, 2, in, out);
+}

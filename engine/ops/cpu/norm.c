@@ -1,0 +1,186 @@
+/* layer_norm over the last nnorm dims, with optional weight and bias, and its
+ * fused backward (gx, gweight, gbias in two passes over the saved mean and rstd).
+ * Row statistics are taken in double, one row per thread; the weight and bias
+ * gradients are split across threads by column, so no sum depends on timing. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../op_util.h"
+
+/* Columns per block of the weight/bias gradient: the accumulators live on the stack. */
+#define COLS 256
+
+/* x, y [rows, m] contiguous; w, b [m] or NULL; mean, rstd [rows] [out]. Biased variance. */
+static void ln_forward_kernel(int64_t rows, int64_t m, const float *restrict x, const float *restrict w,
+                              const float *restrict b, double eps, float *restrict y, float *restrict mean,
+                              float *restrict rstd)
+{
+    #pragma omp parallel for schedule(static) if (rows * m > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * m;
+        float *yr = y + r * m;
+        double s = 0;
+        for (int64_t j = 0; j < m; j++) s += xr[j];
+        double mu = s / (double)m, v = 0;
+        for (int64_t j = 0; j < m; j++) {
+            double d = xr[j] - mu;
+            v += d * d;
+        }
+        float fm = (float)mu, rs = (float)(1.0 / sqrt(v / (double)m + eps));
+        mean[r] = fm;
+        rstd[r] = rs;
+        for (int64_t j = 0; j < m; j++) yr[j] = (xr[j] - fm) * rs;
+        if (w) for (int64_t j = 0; j < m; j++) yr[j] *= w[j];
+        if (b) for (int64_t j = 0; j < m; j++) yr[j] += b[j];
+    }
+}
+
+/* With xh = (x - mean) * rstd and gh = g * w:
+ * gx = rstd * (gh - mean(gh) - xh * mean(gh * xh)), row by row. */
+static void ln_backward_x_kernel(int64_t rows, int64_t m, const float *restrict x, const float *restrict w,
+                                 const float *restrict mean, const float *restrict rstd, const float *restrict g,
+                                 float *restrict gx)
+{
+    #pragma omp parallel for schedule(static) if (rows * m > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * m, *gr = g + r * m;
+        float *out = gx + r * m, mu = mean[r], rs = rstd[r];
+        double a = 0, c = 0;
+        for (int64_t j = 0; j < m; j++) {
+            float gh = w ? gr[j] * w[j] : gr[j];
+            a += gh;
+            c += (double)gh * ((xr[j] - mu) * rs);
+        }
+        float ma = (float)(a / (double)m), mc = (float)(c / (double)m);
+        for (int64_t j = 0; j < m; j++) {
+            float gh = w ? gr[j] * w[j] : gr[j];
+            out[j] = rs * (gh - ma - (xr[j] - mu) * rs * mc);
+        }
+    }
+}
+
+/* gw[j] = sum_r g[r, j] * xh[r, j], gb[j] = sum_r g[r, j]; either may be NULL.
+ * Each block of columns belongs to one thread and adds rows in order. */
+static void ln_backward_wb_kernel(int64_t rows, int64_t m, const float *restrict x, const float *restrict mean,
+                                  const float *restrict rstd, const float *restrict g, float *restrict gw,
+                                  float *restrict gb)
+{
+    int64_t nblocks = (m + COLS - 1) / COLS;
+    #pragma omp parallel for schedule(static) if (rows * m > ZLI_PAR_MIN && nblocks > 1)
+    for (int64_t blk = 0; blk < nblocks; blk++) {
+        int64_t lo = blk * COLS, n = lo + COLS < m ? COLS : m - lo;
+        double aw[COLS] = {0}, ab[COLS] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * m + lo, *gr = g + r * m + lo;
+            float mu = mean[r], rs = rstd[r];
+            for (int64_t j = 0; j < n; j++) {
+                aw[j] += (double)gr[j] * ((xr[j] - mu) * rs);
+                ab[j] += gr[j];
+            }
+        }
+        for (int64_t j = 0; j < n; j++) {
+            if (gw) gw[lo + j] = (float)aw[j];
+            if (gb) gb[lo + j] = (float)ab[j];
+        }
+    }
+}
+
+/* inputs: x, then weight if i[1], then bias if i[2]; ctx: mean [rows] then rstd [rows]. */
+static zl_status ln_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0];
+    zl_tensor *w = n->i[1] ? n->inputs[1] : NULL, *b = n->i[2] ? n->inputs[n->ninputs - 1] : NULL;
+    int64_t rows = n->i[3], m = n->i[4];
+    const float *mean = n->ctx, *rstd = mean + rows;
+    zl_tensor *xf = zli_f32c(x), *wf = w ? zli_f32c(w) : NULL;
+    zl_status st = xf && (!w || wf) ? ZL_OK : ZL_ENOMEM;
+    zl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
+    if (!st && x->requires_grad) {
+        if ((gx = zli_new_f32(x->ndim, x->shape)))
+            ln_backward_x_kernel(rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL, mean, rstd,
+                                 zl_tensor_data(g), zl_tensor_data(gx));
+        else st = ZL_ENOMEM;
+    }
+    if (!st && w && w->requires_grad && !(gw = zl_tensor_new(ZL_DTYPE_F32, w->ndim, w->shape, ZL_MEM_GRADS)))
+        st = ZL_ENOMEM;
+    if (!st && b && b->requires_grad && !(gb = zl_tensor_new(ZL_DTYPE_F32, b->ndim, b->shape, ZL_MEM_GRADS)))
+        st = ZL_ENOMEM;
+    if (!st && (gw || gb))
+        ln_backward_wb_kernel(rows, m, zl_tensor_data(xf), mean, rstd, zl_tensor_data(g),
+                              gw ? zl_tensor_data(gw) : NULL, gb ? zl_tensor_data(gb) : NULL);
+    zl_tensor_release(xf);
+    zl_tensor_release(wf);
+    int k = 0;
+    gin[k++] = gx;
+    if (w) gin[k++] = gw;
+    if (b) gin[k++] = gb;
+    return st;
+}
+
+/* weight and bias must have exactly the shape of x's last nnorm dims. */
+static zl_status check_tail(const char *role, const zl_tensor *p, const zl_tensor *x, int nnorm)
+{
+    const int64_t *tail = x->shape + x->ndim - nnorm;
+    if (p->ndim == nnorm && memcmp(p->shape, tail, (size_t)nnorm * sizeof p->shape[0]) == 0) return ZL_OK;
+    char sp[128], st[128], sx[128];
+    return zl_error(ZL_ESHAPE, "layer_norm: %s must have shape %s, the last %d dims of the input %s; got %s", role,
+                    zl_shape_str(nnorm, tail, st, sizeof st), nnorm, zl_shape_str(x->ndim, x->shape, sx, sizeof sx),
+                    zl_shape_str(p->ndim, p->shape, sp, sizeof sp));
+}
+
+/* Output in x's dtype, as activations are; weight and bias may be any float dtype. */
+zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *bias, double eps)
+{
+    const char *op = "layer_norm";
+    zl_tensor *in[3] = {x, NULL, NULL};
+    int nin = 1;
+    if (weight) in[nin++] = weight;
+    if (bias) in[nin++] = bias;
+    if (zli_op_begin(op, nin, in)) return NULL;
+    if (zli_need_float(op, "input", x) || (weight && zli_need_float(op, "weight", weight)) ||
+        (bias && zli_need_float(op, "bias", bias)))
+        return zli_op_end(op, nin, in, NULL);
+    if (nnorm < 1 || nnorm > x->ndim) {
+        char s[128];
+        zl_error(ZL_EINVAL, "%s: cannot normalise over the last %d dims of an input of shape %s (expected 1..%d)",
+                 op, nnorm, zl_shape_str(x->ndim, x->shape, s, sizeof s), x->ndim);
+        return zli_op_end(op, nin, in, NULL);
+    }
+    if ((weight && check_tail("weight", weight, x, nnorm)) || (bias && check_tail("bias", bias, x, nnorm)))
+        return zli_op_end(op, nin, in, NULL);
+    if (!(eps >= 0)) {
+        zl_error(ZL_EINVAL, "%s: eps must be >= 0, got %g", op, eps);
+        return zli_op_end(op, nin, in, NULL);
+    }
+    int64_t rows = 1, m = 1;
+    for (int i = 0; i < x->ndim - nnorm; i++) rows *= x->shape[i];
+    for (int i = x->ndim - nnorm; i < x->ndim; i++) m *= x->shape[i];
+    float *stats = malloc((size_t)(rows ? 2 * rows : 1) * sizeof *stats);
+    if (!stats) {
+        zl_error(ZL_ENOMEM, "%s: out of memory", op);
+        return zli_op_end(op, nin, in, NULL);
+    }
+    zl_tensor *xf = zli_f32c(x), *wf = weight ? zli_f32c(weight) : NULL, *bf = bias ? zli_f32c(bias) : NULL;
+    zl_tensor *y = xf && (!weight || wf) && (!bias || bf) ? zli_new_f32(x->ndim, x->shape) : NULL;
+    if (y && m > 0)
+        ln_forward_kernel(rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL,
+                          bf ? zl_tensor_data(bf) : NULL, eps, zl_tensor_data(y), stats, stats + rows);
+    zl_tensor_release(xf);
+    zl_tensor_release(wf);
+    zl_tensor_release(bf);
+    y = zli_cast_result(y, x->dtype);
+    zl_node *n = NULL;
+    if (y && zli_record(y, op, ln_backward, nin, in, &n)) { zl_tensor_release(y); y = NULL; }
+    if (n) {
+        n->i[0] = nnorm;
+        n->i[1] = weight != NULL;
+        n->i[2] = bias != NULL;
+        n->i[3] = rows;
+        n->i[4] = m;
+        n->ctx = stats;
+        n->ctx_free = free;
+        stats = NULL;
+    }
+    free(stats);
+    return zli_op_end(op, nin, in, y);
+}

@@ -1,0 +1,111 @@
+/* softmax and log_softmax over any dimension, with fused backward kernels.
+ * x is read as [outer, d, inner]: each of the outer*inner rows of length d is
+ * handled by one thread from start to end, so results never depend on thread count. */
+#include <math.h>
+#include "../op_util.h"
+
+/* One row of d elements, s apart. Subtracting the row's max keeps exp in range;
+ * a row holding NaN, or only -inf, gives NaN, as in PyTorch. */
+static inline void row_forward(bool is_log, int64_t d, int64_t s, const float *restrict x, float *restrict y)
+{
+    float m = -INFINITY;
+    for (int64_t k = 0; k < d; k++) m = fmaxf(m, x[k * s]);
+    double sum = 0;
+    for (int64_t k = 0; k < d; k++) {
+        float e = expf(x[k * s] - m);
+        if (!is_log) y[k * s] = e;
+        sum += e;
+    }
+    if (is_log) {
+        float ls = (float)log(sum);
+        for (int64_t k = 0; k < d; k++) y[k * s] = (x[k * s] - m) - ls;
+    } else {
+        float inv = (float)(1.0 / sum);
+        for (int64_t k = 0; k < d; k++) y[k * s] *= inv;
+    }
+}
+
+/* softmax: gx = y * (g - <g, y>).  log_softmax: gx = g - exp(y) * sum(g). */
+static inline void row_backward(bool is_log, int64_t d, int64_t s, const float *restrict y, const float *restrict g,
+                                float *restrict gx)
+{
+    double acc = 0;
+    if (is_log) {
+        for (int64_t k = 0; k < d; k++) acc += g[k * s];
+        float sg = (float)acc;
+        for (int64_t k = 0; k < d; k++) gx[k * s] = g[k * s] - expf(y[k * s]) * sg;
+    } else {
+        for (int64_t k = 0; k < d; k++) acc += (double)g[k * s] * y[k * s];
+        float dot = (float)acc;
+        for (int64_t k = 0; k < d; k++) gx[k * s] = y[k * s] * (g[k * s] - dot);
+    }
+}
+
+/* x, y [outer, d, inner] contiguous; y [out]. A literal stride of 1 for the
+ * common last-dim case lets the compiler specialise the inlined row loops. */
+static void softmax_kernel(bool is_log, int64_t outer, int64_t d, int64_t inner, const float *restrict x,
+                           float *restrict y)
+{
+    int64_t rows = outer * inner;
+    #pragma omp parallel for schedule(static) if (rows * d > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t base = (r / inner) * d * inner + r % inner;
+        if (inner == 1) row_forward(is_log, d, 1, x + base, y + base);
+        else row_forward(is_log, d, inner, x + base, y + base);
+    }
+}
+
+static void softmax_backward_kernel(bool is_log, int64_t outer, int64_t d, int64_t inner, const float *restrict y,
+                                    const float *restrict g, float *restrict gx)
+{
+    int64_t rows = outer * inner;
+    #pragma omp parallel for schedule(static) if (rows * d > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t base = (r / inner) * d * inner + r % inner;
+        if (inner == 1) row_backward(is_log, d, 1, y + base, g + base, gx + base);
+        else row_backward(is_log, d, inner, y + base, g + base, gx + base);
+    }
+}
+
+static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *y = zli_f32c(n->saved[0]);
+    zl_tensor *gx = y ? zli_new_f32(g->ndim, g->shape) : NULL;
+    if (gx)
+        softmax_backward_kernel(n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), zl_tensor_data(g),
+                                zl_tensor_data(gx));
+    zl_tensor_release(y);
+    gin[0] = gx;
+    return gx ? ZL_OK : ZL_ENOMEM;
+}
+
+/* A 0-d x is treated as one row of one element (dim 0 or -1), as PyTorch does. */
+static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
+{
+    const char *op = is_log ? "log_softmax" : "softmax";
+    if (zli_op_begin(op, 1, &x)) return NULL;
+    int d = 0;
+    bool scalar = x->ndim == 0 && (dim == 0 || dim == -1);
+    if (zli_need_float(op, "input", x) || (!scalar && zli_norm_dim(op, dim, x->ndim, &d)))
+        return zli_op_end(op, 1, &x, NULL);
+    int64_t outer = 1, len = x->ndim ? x->shape[d] : 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= x->shape[i];
+    for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+    zl_tensor *xf = zli_f32c(x);
+    zl_tensor *y = xf ? zli_new_f32(x->ndim, x->shape) : NULL;
+    if (y && outer * len * inner > 0)
+        softmax_kernel(is_log, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(y));
+    zl_tensor_release(xf);
+    y = zli_cast_result(y, x->dtype);
+    zl_node *n = NULL;
+    if (y && zli_record(y, op, softmax_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }
+    else if (y && n) {
+        n->i[0] = is_log;
+        n->i[1] = outer; n->i[2] = len; n->i[3] = inner;
+        if (zli_node_save(n, 0, y, true)) { zl_tensor_release(y); y = NULL; }
+    }
+    return zli_op_end(op, 1, &x, y);
+}
+
+zl_tensor *zl_softmax(zl_tensor *x, int dim) { return softmax_impl(false, x, dim); }
+zl_tensor *zl_log_softmax(zl_tensor *x, int dim) { return softmax_impl(true, x, dim); }

@@ -1,0 +1,152 @@
+/* attention: softmax(q kᵀ · scale, causal mask) v, forward and backward. Forward
+ * keeps the probabilities P [B, Tq, Tk] and backward rebuilds dS from P; GEMMs
+ * run batch by batch (BLAS threads them), softmax rows split across threads. */
+#include <math.h>
+#include <string.h>
+#include "gemm.h"
+
+/* s [rows, tk] [in/out]: scores to probabilities, row by row. Row r is query
+ * r % tq; with `causal` it sees keys 0..r % tq and the rest get 0. */
+static void softmax_rows(float *restrict s, int64_t rows, int64_t tq, int64_t tk, bool causal)
+{
+    #pragma omp parallel for schedule(static) if (rows * tk > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = s + r * tk;
+        int64_t lim = causal ? r % tq + 1 : tk;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < lim; j++) m = row[j] > m ? row[j] : m;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < lim; j++) {
+            row[j] = expf(row[j] - m);
+            sum += row[j];
+        }
+        float inv = 1.0f / sum;
+        for (int64_t j = 0; j < lim; j++) row[j] *= inv;
+        for (int64_t j = lim; j < tk; j++) row[j] = 0.0f;
+    }
+}
+
+/* dp [rows, tk] [in/out]: dP to dS = P * (dP - Σ_j dP·P), p [rows, tk]. */
+static void softmax_rows_backward(float *restrict dp, const float *restrict p, int64_t rows, int64_t tk)
+{
+    #pragma omp parallel for schedule(static) if (rows * tk > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = dp + r * tk;
+        const float *pr = p + r * tk;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < tk; j++) dot += d[j] * pr[j];
+        for (int64_t j = 0; j < tk; j++) d[j] = pr[j] * (d[j] - dot);
+    }
+}
+
+enum { A_B, A_TQ, A_TK, A_D, A_DV };
+
+static zl_status attention_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
+    int64_t B = n->i[A_B], tq = n->i[A_TQ], tk = n->i[A_TK], d = n->i[A_D], dv = n->i[A_DV];
+    float scale = (float)n->f[0];
+    const float *pp = zl_tensor_data(n->saved[0]), *pg = zl_tensor_data(g);
+    zl_tensor *qf = zli_f32c(q), *kf = zli_f32c(k), *vf = zli_f32c(v);
+    bool need_ds = q->requires_grad || k->requires_grad;
+    zl_tensor *ds = qf && kf && vf && need_ds ? zli_new_f32(2, (int64_t[]){tq, tk}) : NULL;
+    if (q->requires_grad) gin[0] = zli_new_f32(q->ndim, q->shape);
+    if (k->requires_grad) gin[1] = zli_new_f32(k->ndim, k->shape);
+    if (v->requires_grad) gin[2] = zli_new_f32(v->ndim, v->shape);
+    zl_status st = ZL_OK;
+    if (!qf || !kf || !vf || (need_ds && !ds) || (q->requires_grad && !gin[0]) || (k->requires_grad && !gin[1]) ||
+        (v->requires_grad && !gin[2]))
+        st = ZL_ENOMEM;
+    const float *pq = qf ? zl_tensor_data(qf) : NULL, *pk = kf ? zl_tensor_data(kf) : NULL;
+    const float *pv = vf ? zl_tensor_data(vf) : NULL;
+    float *pds = ds ? zl_tensor_data(ds) : NULL;
+    for (int64_t b = 0; b < B && !st; b++) {
+        const float *pb = pp + b * tq * tk, *gb = pg + b * tq * dv;
+        if (gin[2])   /* dV [tk, dv] = Pᵀ · dO */
+            zli_sgemm(true, false, tk, dv, tq, 1.0f, pb, tk, gb, dv, 0.0f,
+                      (float *)zl_tensor_data(gin[2]) + b * tk * dv, dv);
+        if (!need_ds) continue;
+        /* dP [tq, tk] = dO · Vᵀ, then dS in place */
+        zli_sgemm(false, true, tq, tk, dv, 1.0f, gb, dv, pv + b * tk * dv, dv, 0.0f, pds, tk);
+        softmax_rows_backward(pds, pb, tq, tk);
+        if (gin[0])   /* dQ [tq, d] = dS · K · scale */
+            zli_sgemm(false, false, tq, d, tk, scale, pds, tk, pk + b * tk * d, d, 0.0f,
+                      (float *)zl_tensor_data(gin[0]) + b * tq * d, d);
+        if (gin[1])   /* dK [tk, d] = dSᵀ · Q · scale */
+            zli_sgemm(true, false, tk, d, tq, scale, pds, tk, pq + b * tq * d, d, 0.0f,
+                      (float *)zl_tensor_data(gin[1]) + b * tk * d, d);
+    }
+    zl_tensor_release(qf);
+    zl_tensor_release(kf);
+    zl_tensor_release(vf);
+    zl_tensor_release(ds);
+    return st;
+}
+
+static zl_status attention_check(const zl_tensor *q, const zl_tensor *k, const zl_tensor *v, bool causal)
+{
+    const char *op = "attention";
+    if (zli_need_float(op, "query", q) || zli_need_float(op, "key", k) || zli_need_float(op, "value", v))
+        return ZL_EDTYPE;
+    const zl_tensor *ts[3] = {q, k, v};
+    const char *roles[3] = {"query", "key", "value"};
+    for (int i = 0; i < 3; i++)
+        if (ts[i]->ndim < 2) {
+            char s[128];
+            return zl_error(ZL_ESHAPE, "attention: %s must have at least 2 dims [..., T, D], got shape %s", roles[i],
+                            zl_shape_str(ts[i]->ndim, ts[i]->shape, s, sizeof s));
+        }
+    int nb = q->ndim - 2;
+    if (k->ndim != q->ndim || memcmp(k->shape, q->shape, (size_t)nb * sizeof *q->shape) != 0)
+        return zli_shape_error(op, "query and key batch dimensions differ", q, k);
+    if (v->ndim != q->ndim || memcmp(v->shape, q->shape, (size_t)nb * sizeof *q->shape) != 0)
+        return zli_shape_error(op, "query and value batch dimensions differ", q, v);
+    if (q->shape[nb + 1] != k->shape[nb + 1])
+        return zli_shape_error(op, "query and key must have the same last dimension", q, k);
+    if (k->shape[nb] != v->shape[nb])
+        return zli_shape_error(op, "key and value must have the same number of positions (dimension -2)", k, v);
+    if (causal && q->shape[nb] != k->shape[nb])
+        return zli_shape_error(op, "causal attention needs as many queries as keys", q, k);
+    return ZL_OK;
+}
+
+zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, double scale)
+{
+    zl_tensor *in[3] = {q, k, v};
+    if (zli_op_begin("attention", 3, in)) return NULL;
+    if (attention_check(q, k, v, causal)) return zli_op_end("attention", 3, in, NULL);
+    int nb = q->ndim - 2;
+    int64_t tq = q->shape[nb], tk = k->shape[nb], d = q->shape[nb + 1], dv = v->shape[nb + 1];
+    int64_t B = zli_numel(nb, q->shape);
+    if (scale <= 0) scale = 1.0 / sqrt((double)d);
+    int64_t oshape[ZL_MAX_DIMS];
+    memcpy(oshape, v->shape, sizeof oshape);
+    oshape[nb] = tq;
+    zl_tensor *qf = zli_f32c(q), *kf = zli_f32c(k), *vf = zli_f32c(v);
+    zl_tensor *p = qf && kf && vf ? zli_new_f32(3, (int64_t[]){B, tq, tk}) : NULL;
+    zl_tensor *out = p ? zli_new_f32(q->ndim, oshape) : NULL;
+    if (out) {
+        const float *pq = zl_tensor_data(qf), *pk = zl_tensor_data(kf), *pv = zl_tensor_data(vf);
+        float *pp = zl_tensor_data(p), *po = zl_tensor_data(out);
+        for (int64_t b = 0; b < B; b++)
+            zli_sgemm(false, true, tq, tk, d, (float)scale, pq + b * tq * d, d, pk + b * tk * d, d, 0.0f,
+                      pp + b * tq * tk, tk);
+        softmax_rows(pp, B * tq, tq, tk, causal);
+        for (int64_t b = 0; b < B; b++)
+            zli_sgemm(false, false, tq, dv, tk, 1.0f, pp + b * tq * tk, tk, pv + b * tk * dv, dv, 0.0f,
+                      po + b * tq * dv, dv);
+    }
+    zl_tensor_release(qf);
+    zl_tensor_release(kf);
+    zl_tensor_release(vf);
+    out = zli_cast_result(out, zli_promote(zli_promote(q->dtype, k->dtype), v->dtype));
+    zl_node *n = NULL;
+    if (out && zli_record(out, "attention", attention_backward, 3, in, &n)) { zl_tensor_release(out); out = NULL; }
+    if (n) {
+        n->f[0] = scale;
+        n->i[A_B] = B; n->i[A_TQ] = tq; n->i[A_TK] = tk; n->i[A_D] = d; n->i[A_DV] = dv;
+        if (zli_node_save(n, 0, p, false)) { zl_tensor_release(out); out = NULL; }
+    }
+    zl_tensor_release(p);
+    return zli_op_end("attention", 3, in, out);
+}

@@ -1,0 +1,209 @@
+/* conv2d, forward and backward: im2col then one sgemm per image. Images run in
+ * order so BLAS threads each GEMM and the weight gradient sums over images in a
+ * fixed order; im2col and col2im split rows or channels over OpenMP threads. */
+#include <stdio.h>
+#include <string.h>
+#include "gemm.h"
+
+typedef struct {
+    int64_t c, h, w, kh, kw, oh, ow;
+    int64_t sh, sw, ph, pw;
+} conv_geom;
+
+/* A 1x1 kernel at stride 1 without padding reads the image as its own column matrix. */
+static bool geom_is_direct(const conv_geom *g)
+{
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* col [C*kh*kw, oh*ow] [out] from one image x [C, H, W]; padding reads as 0. */
+static void im2col(const conv_geom *g, const float *restrict x, float *restrict col)
+{
+    int64_t rows = g->c * g->kh * g->kw, len = g->oh * g->ow;
+    #pragma omp parallel for schedule(static) if (rows * len > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t c = r / (g->kh * g->kw), ki = r / g->kw % g->kh, kj = r % g->kw;
+        const float *xc = x + c * g->h * g->w;
+        for (int64_t oi = 0; oi < g->oh; oi++) {
+            int64_t ih = oi * g->sh - g->ph + ki;
+            float *dst = col + r * len + oi * g->ow;
+            if (ih < 0 || ih >= g->h) {
+                for (int64_t oj = 0; oj < g->ow; oj++) dst[oj] = 0.0f;
+                continue;
+            }
+            const float *src = xc + ih * g->w;
+            for (int64_t oj = 0; oj < g->ow; oj++) {
+                int64_t iw = oj * g->sw - g->pw + kj;
+                dst[oj] = iw >= 0 && iw < g->w ? src[iw] : 0.0f;
+            }
+        }
+    }
+}
+
+/* gx [C, H, W] [out] = every entry of col [C*kh*kw, oh*ow] added onto the pixel
+ * im2col read it from. One thread per channel, so each sum has a fixed order. */
+static void col2im(const conv_geom *g, const float *restrict col, float *restrict gx)
+{
+    int64_t len = g->oh * g->ow;
+    #pragma omp parallel for schedule(static) if (g->c * g->kh * g->kw * len > ZLI_PAR_MIN && g->c > 1)
+    for (int64_t c = 0; c < g->c; c++) {
+        float *plane = gx + c * g->h * g->w;
+        memset(plane, 0, (size_t)(g->h * g->w) * sizeof *plane);
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                const float *src = col + ((c * g->kh + ki) * g->kw + kj) * len;
+                for (int64_t oi = 0; oi < g->oh; oi++) {
+                    int64_t ih = oi * g->sh - g->ph + ki;
+                    if (ih < 0 || ih >= g->h) continue;
+                    float *dst = plane + ih * g->w;
+                    for (int64_t oj = 0; oj < g->ow; oj++) {
+                        int64_t iw = oj * g->sw - g->pw + kj;
+                        if (iw >= 0 && iw < g->w) dst[iw] += src[oi * g->ow + oj];
+                    }
+                }
+            }
+    }
+}
+
+static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
+    conv_geom geo = {.c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .kh = w->shape[2],
+                     .kw = w->shape[3], .oh = n->out_shape[2], .ow = n->out_shape[3],
+                     .sh = n->i[0], .sw = n->i[1], .ph = n->i[2], .pw = n->i[3]};
+    int64_t N = x->shape[0], O = w->shape[0], K = geo.c * geo.kh * geo.kw, len = geo.oh * geo.ow;
+    int64_t img = geo.c * geo.h * geo.w;
+    bool direct = geom_is_direct(&geo);
+    const float *pg = zl_tensor_data(g);
+    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w);
+    bool need_col = !direct && (x->requires_grad || w->requires_grad);
+    zl_tensor *col = xf && wf && need_col ? zli_new_f32(2, (int64_t[]){K, len}) : NULL;
+    zl_status st = xf && wf && (!need_col || col) ? ZL_OK : ZL_ENOMEM;
+    float *pc = col ? zl_tensor_data(col) : NULL;
+    if (!st && x->requires_grad) {
+        /* gcol [K, len] = wᵀ [K, O] · g_n [O, len], folded back onto the image. */
+        gin[0] = zli_new_f32(4, x->shape);
+        if (gin[0]) {
+            float *pgx = zl_tensor_data(gin[0]);
+            for (int64_t i = 0; i < N; i++) {
+                float *dst = direct ? pgx + i * img : pc;
+                zli_sgemm(true, false, K, len, O, 1.0f, zl_tensor_data(wf), K, pg + i * O * len, len, 0.0f, dst, len);
+                if (!direct) col2im(&geo, pc, pgx + i * img);
+            }
+        } else {
+            st = ZL_ENOMEM;
+        }
+    }
+    if (!st && w->requires_grad) {
+        /* gw [O, K] = Σ_n g_n [O, len] · col_nᵀ [len, K], images in order. */
+        gin[1] = zl_tensor_new(ZL_DTYPE_F32, 4, w->shape, ZL_MEM_GRADS);
+        if (gin[1]) {
+            float *pgw = zl_tensor_data(gin[1]);
+            if (N == 0) memset(pgw, 0, (size_t)(O * K) * sizeof *pgw);
+            const float *px = zl_tensor_data(xf);
+            for (int64_t i = 0; i < N; i++) {
+                if (!direct) im2col(&geo, px + i * img, pc);
+                zli_sgemm(false, true, O, K, len, 1.0f, pg + i * O * len, len, direct ? px + i * img : pc, len,
+                          i ? 1.0f : 0.0f, pgw, K);
+            }
+        } else {
+            st = ZL_ENOMEM;
+        }
+    }
+    if (!st && b && b->requires_grad) {
+        gin[2] = zl_tensor_new(ZL_DTYPE_F32, 1, b->shape, ZL_MEM_GRADS);
+        if (gin[2]) {
+            float *pb = zl_tensor_data(gin[2]);
+            #pragma omp parallel for schedule(static) if (N * O * len > ZLI_PAR_MIN && O > 1)
+            for (int64_t o = 0; o < O; o++) {
+                double s = 0.0;
+                for (int64_t i = 0; i < N; i++) {
+                    const float *row = pg + (i * O + o) * len;
+                    for (int64_t j = 0; j < len; j++) s += row[j];
+                }
+                pb[o] = (float)s;
+            }
+        } else {
+            st = ZL_ENOMEM;
+        }
+    }
+    zl_tensor_release(xf);
+    zl_tensor_release(wf);
+    zl_tensor_release(col);
+    return st;
+}
+
+static zl_status conv_check(const zl_tensor *x, const zl_tensor *w, const zl_tensor *b, int sh, int sw, int ph,
+                            int pw, conv_geom *geo)
+{
+    const char *op = "conv2d";
+    char s1[128], s2[128];
+    if (zli_need_float(op, "input", x) || zli_need_float(op, "weight", w) || (b && zli_need_float(op, "bias", b)))
+        return ZL_EDTYPE;
+    if (x->ndim != 4)
+        return zl_error(ZL_ESHAPE, "conv2d: input must be 4-d [N, C, H, W], got shape %s",
+                        zl_shape_str(x->ndim, x->shape, s1, sizeof s1));
+    if (w->ndim != 4)
+        return zl_error(ZL_ESHAPE, "conv2d: weight must be 4-d [O, C, kh, kw], got shape %s",
+                        zl_shape_str(w->ndim, w->shape, s1, sizeof s1));
+    if (x->shape[1] != w->shape[1]) {
+        char what[128];
+        snprintf(what, sizeof what, "input has %lld channels but the weight expects %lld",
+                 (long long)x->shape[1], (long long)w->shape[1]);
+        return zli_shape_error(op, what, x, w);
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return zli_shape_error(op, "bias must be [O] for a weight [O, C, kh, kw]", b, w);
+    if (sh <= 0 || sw <= 0) return zl_error(ZL_EINVAL, "conv2d: stride must be positive, got (%d, %d)", sh, sw);
+    if (ph < 0 || pw < 0) return zl_error(ZL_EINVAL, "conv2d: padding must be non-negative, got (%d, %d)", ph, pw);
+    int64_t h = x->shape[2], wd = x->shape[3], kh = w->shape[2], kw = w->shape[3];
+    if (h + 2 * ph < kh || wd + 2 * pw < kw)
+        return zl_error(ZL_ESHAPE, "conv2d: output would be empty: input %lldx%lld with padding (%d, %d) is "
+                        "smaller than the kernel %lldx%lld (stride (%d, %d); input %s, weight %s)",
+                        (long long)h, (long long)wd, ph, pw, (long long)kh, (long long)kw, sh, sw,
+                        zl_shape_str(x->ndim, x->shape, s1, sizeof s1), zl_shape_str(w->ndim, w->shape, s2, sizeof s2));
+    *geo = (conv_geom){.c = x->shape[1], .h = h, .w = wd, .kh = kh, .kw = kw,
+                       .oh = (h + 2 * ph - kh) / sh + 1, .ow = (wd + 2 * pw - kw) / sw + 1,
+                       .sh = sh, .sw = sw, .ph = ph, .pw = pw};
+    return ZL_OK;
+}
+
+zl_tensor *zl_conv2d(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, int stride_w, int pad_h, int pad_w)
+{
+    zl_tensor *in[3] = {x, w, b};
+    int nin = b ? 3 : 2;
+    if (zli_op_begin("conv2d", nin, in)) return NULL;
+    conv_geom geo;
+    if (conv_check(x, w, b, stride_h, stride_w, pad_h, pad_w, &geo)) return zli_op_end("conv2d", nin, in, NULL);
+    int64_t N = x->shape[0], O = w->shape[0], K = geo.c * geo.kh * geo.kw, len = geo.oh * geo.ow;
+    int64_t img = geo.c * geo.h * geo.w;
+    bool direct = geom_is_direct(&geo);
+    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w), *bf = b ? zli_f32c(b) : NULL;
+    bool ok = xf && wf && (!b || bf);
+    zl_tensor *col = ok && !direct ? zli_new_f32(2, (int64_t[]){K, len}) : NULL;
+    zl_tensor *y = ok && (direct || col) ? zli_new_f32(4, (int64_t[]){N, O, geo.oh, geo.ow}) : NULL;
+    if (y) {
+        const float *px = zl_tensor_data(xf), *pw = zl_tensor_data(wf), *pb = bf ? zl_tensor_data(bf) : NULL;
+        float *py = zl_tensor_data(y), *pc = col ? zl_tensor_data(col) : NULL;
+        for (int64_t i = 0; i < N; i++) {
+            float *yi = py + i * O * len;
+            if (pb)
+                for (int64_t o = 0; o < O; o++)
+                    for (int64_t j = 0; j < len; j++) yi[o * len + j] = pb[o];
+            if (!direct) im2col(&geo, px + i * img, pc);
+            zli_sgemm(false, false, O, len, K, 1.0f, pw, K, direct ? px + i * img : pc, len, pb ? 1.0f : 0.0f, yi, len);
+        }
+    }
+    zl_tensor_release(xf);
+    zl_tensor_release(wf);
+    zl_tensor_release(bf);
+    zl_tensor_release(col);
+    y = zli_cast_result(y, zli_promote(x->dtype, w->dtype));
+    zl_node *n;
+    if (y && zli_record(y, "conv2d", conv_backward, nin, in, &n)) { zl_tensor_release(y); y = NULL; }
+    else if (y && n) {
+        n->i[0] = stride_h; n->i[1] = stride_w;
+        n->i[2] = pad_h; n->i[3] = pad_w;
+    }
+    return zli_op_end("conv2d", nin, in, y);
+}

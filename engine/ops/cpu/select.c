@@ -1,0 +1,151 @@
+/* where and masked_fill: one kernel picks each element from one of two sources
+ * by a bool/u8 condition, reading raw elements through broadcast strides (every
+ * dtype); backward routes the gradient with it and sums it to each input's shape. */
+#include <string.h>
+#include "../op_util.h"
+
+/* out [shape] (contiguous, es-byte elements) [out] = cond ? a : b, each operand
+ * read through its element strides (0 on broadcast dims). */
+static void select_kernel(int nd, const int64_t *shape, const uint8_t *cond, const int64_t *sc, const char *a,
+                          const int64_t *sa, const char *b, const int64_t *sb, size_t es, char *out)
+{
+    int64_t inner = nd ? shape[nd - 1] : 1, n = zli_numel(nd, shape);
+    int64_t rows = inner ? n / inner : 0;
+    int64_t ic = nd ? sc[nd - 1] : 0, ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN && rows > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t oc = 0, oa = 0, ob = 0, rem = r;
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t i = rem % shape[d];
+            rem /= shape[d];
+            oc += i * sc[d];
+            oa += i * sa[d];
+            ob += i * sb[d];
+        }
+        const uint8_t *rc = cond + oc;
+        char *ro = out + r * inner * (int64_t)es;
+/* A constant element size lets memcpy become one load and store. */
+#define SELECT_ROW(S)                                                                                    \
+        for (int64_t j = 0; j < inner; j++)                                                              \
+            memcpy(ro + j * (S), rc[j * ic] ? a + (oa + j * ia) * (S) : b + (ob + j * ib) * (S), (S))
+        switch (es) {
+        case 1: SELECT_ROW(1); break;
+        case 2: SELECT_ROW(2); break;
+        case 4: SELECT_ROW(4); break;
+        default: SELECT_ROW(8); break;
+        }
+#undef SELECT_ROW
+    }
+}
+
+static zl_status need_mask(const char *op, const char *role, const zl_tensor *t)
+{
+    if (t->dtype == ZL_DTYPE_BOOL || t->dtype == ZL_DTYPE_U8) return ZL_OK;
+    return zl_error(ZL_EDTYPE, "%s: %s must be bool or u8, got %s", op, role, zl_dtype_name(t->dtype));
+}
+
+static const float zero_f32 = 0.0f;
+static const int64_t zero_strides[ZL_MAX_DIMS];
+
+/* full [g's shape] (f32) = g where cond (read through its broadcast strides)
+ * equals `keep_true`, 0 elsewhere. */
+static zl_tensor *route_grad(const zl_tensor *cond, const zl_tensor *g, bool keep_true)
+{
+    zl_tensor *full = zli_new_f32(g->ndim, g->shape);
+    if (!full) return NULL;
+    int64_t sc[ZL_MAX_DIMS], sg[ZL_MAX_DIMS];
+    zli_bcast_strides(cond, g->ndim, g->shape, sc);
+    zli_contiguous_strides(g->ndim, g->shape, sg);
+    const char *pg = zl_tensor_data(g), *pz = (const char *)&zero_f32;
+    select_kernel(g->ndim, g->shape, zl_tensor_data(cond), sc, keep_true ? pg : pz, keep_true ? sg : zero_strides,
+                  keep_true ? pz : pg, keep_true ? zero_strides : sg, sizeof(float), zl_tensor_data(full));
+    return full;
+}
+
+static zl_status where_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    for (int side = 1; side <= 2; side++) {
+        zl_tensor *t = n->inputs[side];
+        if (!t->requires_grad) continue;
+        zl_tensor *full = route_grad(n->inputs[0], g, side == 1);
+        gin[side] = full ? zli_sum_to_shape(full, t->ndim, t->shape) : NULL;
+        zl_tensor_release(full);
+        if (!gin[side]) return ZL_ENOMEM;
+    }
+    return ZL_OK;
+}
+
+zl_tensor *zl_where(zl_tensor *cond, zl_tensor *a, zl_tensor *b)
+{
+    zl_tensor *in[3] = {cond, a, b};
+    if (zli_op_begin("where", 3, in)) return NULL;
+    if (need_mask("where", "condition", cond)) return zli_op_end("where", 3, in, NULL);
+    int n1, nd;
+    int64_t s1[ZL_MAX_DIMS], shape[ZL_MAX_DIMS];
+    if (zl_broadcast_shapes(cond->ndim, cond->shape, a->ndim, a->shape, &n1, s1) ||
+        zl_broadcast_shapes(n1, s1, b->ndim, b->shape, &nd, shape)) {
+        char sc[128], sa[128], sb[128];
+        zl_error(ZL_ESHAPE, "where: shapes cannot be broadcast together (condition %s, a %s, b %s)",
+                 zl_shape_str(cond->ndim, cond->shape, sc, sizeof sc), zl_shape_str(a->ndim, a->shape, sa, sizeof sa),
+                 zl_shape_str(b->ndim, b->shape, sb, sizeof sb));
+        return zli_op_end("where", 3, in, NULL);
+    }
+    zl_dtype rdt = zli_promote(a->dtype, b->dtype);
+    zl_tensor *ac = a->dtype == rdt ? zl_tensor_retain(a) : zli_copy_as(a, rdt, ZL_MEM_ACTIVATIONS);
+    zl_tensor *bc = b->dtype == rdt ? zl_tensor_retain(b) : zli_copy_as(b, rdt, ZL_MEM_ACTIVATIONS);
+    zl_tensor *out = ac && bc ? zl_tensor_new(rdt, nd, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    if (out) {
+        int64_t sc[ZL_MAX_DIMS], sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
+        zli_bcast_strides(cond, nd, shape, sc);
+        zli_bcast_strides(ac, nd, shape, sa);
+        zli_bcast_strides(bc, nd, shape, sb);
+        select_kernel(nd, shape, zl_tensor_data(cond), sc, zl_tensor_data(ac), sa, zl_tensor_data(bc), sb,
+                      zl_dtype_size(rdt), zl_tensor_data(out));
+    }
+    zl_tensor_release(ac);
+    zl_tensor_release(bc);
+    zl_node *node;
+    if (out && zl_dtype_traits_of(rdt)->is_float && zli_record(out, "where", where_backward, 3, in, &node)) {
+        zl_tensor_release(out);
+        out = NULL;
+    }
+    return zli_op_end("where", 3, in, out);
+}
+
+static zl_status masked_fill_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    gin[0] = route_grad(n->inputs[1], g, false);
+    return gin[0] ? ZL_OK : ZL_ENOMEM;
+}
+
+zl_tensor *zl_masked_fill(zl_tensor *x, zl_tensor *mask, double value)
+{
+    zl_tensor *in[2] = {x, mask};
+    if (zli_op_begin("masked_fill", 2, in)) return NULL;
+    if (need_mask("masked_fill", "mask", mask)) return zli_op_end("masked_fill", 2, in, NULL);
+    int nd;
+    int64_t shape[ZL_MAX_DIMS];
+    if (zl_broadcast_shapes(mask->ndim, mask->shape, x->ndim, x->shape, &nd, shape) || nd != x->ndim ||
+        memcmp(shape, x->shape, (size_t)nd * sizeof *shape) != 0) {
+        char sm[128], sx[128];
+        zl_error(ZL_ESHAPE, "masked_fill: mask of shape %s cannot be broadcast to the input's shape %s",
+                 zl_shape_str(mask->ndim, mask->shape, sm, sizeof sm), zl_shape_str(x->ndim, x->shape, sx, sizeof sx));
+        return zli_op_end("masked_fill", 2, in, NULL);
+    }
+    zl_tensor *out = zl_tensor_new(x->dtype, x->ndim, x->shape, ZL_MEM_ACTIVATIONS);
+    if (out) {
+        char fill[8];
+        zl_dtype_traits_of(x->dtype)->from_f64(fill, value);
+        int64_t sm[ZL_MAX_DIMS];
+        zli_bcast_strides(mask, nd, x->shape, sm);
+        select_kernel(nd, x->shape, zl_tensor_data(mask), sm, fill, zero_strides, zl_tensor_data(x), x->stride,
+                      zl_dtype_size(x->dtype), zl_tensor_data(out));
+    }
+    zl_node *node;
+    if (out && zl_dtype_traits_of(x->dtype)->is_float &&
+        zli_record(out, "masked_fill", masked_fill_backward, 2, in, &node)) {
+        zl_tensor_release(out);
+        out = NULL;
+    }
+    return zli_op_end("masked_fill", 2, in, out);
+}

@@ -40,16 +40,32 @@ int zl_tensor_add_use_hook(zl_tensor *t, zl_use_fn fn, void *user, void (*user_f
     return add_hook(t, ZLI_HOOK_USE, NULL, fn, user, user_free);
 }
 
+static void unlink_free(zli_hook **p)
+{
+    zli_hook *h = *p;
+    *p = h->next;
+    if (h->user_free) h->user_free(h->user);
+    free(h);
+}
+
+/* A hook may remove itself or another hook while firing: then it is only
+ * marked, and the list is swept once the firing loop has let go of it. */
 void zl_tensor_remove_hook(zl_tensor *t, int handle)
 {
     for (zli_hook **p = t ? &t->hooks : NULL; p && *p; p = &(*p)->next) {
-        if ((*p)->handle == handle) {
-            zli_hook *h = *p;
-            *p = h->next;
-            if (h->user_free) h->user_free(h->user);
-            free(h);
-            return;
-        }
+        if ((*p)->handle != handle || (*p)->removed) continue;
+        if (t->hooks_firing) (*p)->removed = true;
+        else unlink_free(p);
+        return;
+    }
+}
+
+static void sweep(zl_tensor *t)
+{
+    if (--t->hooks_firing > 0) return;
+    for (zli_hook **p = &t->hooks; *p;) {
+        if ((*p)->removed) unlink_free(p);
+        else p = &(*p)->next;
     }
 }
 
@@ -63,21 +79,29 @@ zl_status zli_fire_use(int n, zl_tensor *const *ts, zl_use_event ev, const char 
 {
     for (int i = 0; i < n; i++) {
         if (!ts[i] || !ts[i]->hooks) continue;
-        for (zli_hook *h = ts[i]->hooks; h; h = h->next) {
-            if (h->kind != ZLI_HOOK_USE) continue;
+        zl_tensor *t = ts[i];
+        zl_status st = ZL_OK;
+        t->hooks_firing++;
+        for (zli_hook *h = t->hooks; h && !st; h = h->next) {
+            if (h->kind != ZLI_HOOK_USE || h->removed) continue;
             zl_clear_error();
-            if (h->use(ts[i], ev, op, h->user)) return hook_failed("use", op);
+            if (h->use(t, ev, op, h->user)) st = hook_failed("use", op);
         }
+        sweep(t);
+        if (st) return st;
     }
     return ZL_OK;
 }
 
 zl_status zli_fire_grad_ready(zl_tensor *leaf)
 {
-    for (zli_hook *h = leaf->hooks; h; h = h->next) {
-        if (h->kind != ZLI_HOOK_GRAD_READY) continue;
+    zl_status st = ZL_OK;
+    leaf->hooks_firing++;
+    for (zli_hook *h = leaf->hooks; h && !st; h = h->next) {
+        if (h->kind != ZLI_HOOK_GRAD_READY || h->removed) continue;
         zl_clear_error();
-        if (h->grad_ready(leaf, h->user)) return hook_failed("grad-ready", "backward");
+        if (h->grad_ready(leaf, h->user)) st = hook_failed("grad-ready", "backward");
     }
-    return ZL_OK;
+    sweep(leaf);
+    return st;
 }

@@ -23,6 +23,7 @@ typedef struct zli_hook {
     zl_use_fn use;
     void *user;
     void (*user_free)(void *);
+    bool removed;            /* removed while hooks were firing: freed after */
     struct zli_hook *next;
 } zli_hook;
 
@@ -41,6 +42,7 @@ struct zl_tensor {
     zl_tensor *grad;
     struct zl_node *grad_fn;
     zli_hook *hooks;
+    int hooks_firing;        /* > 0 while this tensor's hooks run (see hooks.c) */
     /* scratch of the backward in progress (see autograd/backward.c) */
     zl_tensor *bw_grad;
     int bw_pending;

@@ -1,3 +1,294 @@
-/* zlua: the executable (scripts, -e, REPL, launcher). Being written under issue 2. */
+/* zlua: the executable. Shaped like Lua's own interpreter: main runs a
+ * protected main and turns its result into the exit status; the options are
+ * lua's (-e -l -i -v - --) plus the launcher's --nprocs; the global `zl` is set. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
-int main(void) { fputs("zlua: not built yet\n", stderr); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <lua.h>
+#include <lauxlib.h>
+#include "zlua/embed.h"
+#include "repl.h"
+
+/* OpenBLAS's own report ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."); declared here
+ * because the engine keeps cblas.h off the executable's include path. */
+char *openblas_get_config(void);
+
+static const char *const progname = "zlua";
+
+typedef struct options {
+    int script;          /* argv index of the script; 0 when there is none */
+    bool script_stdin;   /* the script is "-": read it from stdin */
+    bool interactive;    /* -i */
+    bool version;        /* -v, or implied by -i as lua does */
+    bool has_exec;       /* at least one -e */
+    int nprocs;          /* --nprocs N; 0 when not given */
+} options;
+
+static void print_usage(void)
+{
+    fprintf(stderr,
+        "usage: %s [options] [script [args]]\n"
+        "options:\n"
+        "  -e chunk     run the Lua chunk\n"
+        "  -l mod       require 'mod' and set the global 'mod' to it\n"
+        "  -l g=mod     require 'mod' and set the global 'g' to it\n"
+        "  -i           enter the interactive prompt after the script\n"
+        "  -v           print the version\n"
+        "  --nprocs N   run the script as N ranks\n"
+        "  --           stop reading options\n"
+        "  -            stop reading options and run stdin\n",
+        progname);
+}
+
+static void print_version(void)
+{
+    /* The first two words of OpenBLAS's report are its name and version. */
+    const char *cfg = openblas_get_config();
+    int n = 0, words = 0;
+    while (cfg[n] && !(cfg[n] == ' ' && ++words == 2)) n++;
+    printf("%s %s (%s, %.*s)\n", progname, zl_version(), LUA_RELEASE, n, cfg);
+    fflush(stdout);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "%s: ", progname);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    print_usage();
+    return -1;
+}
+
+/* First pass over argv, before any Lua runs: validates every option so a bad
+ * command line fails before the script starts, and finds the script. */
+static int parse_options(int argc, char **argv, options *o)
+{
+    *o = (options){0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || strcmp(a, "-") == 0) {
+            o->script = i;
+            o->script_stdin = a[0] == '-';
+            return 0;
+        }
+        if (strcmp(a, "--") == 0) {
+            o->script = i + 1 < argc ? i + 1 : 0;
+            return 0;
+        }
+        if (strcmp(a, "--nprocs") == 0) {
+            if (i + 1 >= argc) return usage_error("'%s' needs a number of processes", a);
+            char *end;
+            errno = 0;
+            long n = strtol(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i] || n < 1 || n > 65536)
+                return usage_error("--nprocs needs a number of processes from 1 to 65536, got '%s'", argv[i]);
+            o->nprocs = (int)n;
+            continue;
+        }
+        switch (a[1]) {
+        case 'i':
+        case 'v':
+            if (a[2] != '\0') return usage_error("unrecognized option '%s'", a);
+            o->version = true;
+            o->interactive |= a[1] == 'i';
+            break;
+        case 'e':
+        case 'l':
+            o->has_exec |= a[1] == 'e';
+            if (a[2] == '\0' && ++i >= argc) return usage_error("'%s' needs an argument", a);
+            break;
+        default:
+            return usage_error("unrecognized option '%s'", a);
+        }
+    }
+    return 0;
+}
+
+/* zlua --nprocs N script ...: the launcher, which starts N ranks of the
+ * script, comes with issue 5. The option is parsed and checked already so
+ * that command lines written for it fail clearly rather than run one rank. */
+static int launch_ranks(int argc, char **argv, const options *o)
+{
+    fprintf(stderr, "%s: --nprocs is not available yet (issue 5)\n", progname);
+    return EXIT_FAILURE;
+}
+
+/* Ctrl-C while Lua runs: the engine's loops poll zl_interrupt_pending, and
+ * Lua code is stopped by a hook at its next instruction. A handler may only
+ * set flags; lua_sethook is one of the few Lua calls that is safe there. The
+ * handler may run on any thread (OpenBLAS and OpenMP keep workers), which is
+ * why it only sets state that the running thread reads. */
+static lua_State *running;
+
+static void stop_hook(lua_State *L, lua_Debug *ar)
+{
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+}
+
+static void on_interrupt(int sig)
+{
+    zl_interrupt_set(1);
+    lua_sethook(running, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+}
+
+int zlx_docall(lua_State *L, int narg, int nres)
+{
+    int base = lua_gettop(L) - narg;
+    lua_pushcfunction(L, zlb_traceback);
+    lua_insert(L, base);
+    /* SA_RESETHAND: a second Ctrl-C ends a process stuck in C code that
+     * polls nothing, as with lua. */
+    struct sigaction act = {.sa_handler = on_interrupt, .sa_flags = SA_RESETHAND}, old;
+    sigemptyset(&act.sa_mask);
+    running = L;
+    sigaction(SIGINT, &act, &old);
+    int status = lua_pcall(L, narg, nres, base);
+    sigaction(SIGINT, &old, NULL);
+    lua_sethook(L, NULL, 0, 0);
+    zl_interrupt_set(0);
+    lua_remove(L, base);
+    return status;
+}
+
+/* Prints the error message on the stack top, if any, and pops it. */
+static bool report(lua_State *L, int status)
+{
+    if (status == LUA_OK) return true;
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "%s: %s\n", progname, msg ? msg : "(error object is not a string)");
+    fflush(stderr);
+    lua_pop(L, 1);
+    return false;
+}
+
+/* `arg` as lua sets it: the script at 0, its arguments at 1.., the
+ * interpreter and the options before it at negative indices. */
+static void set_arg_table(lua_State *L, int argc, char **argv, int script)
+{
+    lua_createtable(L, argc - script, script + 1);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script);
+    }
+    lua_setglobal(L, "arg");
+}
+
+static bool run_chunk(lua_State *L, const char *chunk)
+{
+    int status = luaL_loadbuffer(L, chunk, strlen(chunk), "=(command line)");
+    if (status == LUA_OK) status = zlx_docall(L, 0, 0);
+    return report(L, status);
+}
+
+/* -l mod or -l g=mod: the global g (or mod) = require(mod). */
+static bool run_require(lua_State *L, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    const char *mod = eq ? eq + 1 : spec;
+    lua_getglobal(L, "require");
+    lua_pushstring(L, mod);
+    int status = zlx_docall(L, 1, 1);
+    if (status == LUA_OK) {
+        const char *global = lua_pushlstring(L, spec, eq ? (size_t)(eq - spec) : strlen(spec));
+        lua_insert(L, -2);
+        lua_setglobal(L, global);
+        lua_pop(L, 1);
+    }
+    return report(L, status);
+}
+
+/* Second pass: -e and -l in command-line order, before the script. */
+static bool run_options(lua_State *L, char **argv, int end)
+{
+    for (int i = 1; i < end; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--nprocs") == 0) {
+            i++;
+            continue;
+        }
+        if (a[1] != 'e' && a[1] != 'l') continue;
+        const char *value = a[2] ? a + 2 : argv[++i];
+        if (!(a[1] == 'e' ? run_chunk(L, value) : run_require(L, value))) return false;
+    }
+    return true;
+}
+
+/* Runs the script (NULL: stdin) with the arguments after it as `...`. */
+static bool run_script(lua_State *L, const char *path, int nargs, char **args)
+{
+    int status = luaL_loadfile(L, path);
+    if (status == LUA_OK) {
+        luaL_checkstack(L, nargs, "too many script arguments");
+        for (int i = 0; i < nargs; i++) lua_pushstring(L, args[i]);
+        status = zlx_docall(L, nargs, 0);
+    }
+    return report(L, status);
+}
+
+static int pmain(lua_State *L)
+{
+    int argc = (int)lua_tointeger(L, 1);
+    char **argv = lua_touserdata(L, 2);
+    const options *o = lua_touserdata(L, 3);
+    luaL_checkversion(L);
+    set_arg_table(L, argc, argv, o->script);
+    if (o->version) print_version();
+    if (!run_options(L, argv, o->script ? o->script : argc)) return 0;
+    if (o->script) {
+        const char *path = o->script_stdin ? NULL : argv[o->script];
+        if (!run_script(L, path, argc - o->script - 1, argv + o->script + 1)) return 0;
+    }
+    if (o->interactive) {
+        zlx_repl(L);
+    } else if (o->script == 0 && !o->has_exec && !o->version) {
+        if (isatty(STDIN_FILENO)) {
+            print_version();
+            zlx_repl(L);
+        } else if (!run_script(L, NULL, 0, NULL)) {
+            return 0;
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* With stdin closed, the first file opened (the script) would take
+ * descriptor 0 and the REPL would read it after the script ran. */
+static void keep_std_fds_open(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int got = open("/dev/null", O_RDWR);
+        if (got >= 0 && got != fd) close(got);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    keep_std_fds_open();
+    options o;
+    if (parse_options(argc, argv, &o) != 0) return EXIT_FAILURE;
+    if (o.nprocs > 0) return launch_ranks(argc, argv, &o);
+
+    zlua_state *s = zlua_open();
+    if (s == NULL) {
+        fprintf(stderr, "%s: %s\n", progname, zl_last_error());
+        return EXIT_FAILURE;
+    }
+    lua_State *L = zlua_lua(s);
+    lua_pushcfunction(L, pmain);
+    lua_pushinteger(L, argc);
+    lua_pushlightuserdata(L, argv);
+    lua_pushlightuserdata(L, &o);
+    int status = lua_pcall(L, 3, 1, 0);
+    bool ok = status == LUA_OK && lua_toboolean(L, -1);
+    report(L, status);
+    zlua_close(s);
+    return ok ? EXIT_SUCCESS : EXIT_FAILURE;
+}

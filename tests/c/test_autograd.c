@@ -146,3 +146,31 @@ TEST(views_backward)
     zl_tensor *all[] = {x, t, n, r, s};
     for (int k = 0; k < 5; k++) zl_tensor_release(all[k]);
 }
+
+static int self_removing_handle, calls_after;
+static zl_status remove_self(zl_tensor *t, zl_use_event ev, const char *op, void *user)
+{
+    zl_tensor_remove_hook(t, self_removing_handle);
+    return ZL_OK;
+}
+static zl_status count_calls(zl_tensor *t, zl_use_event ev, const char *op, void *user)
+{
+    calls_after++;
+    return ZL_OK;
+}
+
+TEST(hook_may_remove_itself_while_firing)
+{
+    zl_tensor *x = leaf(SHAPE(2));
+    self_removing_handle = zl_tensor_add_use_hook(x, remove_self, NULL, count_free);
+    zl_tensor_add_use_hook(x, count_calls, NULL, NULL);
+    freed = 0;
+    zl_tensor *y = zl_exp(x);
+    CHECK(y && freed == 1);           /* removed (and its user data freed) once firing ended */
+    CHECK(calls_after == 2);          /* the second hook still ran, before and after */
+    zl_tensor *z = zl_exp(x);
+    CHECK(calls_after == 4);
+    zl_tensor_release(z);
+    zl_tensor_release(y);
+    zl_tensor_release(x);
+}

@@ -13,6 +13,51 @@ extern "C" {
  * Every row must have the same number of fields; errors name the file, line and field. */
 ZL_API zl_tensor *zl_read_csv(const char *path, bool skip_header);
 
+/* ---- dataset readers ----
+ * Each reads a whole file, plain or gzip (told apart by the gzip magic, so the
+ * name does not matter), into new tensors charged to ZL_MEM_OTHER. A missing
+ * file is "cannot open '<path>': <strerror>", an empty one "<path>: the file is
+ * empty". Bad contents name the file and the byte offset, counted in the
+ * uncompressed content: "<path>: truncated at offset N (expected M bytes of data)",
+ * "<path>: corrupt gzip stream at uncompressed offset N: <zlib's reason>". */
+
+/* An idx file (the MNIST format): two zero bytes, a dtype code, the number of
+ * dims (1 to 8), each dim as a big-endian u32, then the elements row-major and
+ * big-endian. The tensor has the file's shape and dtype u8 (code 0x08), i32
+ * (0x09 signed byte, 0x0B i16, 0x0C i32) or f32 (0x0D f32, 0x0E f64 rounded to
+ * f32). The data must be exactly as long as the dims say: a shorter file is
+ * "truncated at offset N (expected M bytes of data)", a longer one "trailing data
+ * at offset N". Returns a new reference, or NULL with zl_last_error(). */
+ZL_API zl_tensor *zl_read_idx(const char *path);
+
+/* A CIFAR-10 binary batch (data_batch_1.bin, test_batch.bin): records of one
+ * label byte (0..9) and 3072 pixel bytes (the 32x32 red plane, then green, then
+ * blue, each row-major). On success *images is a new u8 [N, 3, 32, 32] and
+ * *labels a new i64 [N]; on failure both are NULL. A length that is not a whole
+ * number of 3073-byte records names the offset where the partial record starts;
+ * a label above 9 names its record (0-based) and offset. */
+ZL_API zl_status zl_read_cifar10(const char *path, zl_tensor **images, zl_tensor **labels);
+
+/* Tokens stored as little-endian unsigned integers of bytes_per_token bytes (2:
+ * uint16, as GPT-2 token files are; 4: uint32) into an i64 tensor [N], ready to
+ * index an embedding. A partial last token names the offset where it starts.
+ * Returns a new reference, or NULL with zl_last_error(). */
+ZL_API zl_tensor *zl_read_tokens(const char *path, int bytes_per_token);
+
+/* Character-level text, where a character is a byte: exact for any file, and a
+ * UTF-8 letter beyond ASCII becomes several ids.
+ *   zl_read_text:   the file's bytes as a new u8 tensor [n].
+ *   zl_text_vocab:  the distinct bytes of a u8 tensor in increasing order into
+ *                   vocab[0 .. *vocab_size), at most 256; id i stands for byte vocab[i].
+ *   zl_text_encode: a new i64 tensor of text's shape holding the id of each byte
+ *                   in vocab (vocab_size entries, no byte twice). A byte that is
+ *                   not in vocab, as when one text is encoded with another's
+ *                   vocabulary, is an error naming its value and offset.
+ * Decoding an id is vocab[id]. Text tensors are CPU u8 of any shape and layout. */
+ZL_API zl_tensor *zl_read_text(const char *path);
+ZL_API zl_status zl_text_vocab(zl_tensor *text, uint8_t vocab[256], int *vocab_size);
+ZL_API zl_tensor *zl_text_encode(zl_tensor *text, const uint8_t *vocab, int vocab_size);
+
 #ifdef __cplusplus
 }
 #endif

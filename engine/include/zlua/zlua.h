@@ -20,5 +20,6 @@
 #include "autograd.h"
 #include "ops.h"
 #include "io.h"
+#include "optim.h"
 
 #endif

@@ -1,0 +1,148 @@
+/* zlua/optim.h — the fused CPU optimizer kernels (Adam/AdamW, Lamb, SGD): one
+ * pass per tensor over flat contiguous buffers, updating the f32 master
+ * parameters and the optimizer state in place. Optimizer objects, param groups
+ * and state dicts are the Lua layer's; these are the arithmetic. */
+#ifndef ZLUA_OPTIM_H
+#define ZLUA_OPTIM_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The buffers of one step, all contiguous with n elements and not overlapping.
+ * Borrowed: nothing is kept after the call. A zero-initialised struct plus the
+ * pointers and n is a valid f32 step without a half copy. */
+typedef struct zl_optim_buf {
+    float *p;              /* [n] f32 master parameters, updated in place */
+    const void *g;         /* [n] gradient in g_dtype; read, never written */
+    zl_dtype g_dtype;      /* ZL_DTYPE_F32, ZL_DTYPE_BF16 or ZL_DTYPE_F16 */
+    float *m;              /* [n] Adam/Lamb first moment; SGD momentum buffer */
+    float *v;              /* [n] Adam/Lamb second moment; unused by SGD (may be NULL) */
+    void *p_half;          /* [n] [out] p after the step rounded to half_dtype, or NULL */
+    zl_dtype half_dtype;   /* ZL_DTYPE_BF16 or ZL_DTYPE_F16 when p_half is set */
+    int64_t n;             /* elements; 0 is a no-op */
+} zl_optim_buf;
+
+/* Fill *out from tensors: p f32; g f32, bf16 or f16; m, v f32; p_half bf16 or
+ * f16. All CPU, contiguous, with as many elements as p (shapes may differ, as
+ * with a flat shard against a view). m, v and p_half may be NULL. On error *out
+ * is untouched and the message names the role and both shapes. */
+ZL_API zl_status zl_optim_buf_from_tensors(zl_optim_buf *out, zl_tensor *p, zl_tensor *g,
+                                           zl_tensor *m, zl_tensor *v, zl_tensor *p_half);
+
+/* ---- Adam / AdamW: DeepSpeedCPUAdam's and torch.optim.Adam(W)'s update ----
+ * With t = step, s = grad_scale, bc1 = 1 - beta1^t, bc2 = 1 - beta2^t (both 1
+ * when bias_correction is off), per element in f32:
+ *     g = s * g;  if (!adamw_mode) g += weight_decay * p       (L2, Adam)
+ *     m = beta1 * m + (1 - beta1) * g
+ *     v = beta2 * v + (1 - beta2) * g * g
+ *     denom = sqrt(v) / sqrt(bc2) + eps                         (eps after the sqrt)
+ *     if (adamw_mode) p -= lr * weight_decay * p                (decoupled, AdamW)
+ *     p -= (lr / bc1) * m / denom
+ * Scalars derived from the hyperparameters are computed in double, then rounded. */
+typedef struct zl_optim_adam {
+    double lr;             /* >= 0 */
+    double beta1, beta2;   /* each in [0, 1) */
+    double eps;            /* >= 0 */
+    double weight_decay;   /* >= 0 */
+    bool adamw_mode;       /* true: decoupled decay (DeepSpeed's default, even for "Adam") */
+    bool bias_correction;
+    int64_t step;          /* t >= 1: this step's number, counted per tensor */
+    double grad_scale;     /* finite, >= 0: 1 / (loss scale * clip factor), 1 for none */
+} zl_optim_adam;
+
+/* DeepSpeed's defaults: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight_decay 0,
+ * adamw_mode and bias_correction true, step 1, grad_scale 1. */
+ZL_API zl_optim_adam zl_optim_adam_defaults(void);
+/* One fused pass: reads p, g, m, v once, writes p, m, v (and p_half) once.
+ * Errors: ZL_EINVAL naming the bad hyperparameter or buffer; nothing is written. */
+ZL_API zl_status zl_optim_adam_step(const zl_optim_adam *hp, const zl_optim_buf *b);
+
+/* ---- Lamb: DeepSpeed's FusedLamb (eps outside the sqrt) ----
+ * With s, bc1, bc2 as for Adam and rate = lr * sqrt(bc2) / bc1 (lr when
+ * bias_correction is off):
+ *     g = s * g;  m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
+ *     u = m / (sqrt(v) + eps) + weight_decay * p
+ *     ratio = |p| / |u| clamped to [min_coeff, max_coeff]; 1 when either norm is 0
+ *     p -= rate * ratio * u
+ * Norms are over the whole tensor. Without bias correction this is the Lamb
+ * paper's update; with it, as in DeepSpeed, the correction is folded into the
+ * rate, so eps, the decay term and the trust ratio see the uncorrected m and v.
+ *
+ * Two passes, because no element of p may change before |u| over the whole
+ * tensor is known: the first updates m and v and sums p^2 and u^2; the second
+ * recomputes u from p, m, v (cheaper than storing it) and applies it. Sums are
+ * taken in double per fixed chunk and then added in order, so they do not
+ * depend on the thread count. A tensor split across ranks (ZeRO) calls the
+ * passes itself and adds the sums over ranks between them. */
+typedef struct zl_optim_lamb {
+    double lr;             /* >= 0 */
+    double beta1, beta2;   /* each in [0, 1) */
+    double eps;            /* >= 0 */
+    double weight_decay;   /* >= 0 */
+    double max_coeff;      /* >= min_coeff */
+    double min_coeff;      /* >= 0 */
+    bool bias_correction;
+    int64_t step;          /* t >= 1 */
+    double grad_scale;     /* finite, >= 0 */
+} zl_optim_lamb;
+
+/* DeepSpeed's defaults: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight_decay 0,
+ * max_coeff 10, min_coeff 0.01, bias_correction true, step 1, grad_scale 1. */
+ZL_API zl_optim_lamb zl_optim_lamb_defaults(void);
+/* Both passes over one whole tensor. ratio, when not NULL, receives the trust
+ * ratio used. A NaN in the gradient makes the ratio NaN: the call then fails
+ * (ZL_EINVAL) with m and v already updated, so skip overflowed steps before
+ * stepping, as the loss scaler does. */
+ZL_API zl_status zl_optim_lamb_step(const zl_optim_lamb *hp, const zl_optim_buf *b, double *ratio);
+/* Pass one: update m and v; sq[0] = sum of p^2, sq[1] = sum of u^2 over this slice. */
+ZL_API zl_status zl_optim_lamb_moments(const zl_optim_lamb *hp, const zl_optim_buf *b, double sq[2]);
+/* The clamped trust ratio from the total sums of squares of p and u. */
+ZL_API double zl_optim_lamb_trust_ratio(const zl_optim_lamb *hp, double p_sq, double u_sq);
+/* Pass two: p -= rate * ratio * u, and the half copy. Reads p, m, v; g is not used. */
+ZL_API zl_status zl_optim_lamb_apply(const zl_optim_lamb *hp, const zl_optim_buf *b, double ratio);
+
+/* ---- SGD: torch.optim.SGD ----
+ *     g = s * g + weight_decay * p
+ *     if (momentum != 0) {
+ *         buf = step == 1 ? g : momentum * buf + (1 - dampening) * g      (buf is b->m)
+ *         g = nesterov ? g + momentum * buf : buf
+ *     }
+ *     p -= lr * g
+ * b->m may be NULL when momentum is 0; b->v is never used. */
+typedef struct zl_optim_sgd {
+    double lr;             /* >= 0 */
+    double momentum;       /* >= 0 */
+    double dampening;      /* finite */
+    double weight_decay;   /* >= 0 */
+    bool nesterov;         /* needs momentum > 0 and dampening 0, as in torch */
+    int64_t step;          /* t >= 1; step 1 starts the momentum buffer from g */
+    double grad_scale;     /* finite, >= 0 */
+} zl_optim_sgd;
+
+/* torch's defaults: lr 1e-3, momentum, dampening and weight_decay 0, no nesterov,
+ * step 1, grad_scale 1. */
+ZL_API zl_optim_sgd zl_optim_sgd_defaults(void);
+ZL_API zl_status zl_optim_sgd_step(const zl_optim_sgd *hp, const zl_optim_buf *b);
+
+/* ---- kernel selection ----
+ * Each optimizer has an AVX-512, an AVX2 (with FMA and F16C) and a scalar
+ * kernel; the best the CPU supports runs. The environment variable ZLUA_SIMD,
+ * read at the first step, caps the choice: "avx512" or "auto" (the default),
+ * "avx2", "scalar" or "off"; another value is ignored. The kernels agree to
+ * float rounding (they may contract multiply-adds differently), and a half copy
+ * of p is the same bits whichever kernel made it (bar NaN payloads). */
+
+/* "avx512", "avx2" or "scalar": the kernel the next step will use. */
+ZL_API const char *zl_optim_kernel_name(void);
+/* Force a kernel: "auto", "avx512", "avx2", "scalar" or "off"; NULL re-applies
+ * ZLUA_SIMD. ZL_EINVAL for an unknown name or one this CPU cannot run.
+ * Not to be called while a step runs on another thread. */
+ZL_API zl_status zl_optim_set_kernel(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,70 @@
+/* Private to the binding: the tensor userdata, the helpers every lua/src/<area>.c
+ * uses to check and push tensors and to turn engine errors into Lua errors, and
+ * the per-state runtime that hooks and the memory-pressure handler call back into. */
+#ifndef ZLB_BINDING_H
+#define ZLB_BINDING_H
+
+#include <lua.h>
+#include <lauxlib.h>
+#include "zlua/zlua.h"
+
+#define ZLB_TENSOR_MT "zlua.Tensor"
+#define ZLB_GENERATOR_MT "zlua.Generator"
+
+/* A tensor userdata holds exactly one engine reference, or NULL once released
+ * (or before the engine call that fills it has returned). */
+typedef struct zlb_tensor {
+    zl_tensor *t;
+} zlb_tensor;
+
+/* Push a new, empty tensor userdata and return its slot. Call it BEFORE the
+ * engine call and store the result in the slot: if Lua runs out of memory
+ * making the box, nothing has been allocated by the engine yet. */
+zl_tensor **zlb_new_tensor(lua_State *L);
+/* Push a userdata owning `t` (a new reference); on a Lua memory error while
+ * boxing, `t` is released before the error propagates. NULL pushes nil. */
+void zlb_push_tensor(lua_State *L, zl_tensor *t);
+/* The tensor at `idx`: one metatable compare; raises a Lua argument error for
+ * anything else and "tensor was released" for a released one. */
+zl_tensor *zlb_check_tensor(lua_State *L, int idx);
+/* As zlb_check_tensor, but nil or none gives NULL. */
+zl_tensor *zlb_opt_tensor(lua_State *L, int idx);
+/* End a binding whose result was stored into the box on top of the stack:
+ * raises when `t` is NULL, otherwise lets memory growth drive the collector.
+ * Returns 1 (the box). */
+int zlb_result(lua_State *L, zl_tensor *t);
+/* Raise a Lua error carrying zl_last_error(). Never returns. */
+int zlb_raise(lua_State *L);
+/* luaL_error, but the position named is the innermost frame outside zlua's own
+ * modules (chunks "@zlua/..."): the script's line, not a wrapper's. */
+int zlb_error(lua_State *L, const char *fmt, ...);
+/* A dtype argument by name ("f32", "bf16", ...); `def` when nil or none. */
+zl_dtype zlb_opt_dtype(lua_State *L, int idx, zl_dtype def);
+/* A shape given as a Lua table of sizes (a raw, already normalised list). */
+int zlb_check_shape(lua_State *L, int idx, int64_t *shape);
+/* A generator argument (nil or none: the default generator). */
+zl_generator *zlb_opt_generator(lua_State *L, int idx);
+
+/* The state's runtime: a thread kept for calling back into Lua from engine
+ * frames (hooks, the pressure handler), counted by the registry sentinel and by
+ * every hook, so a hook that outlives its state finds `alive` false. */
+typedef struct zlb_runtime {
+    lua_State *cb;
+    int refs;
+    int alive;
+} zlb_runtime;
+
+zlb_runtime *zlb_runtime_of(lua_State *L);
+void zlb_runtime_retain(zlb_runtime *rt);
+void zlb_runtime_release(zlb_runtime *rt);
+/* The state is closing: stop routing engine memory pressure to it. */
+void zlb_memory_detach(zlb_runtime *rt);
+
+/* Each area adds its functions to the core table on top of the stack. */
+void zlb_open_tensor(lua_State *L);
+void zlb_open_ops(lua_State *L);
+void zlb_open_autograd(lua_State *L);
+void zlb_open_engine(lua_State *L);
+void zlb_open_io(lua_State *L);
+
+#endif

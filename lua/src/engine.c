@@ -1,0 +1,137 @@
+/* The core's process-wide engine bindings: memory statistics per category,
+ * random seeds and generator objects, thread count, version, and the fault
+ * injection the tests use. */
+#include "binding.h"
+
+static int memory(lua_State *L)
+{
+    lua_createtable(L, 0, ZL_MEM_COUNT);
+    for (int c = 0; c < ZL_MEM_COUNT; c++) {
+        zl_mem_stats s = zl_mem_stats_of((zl_mem_category)c);
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, s.current);
+        lua_setfield(L, -2, "current");
+        lua_pushinteger(L, s.peak);
+        lua_setfield(L, -2, "peak");
+        lua_setfield(L, -2, zl_mem_category_name((zl_mem_category)c));
+    }
+    return 1;
+}
+
+static int reset_peak(lua_State *L)
+{
+    (void)L;
+    zl_mem_reset_peak();
+    return 0;
+}
+
+/* Testing: the n-th engine allocation from now fails (0 disables). */
+static int mem_fail_after(lua_State *L)
+{
+    zl_mem_fail_after(luaL_checkinteger(L, 1));
+    return 0;
+}
+
+static int manual_seed(lua_State *L)
+{
+    zl_manual_seed((uint64_t)luaL_checkinteger(L, 1));
+    return 0;
+}
+
+/* ---- generators: a userdata owning one zl_generator ---- */
+
+typedef struct zlb_generator {
+    zl_generator *g;
+} zlb_generator;
+
+zl_generator *zlb_opt_generator(lua_State *L, int idx)
+{
+    if (lua_isnoneornil(L, idx)) return NULL;
+    zlb_generator *u = luaL_checkudata(L, idx, ZLB_GENERATOR_MT);
+    if (!u->g) luaL_argerror(L, idx, "generator was freed");
+    return u->g;
+}
+
+static int generator_new(lua_State *L)
+{
+    uint64_t seed = (uint64_t)luaL_checkinteger(L, 1);
+    zlb_generator *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->g = NULL;
+    luaL_setmetatable(L, ZLB_GENERATOR_MT);
+    u->g = zl_generator_new(seed);
+    if (!u->g) return zlb_raise(L);
+    return 1;
+}
+
+static int generator_gc(lua_State *L)
+{
+    zlb_generator *u = lua_touserdata(L, 1);
+    zl_generator_free(u->g);
+    u->g = NULL;
+    return 0;
+}
+
+static int generator_seed(lua_State *L)
+{
+    zl_generator *g = zlb_opt_generator(L, 1);
+    zl_generator_seed(g, (uint64_t)luaL_checkinteger(L, 2));
+    return 0;
+}
+
+static int generator_state(lua_State *L)
+{
+    zl_generator *g = zlb_opt_generator(L, 1);
+    lua_pushinteger(L, (lua_Integer)zl_generator_get_seed(g));
+    lua_pushinteger(L, (lua_Integer)zl_generator_get_offset(g));
+    return 2;
+}
+
+static int generator_set_offset(lua_State *L)
+{
+    zl_generator *g = zlb_opt_generator(L, 1);
+    zl_generator_set_offset(g, (uint64_t)luaL_checkinteger(L, 2));
+    return 0;
+}
+
+static int randint(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n > 0, 1, "must be > 0");
+    lua_pushinteger(L, zl_generator_randint(zlb_opt_generator(L, 2), n));
+    return 1;
+}
+
+static int set_num_threads(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n > 0, 1, "must be > 0");
+    zl_set_num_threads((int)n);
+    return 0;
+}
+
+static int get_num_threads(lua_State *L)
+{
+    lua_pushinteger(L, zl_get_num_threads());
+    return 1;
+}
+
+void zlb_open_engine(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        {"memory", memory}, {"reset_peak", reset_peak}, {"mem_fail_after", mem_fail_after},
+        {"manual_seed", manual_seed}, {"generator_new", generator_new},
+        {"generator_seed", generator_seed}, {"generator_state", generator_state},
+        {"generator_set_offset", generator_set_offset}, {"randint", randint},
+        {"set_num_threads", set_num_threads}, {"get_num_threads", get_num_threads},
+        {NULL, NULL},
+    };
+    luaL_setfuncs(L, fns, 0);
+    lua_pushstring(L, zl_version());
+    lua_setfield(L, -2, "version");
+    luaL_newmetatable(L, ZLB_GENERATOR_MT);
+    lua_pushcfunction(L, generator_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, generator_gc);
+    lua_setfield(L, -2, "__close");
+    lua_setfield(L, -2, "Generator");
+}

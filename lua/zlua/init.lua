@@ -1,0 +1,792 @@
+--[[ zlua: tensors and their ops for Lua scripts, over the C engine (zlua.core).
+
+  local zl = require 'zlua'
+  local x = zl.randn(4, 8)                      -- sizes as varargs ...
+  local w = zl.zeros({8, 2}, 'bf16')            -- ... or one table, then a dtype
+  local y = (x:matmul(w:float()) * 2 + 1):relu()
+  y:sum():backward()
+
+Conventions (read these once):
+  * Dimensions are 1-based, as Lua is: x:sum(1) sums the first dimension;
+    negative dims count from the end (-1 is the last). 0 is an error. Index
+    arguments are 1-based too: x:narrow(dim, start, len), x:select(dim, i),
+    x:get(i, j), x[i]. The conversion lives only in this file; zlua.core is
+    0-based, as the C engine is.
+  * Index TENSORS are 0-based, as in PyTorch: the targets of cross_entropy
+    are class ids 0..C-1, the indices of embedding and index_select are row
+    ids 0..N-1, and argmax returns 0-based positions, so that
+    logits:argmax(-1):eq(targets) works and data files need no rewriting.
+  * dtypes are named 'f32' (the default), 'f16', 'bf16', 'i32', 'i64', 'u8',
+    'bool'. zl.tensor infers i64 when every entry is a Lua integer, bool when
+    every entry is a boolean, f32 otherwise; zl.arange gives i64 for integer
+    arguments. Arithmetic on integer tensors works: the engine computes through
+    f32 and casts back, so integers are exact up to 2^24. `/` always gives a
+    float tensor, as Lua's `/` gives a float.
+  * a == b is identity (the same engine tensor, whichever Lua value holds it;
+    t.grad == t.grad). Use a:eq(b) for elementwise equality; < and <= are not
+    defined (use lt/gt, which give bool tensors).
+  * Arithmetic operators + - * / ^ and unary minus work between tensors (with
+    broadcasting) and between a tensor and a number in either order.
+  * Tensors free their memory when collected; t:release() (or `local t <close>`)
+    frees it at once. Using a released tensor raises "tensor was released".
+    Engine memory presses on the collector: 64 MB of growth (zl.set_gc_step)
+    runs a full collection, and an allocation about to fail runs one first.
+  * Errors are raised at the script's line, in these terms (1-based dims).
+]]
+
+local core = require 'zlua.core'
+
+local type, select, getmetatable, error, tostring = type, select, getmetatable, error, tostring
+local tointeger = math.tointeger
+local fmt = string.format
+
+local zl = {}
+local Tensor = core.Tensor         -- the metatable of every tensor userdata
+local methods = {}                 -- tensor methods; zl.Tensor, open for extension
+local getters = {}                 -- read-only fields: t.grad, t.is_leaf, t.grad_fn
+zl.Tensor = methods
+zl.core = core
+zl.version = core.version
+
+local function is_tensor(x) return getmetatable(x) == Tensor end
+zl.is_tensor = is_tensor
+
+-- ---------------------------------------------------------------------------
+-- Errors name the script's line: raise() points at the innermost caller that
+-- is not one of zlua's own modules, however deep the wrappers go.
+
+local getinfo = debug and debug.getinfo
+--- zl.raise(msg): error() for zlua's modules, positioned at the script's line.
+local function raise(msg)
+  local level = 2
+  while getinfo do
+    local info = getinfo(level, 'Sl')
+    if not info then break end
+    if info.currentline > 0 and not info.source:find('^@zlua/') then error(msg, level) end
+    level = level + 1
+  end
+  error(msg, 0)
+end
+zl.raise = raise
+
+-- Argument conversion.
+
+local function to_int(op, what, v)
+  local i = tointeger(v)
+  if not i then
+    raise(fmt('%s: %s must be an integer, got %s', op, what,
+              type(v) == 'number' and tostring(v) or type(v)))
+  end
+  return i
+end
+
+-- A 1-based (or negative) dim of a tensor with nd dims -> 0-based.
+local function D(op, d, nd)
+  d = to_int(op, 'dimension', d)
+  if d > 0 and d <= nd then return d - 1 end
+  if d < 0 and d >= -nd then return nd + d end
+  if nd == 0 then
+    raise(fmt('%s: dimension %d is out of range for a 0-d tensor (it has no dimensions)', op, d))
+  end
+  if d == 0 then
+    raise(fmt('%s: dimension 0 is invalid: dimensions are 1-based (expected 1..%d or -%d..-1)',
+              op, nd, nd))
+  end
+  raise(fmt('%s: dimension %d is out of range for a %d-d tensor (expected 1..%d or -%d..-1)',
+            op, d, nd, nd, nd))
+end
+
+-- A 1-based (or negative) index into a dimension of size n -> 0-based.
+local function I(op, i, n, what)
+  what = what or 'index'
+  i = to_int(op, what, i)
+  if i > 0 and i <= n then return i - 1 end
+  if i < 0 and i >= -n then return n + i end
+  if i == 0 then
+    raise(fmt('%s: %s 0 is invalid: indices are 1-based (expected 1..%d or -%d..-1)', op, what, n, n))
+  end
+  raise(fmt('%s: %s %d is out of range for a dimension of size %d (expected 1..%d or -%d..-1)',
+            op, what, i, n, n, n))
+end
+
+-- Sizes as varargs or one table (not a tensor), then optional trailing
+-- dtype string and generator in either order. min is 0 for new tensors, -1
+-- where -1 means "infer" or "keep" (reshape, view, expand).
+local Generator = core.Generator
+local function shape_args(op, min, ...)
+  local n = select('#', ...)
+  local args = {...}
+  local dtype, gen
+  while n > 0 do
+    local a = args[n]
+    if a == nil then
+      n = n - 1
+    elseif type(a) == 'string' and not dtype then
+      dtype, n = a, n - 1
+    elseif getmetatable(a) == Generator and not gen then
+      gen, n = a, n - 1
+    else
+      break
+    end
+  end
+  local src = args
+  if n == 1 and type(args[1]) == 'table' and not is_tensor(args[1]) then
+    src, n = args[1], #args[1]
+  end
+  local shape = {}
+  for i = 1, n do
+    local v = tointeger(src[i])
+    if not v or v < min then
+      raise(fmt('%s: size %d must be %s, got %s', op, i,
+                min == 0 and 'a non-negative integer' or 'an integer >= -1', tostring(src[i])))
+    end
+    shape[i] = v
+  end
+  return shape, dtype, gen
+end
+
+-- Dims as varargs or one table, each converted to 0-based.
+local function dims_args(op, nd, ...)
+  local src, n = {...}, select('#', ...)
+  if n == 1 and type(src[1]) == 'table' then src, n = src[1], #src[1] end
+  local out = {}
+  for i = 1, n do out[i] = D(op, src[i], nd) end
+  return out
+end
+
+local function opts_or_empty(op, o)
+  if o == nil then return {} end
+  if type(o) ~= 'table' then raise(fmt('%s: options must be a table, got %s', op, type(o))) end
+  return o
+end
+
+-- ---------------------------------------------------------------------------
+-- Creation
+
+--- zl.tensor(value [, dtype]): a tensor from a number, a boolean, a nested
+--- table (ragged tables are an error naming the position), or a copy of a tensor.
+function zl.tensor(value, dtype)
+  if is_tensor(value) then
+    local c = core.clone(core.detach(value))
+    if dtype then c = core.to(c, dtype) end
+    return c
+  end
+  return core.from_table(value, dtype)
+end
+
+function zl.zeros(...)
+  local shape, dtype = shape_args('zeros', 0, ...)
+  return core.zeros(shape, dtype)
+end
+
+function zl.ones(...)
+  local shape, dtype = shape_args('ones', 0, ...)
+  return core.full(shape, 1, dtype)
+end
+
+function zl.empty(...)
+  local shape, dtype = shape_args('empty', 0, ...)
+  return core.empty(shape, dtype)
+end
+
+--- zl.full(sizes..., value [, dtype]): zl.full(2, 3, 0.5) or zl.full({2, 3}, 0.5, 'bf16').
+function zl.full(...)
+  local n = select('#', ...)
+  local args = {...}
+  local dtype
+  if type(args[n]) == 'string' then dtype, n = args[n], n - 1 end
+  local value = args[n]
+  if type(value) ~= 'number' and type(value) ~= 'boolean' then
+    raise(fmt('full: the fill value must be a number, got %s', type(value)))
+  end
+  local shape = shape_args('full', 0, table.unpack(args, 1, n - 1))
+  return core.full(shape, value, dtype)
+end
+
+--- zl.rand(sizes... [, dtype] [, generator]): uniform in [0, 1).
+function zl.rand(...)
+  local shape, dtype, gen = shape_args('rand', 0, ...)
+  return core.rand(shape, dtype, gen)
+end
+
+--- zl.randn(sizes... [, dtype] [, generator]): standard normal.
+function zl.randn(...)
+  local shape, dtype, gen = shape_args('randn', 0, ...)
+  return core.randn(shape, dtype, gen)
+end
+
+--- zl.arange(n [, dtype]) is 0, 1, ..., n-1; zl.arange(start, stop [, step] [, dtype])
+--- is start, start+step, ... below stop. i64 when the arguments are integers, else f32.
+function zl.arange(...)
+  local n = select('#', ...)
+  local args = {...}
+  local dtype
+  if type(args[n]) == 'string' then dtype, n = args[n], n - 1 end
+  local start, stop, step = 0, args[1], 1
+  if n >= 2 then start, stop, step = args[1], args[2], args[3] or 1 end
+  if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
+    raise('arange: expected numbers: arange(n) or arange(start, stop [, step])')
+  end
+  if step == 0 then raise('arange: step must not be zero') end
+  local ints = tointeger(start) and tointeger(stop) and tointeger(step)
+  dtype = dtype or (ints and 'i64' or 'f32')
+  local count = math.max(0, math.ceil((stop - start) / step))
+  if start == 0 and step == 1 then return core.arange(count, dtype) end
+  if ints then
+    local t = core.arange(count, dtype)
+    return core.add(core.mul(t, core.scalar(step, dtype)), core.scalar(start, dtype))
+  end
+  return core.to(core.affine(core.arange(count, 'f32'), step, start), dtype)
+end
+
+--- zl.randperm(n [, generator]): a random permutation of 0..n-1 (i64).
+function zl.randperm(n, gen) return core.randperm(n, gen) end
+
+local function like(fill)
+  return function(t, dtype, ...)
+    local shape = core.shape(t)
+    return fill(shape, dtype or core.dtype(t), ...)
+  end
+end
+zl.zeros_like = like(function(s, d) return core.zeros(s, d) end)
+zl.ones_like = like(function(s, d) return core.full(s, 1, d) end)
+zl.empty_like = like(function(s, d) return core.empty(s, d) end)
+zl.rand_like = like(function(s, d, g) return core.rand(s, d, g) end)
+zl.randn_like = like(function(s, d, g) return core.randn(s, d, g) end)
+function zl.full_like(t, value, dtype) return core.full(core.shape(t), value, dtype or core.dtype(t)) end
+
+-- ---------------------------------------------------------------------------
+-- Inspection and element access
+
+methods.shape = core.shape
+methods.numel = core.numel
+methods.dim = core.dim
+methods.dtype = core.dtype
+methods.is_float = core.is_float
+methods.is_contiguous = core.is_contiguous
+methods.storage_offset = core.storage_offset
+methods.device = core.device
+methods.category = core.category
+methods.set_category = core.set_category
+methods.shares_storage = core.shares_storage
+methods.id = core.id
+methods.item = core.item
+methods.totable = core.totable
+methods.release = core.release
+methods.is_released = core.is_released
+
+--- t:size() is the shape as a table; t:size(dim) one size.
+function methods.size(t, d)
+  if d == nil then return core.shape(t) end
+  return core.size(t, D('size', d, core.dim(t)))
+end
+
+--- t:stride() is the strides (in elements) as a table; t:stride(dim) one stride.
+function methods.stride(t, d)
+  local s = core.strides(t)
+  if d == nil then return s end
+  return s[D('stride', d, #s) + 1]
+end
+
+-- Linear (0-based) position of a 1-based full index or a 1-based linear index.
+local function position(op, t, idx, n)
+  local shape = core.shape(t)
+  local nd = #shape
+  if n == 1 and nd ~= 1 then return I(op, idx[1], core.numel(t)) end
+  if n ~= nd then
+    raise(fmt('%s: expected %d indices (or one linear index) for a %d-d tensor, got %d',
+              op, nd, nd, n))
+  end
+  local lin = 0
+  for k = 1, nd do lin = lin * shape[k] + I(op, idx[k], shape[k]) end
+  return lin
+end
+
+--- t:get(i) by linear index or t:get(i, j, ...) by full index, 1-based.
+function methods.get(t, ...)
+  return core.get(t, position('get', t, {...}, select('#', ...)))
+end
+
+--- t:set(i, value) or t:set(i, j, ..., value).
+function methods.set(t, ...)
+  local n = select('#', ...)
+  local args = {...}
+  core.set(t, position('set', t, args, n - 1), args[n])
+  return t
+end
+
+-- ---------------------------------------------------------------------------
+-- Views and copies
+
+function methods.reshape(t, ...)
+  return core.reshape(t, (shape_args('reshape', -1, ...)))
+end
+
+function methods.view(t, ...)
+  return core.view(t, (shape_args('view', -1, ...)))
+end
+
+function methods.expand(t, ...)
+  return core.expand(t, (shape_args('expand', -1, ...)))
+end
+
+function methods.expand_as(t, other) return core.expand(t, core.shape(other)) end
+function methods.view_as(t, other) return core.view(t, core.shape(other)) end
+
+function methods.transpose(t, a, b)
+  local nd = core.dim(t)
+  return core.transpose(t, D('transpose', a, nd), D('transpose', b, nd))
+end
+
+--- t:t(): the transpose of a 2-d tensor (a 1-d one is returned as is).
+function methods.t(t)
+  local nd = core.dim(t)
+  if nd > 2 then raise(fmt('t: expects a tensor of at most 2 dims, got %d-d (use transpose)', nd)) end
+  if nd < 2 then return t end
+  return core.transpose(t, 0, 1)
+end
+
+function methods.permute(t, ...)
+  return core.permute(t, dims_args('permute', core.dim(t), ...))
+end
+
+--- t:narrow(dim, start, length): elements start .. start+length-1 along dim.
+function methods.narrow(t, d, start, len)
+  local nd = core.dim(t)
+  local d0 = D('narrow', d, nd)
+  local n = core.size(t, d0)
+  len = to_int('narrow', 'length', len)
+  local s0 = n == 0 and to_int('narrow', 'start', start) - 1 or I('narrow', start, n, 'start')
+  if len < 0 or s0 + len > n then
+    raise(fmt('narrow: start %d and length %d run past the end of dimension %d (size %d)',
+              s0 + 1, len, d0 + 1, n))
+  end
+  return core.narrow(t, d0, s0, len)
+end
+
+--- t:select(dim, i): the slice at index i along dim, with that dim removed.
+function methods.select(t, d, i)
+  local d0 = D('select', d, core.dim(t))
+  return core.select(t, d0, I('select', i, core.size(t, d0)))
+end
+
+--- t:squeeze() drops every size-1 dim; t:squeeze(dim) that one if it has size 1.
+function methods.squeeze(t, d)
+  if d == nil then return core.squeeze(t) end
+  return core.squeeze(t, D('squeeze', d, core.dim(t)))
+end
+
+--- t:unsqueeze(dim): a new size-1 dim at position dim (1..ndim+1, or negative).
+function methods.unsqueeze(t, d)
+  return core.unsqueeze(t, D('unsqueeze', d, core.dim(t) + 1))
+end
+
+--- t:flatten([start [, stop]]): dims start..stop merged into one (default all).
+function methods.flatten(t, start, stop)
+  local shape = core.shape(t)
+  local nd = #shape
+  if nd == 0 then return core.reshape(t, {1}) end
+  local a = start and D('flatten', start, nd) or 0
+  local b = stop and D('flatten', stop, nd) or nd - 1
+  local out, m = {}, 1
+  for k = 1, a do out[#out + 1] = shape[k] end
+  for k = a + 1, b + 1 do m = m * shape[k] end
+  out[#out + 1] = m
+  for k = b + 2, nd do out[#out + 1] = shape[k] end
+  return core.reshape(t, out)
+end
+
+methods.contiguous = core.contiguous
+methods.clone = core.clone
+methods.detach = core.detach
+
+--- t:to(dtype): a copy in another dtype (differentiable between float dtypes).
+function methods.to(t, dtype)
+  if type(dtype) ~= 'string' then raise('to: expected a dtype name such as \'bf16\'') end
+  return core.to(t, dtype)
+end
+function methods.float(t) return core.to(t, 'f32') end
+function methods.half(t) return core.to(t, 'f16') end
+function methods.bf16(t) return core.to(t, 'bf16') end
+methods.bfloat16 = methods.bf16
+function methods.long(t) return core.to(t, 'i64') end
+function methods.int(t) return core.to(t, 'i32') end
+function methods.byte(t) return core.to(t, 'u8') end
+function methods.bool(t) return core.to(t, 'bool') end
+
+--- In place (no autograd); each returns t.
+methods.copy_ = core.copy_
+methods.fill_ = core.fill_
+function methods.zero_(t) return core.fill_(t, 0) end
+function methods.uniform_(t, lo, hi, gen) return core.uniform_(t, lo or 0, hi or 1, gen) end
+function methods.normal_(t, mean, std, gen) return core.normal_(t, mean or 0, std or 1, gen) end
+
+-- ---------------------------------------------------------------------------
+-- Arithmetic. A number operand is folded into one engine pass (x*s + a) when
+-- the result is float; an integer tensor with an integer number stays integer
+-- (the number becomes a 0-d tensor of the tensor's dtype).
+
+local int_dtypes = { i32 = true, i64 = true, u8 = true }
+
+local function int_pair(t, s)
+  return tointeger(s) and int_dtypes[core.dtype(t)]
+end
+
+local function scalar_like(t, s)
+  return core.scalar(s, core.is_float(t) and core.dtype(t) or (int_pair(t, s) and core.dtype(t) or 'f32'))
+end
+
+local function add(a, b)
+  if type(a) == 'number' then a, b = b, a end
+  if type(b) == 'number' then
+    if int_pair(a, b) then return core.add(a, core.scalar(b, core.dtype(a))) end
+    return core.affine(a, 1, b)
+  end
+  return core.add(a, b)
+end
+
+local function sub(a, b)
+  if type(b) == 'number' then
+    if int_pair(a, b) then return core.sub(a, core.scalar(b, core.dtype(a))) end
+    return core.affine(a, 1, -b)
+  end
+  if type(a) == 'number' then
+    if int_pair(b, a) then return core.sub(core.scalar(a, core.dtype(b)), b) end
+    return core.affine(b, -1, a)
+  end
+  return core.sub(a, b)
+end
+
+local function mul(a, b)
+  if type(a) == 'number' then a, b = b, a end
+  if type(b) == 'number' then
+    if int_pair(a, b) then return core.mul(a, core.scalar(b, core.dtype(a))) end
+    return core.affine(a, b, 0)
+  end
+  return core.mul(a, b)
+end
+
+local function div(a, b)
+  if type(b) == 'number' then return core.affine(a, 1 / b, 0) end
+  if type(a) == 'number' then return core.div(scalar_like(b, a + 0.0), b) end
+  if not core.is_float(a) and not core.is_float(b) then a = core.to(a, 'f32') end
+  return core.div(a, b)
+end
+
+local function pow(a, b)
+  if type(b) == 'number' then return core.pow_scalar(a, b) end
+  if type(a) == 'number' then return core.pow(scalar_like(b, a + 0.0), b) end
+  return core.pow(a, b)
+end
+
+local function compare(cfn)
+  return function(a, b)
+    if type(b) == 'number' then b = scalar_like(a, b) end
+    return cfn(a, b)
+  end
+end
+
+methods.add, methods.sub, methods.mul, methods.div, methods.pow = add, sub, mul, div, pow
+methods.eq, methods.lt, methods.gt = compare(core.eq), compare(core.lt), compare(core.gt)
+methods.neg = core.neg
+methods.exp = core.exp
+methods.log = core.log
+methods.sqrt = core.sqrt
+methods.tanh = core.tanh
+methods.sigmoid = core.sigmoid
+methods.relu = core.relu
+methods.abs = core.abs
+methods.matmul = core.matmul
+
+--- t:gelu([approximate]): exact (erf) GELU, or the tanh form when approximate
+--- is true or 'tanh'.
+function methods.gelu(t, approximate)
+  return core.gelu(t, approximate == true or approximate == 'tanh')
+end
+
+-- ---------------------------------------------------------------------------
+-- Reductions: t:sum() over everything, t:sum(dim [, keepdim]) over one dim.
+
+local ALL = core.ALL_DIMS
+local function reducer(name, cfn)
+  return function(t, d, keepdim)
+    if d == nil then return cfn(t, ALL, keepdim and true or false) end
+    return cfn(t, D(name, d, core.dim(t)), keepdim and true or false)
+  end
+end
+methods.sum = reducer('sum', core.sum)
+methods.mean = reducer('mean', core.mean)
+--- t:max([dim [, keepdim]]): the maximal values (use argmax for positions).
+methods.max = reducer('max', core.max)
+--- t:argmax([dim [, keepdim]]): 0-based positions (i64) of the first maximum.
+methods.argmax = reducer('argmax', core.argmax)
+
+--- t:softmax([dim]) and t:log_softmax([dim]); dim defaults to the last.
+function methods.softmax(t, d) return core.softmax(t, D('softmax', d or -1, core.dim(t))) end
+function methods.log_softmax(t, d) return core.log_softmax(t, D('log_softmax', d or -1, core.dim(t))) end
+
+--- t:masked_fill(mask, value): value where mask (bool, broadcast to t) is true.
+function methods.masked_fill(t, mask, value) return core.masked_fill(t, mask, value) end
+
+--- t:index_select(dim, index): rows picked along dim by a 1-d i64 tensor of
+--- 0-based ids.
+function methods.index_select(t, d, index)
+  return core.index_select(t, D('index_select', d, core.dim(t)), index)
+end
+
+-- ---------------------------------------------------------------------------
+-- Autograd
+
+--- t:requires_grad() returns the flag; t:requires_grad(on) sets it, returns t.
+function methods.requires_grad(t, on)
+  if on == nil then return core.requires_grad(t) end
+  core.set_requires_grad(t, on)
+  return t
+end
+function methods.requires_grad_(t, on)
+  core.set_requires_grad(t, on == nil or on)
+  return t
+end
+
+--- t:backward([grad [, retain_graph]]): grad may be omitted for one element.
+function methods.backward(t, grad, retain_graph)
+  core.backward(t, grad, retain_graph)
+end
+
+function methods.zero_grad(t) core.set_grad(t, nil) end
+
+--- t:register_hook(fn): fn(t) runs once per backward, when t's gradient is
+--- complete (t must be a leaf). Returns a handle for t:remove_hook. An error
+--- raised by fn aborts the backward with "backward: grad-ready hook failed: ...".
+--- The engine keeps fn until the hook is removed or t is freed: read the
+--- tensor from fn's argument, since a closure over t would keep t alive.
+function methods.register_hook(t, fn) return core.add_grad_ready_hook(t, fn) end
+--- t:register_use_hook(fn): fn(t, event, op) runs around every op reading t;
+--- event is 'before_forward', 'after_forward', 'before_backward' or
+--- 'after_backward', op the op's name ('matmul'). An error raised by fn aborts
+--- the op (or the backward) with "<op>: <event> hook failed: ...".
+function methods.register_use_hook(t, fn) return core.add_use_hook(t, fn) end
+methods.remove_hook = core.remove_hook
+
+getters.grad = core.grad
+getters.is_leaf = core.is_leaf
+getters.grad_fn = core.grad_fn
+
+--- zl.no_grad(fn, ...): runs fn with grad mode off, restores the previous mode
+--- even when fn raises, and returns fn's results.
+local function with_grad_mode(on, fn, ...)
+  local prev = core.set_grad_enabled(on)
+  local res = table.pack(pcall(fn, ...))
+  core.set_grad_enabled(prev)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+function zl.no_grad(fn, ...) return with_grad_mode(false, fn, ...) end
+function zl.enable_grad(fn, ...) return with_grad_mode(true, fn, ...) end
+function zl.set_grad_enabled(on) return core.set_grad_enabled(on) end
+zl.is_grad_enabled = core.is_grad_enabled
+
+-- ---------------------------------------------------------------------------
+-- Functional ops (methods double as functions: zl.sum(t, 1) == t:sum(1))
+
+for _, name in ipairs({'add', 'sub', 'mul', 'div', 'pow', 'eq', 'lt', 'gt', 'neg', 'exp', 'log',
+                       'sqrt', 'tanh', 'sigmoid', 'relu', 'gelu', 'abs', 'matmul', 'sum', 'mean',
+                       'max', 'argmax', 'softmax', 'log_softmax', 'masked_fill', 'index_select',
+                       'reshape', 'view', 'transpose', 'permute', 'narrow', 'select', 'squeeze',
+                       'unsqueeze', 'flatten', 'clone', 'detach'}) do
+  zl[name] = methods[name]
+end
+
+--- zl.linear(x, w [, b]): x [..., in] . w[out, in]^T + b[out].
+function zl.linear(x, w, b) return core.linear(x, w, b) end
+
+local function reduction_of(op, o)
+  local r = o.reduction or 'mean'
+  if r ~= 'mean' and r ~= 'sum' and r ~= 'none' then
+    raise(fmt("%s: reduction must be 'mean', 'sum' or 'none', got %s", op, tostring(r)))
+  end
+  return r
+end
+
+--- zl.cross_entropy(logits [N, C] or [C], target [N] or [] of 0-based class ids
+--- [, {ignore_index = -100, reduction = 'mean'}]).
+function zl.cross_entropy(logits, target, opts)
+  local o = opts_or_empty('cross_entropy', opts)
+  return core.cross_entropy(logits, target, o.ignore_index or -100, reduction_of('cross_entropy', o))
+end
+
+--- zl.mse_loss(input, target [, {reduction = 'mean'}]) (or the reduction name).
+function zl.mse_loss(input, target, opts)
+  if type(opts) == 'string' then opts = { reduction = opts } end
+  return core.mse_loss(input, target, reduction_of('mse_loss', opts_or_empty('mse_loss', opts)))
+end
+
+--- zl.layer_norm(x, normalized_shape [, weight [, bias [, eps = 1e-5]]]):
+--- normalises over the trailing dims given by normalized_shape (a size or a table).
+function zl.layer_norm(x, normalized_shape, weight, bias, eps)
+  local ns = type(normalized_shape) == 'table' and normalized_shape or { normalized_shape }
+  local shape = core.shape(x)
+  local nd = #shape
+  for k = 1, #ns do
+    if shape[nd - #ns + k] ~= ns[k] then
+      raise(fmt('layer_norm: normalized_shape {%s} does not match the trailing dims of a tensor of shape {%s}',
+                table.concat(ns, ', '), table.concat(shape, ', ')))
+    end
+  end
+  return core.layer_norm(x, #ns, weight, bias, eps or 1e-5)
+end
+
+--- zl.embedding(indices, weight): rows of weight [V, D] picked by 0-based ids
+--- (i64, any shape) -> [..., D]. The argument order is PyTorch's.
+function zl.embedding(indices, weight) return core.embedding(weight, indices) end
+
+--- zl.dropout(x [, p = 0.5 [, training = true [, generator]]]).
+function zl.dropout(x, p, training, gen)
+  if training == nil then training = true end
+  return core.dropout(x, p or 0.5, training, gen)
+end
+
+local function pair(op, what, v, default)
+  if v == nil then v = default end
+  if type(v) == 'table' then
+    return to_int(op, what, v[1]), to_int(op, what, v[2])
+  end
+  v = to_int(op, what, v)
+  return v, v
+end
+
+--- zl.conv2d(x [N, C, H, W], w [O, C, kh, kw] [, b [O]] [, {stride = 1, padding = 0}]);
+--- stride and padding are a number or {h, w}.
+function zl.conv2d(x, w, b, opts)
+  local o = opts_or_empty('conv2d', opts)
+  local sh, sw = pair('conv2d', 'stride', o.stride, 1)
+  local ph, pw = pair('conv2d', 'padding', o.padding, 0)
+  return core.conv2d(x, w, b, sh, sw, ph, pw)
+end
+
+--- zl.max_pool2d(x [N, C, H, W], kernel_size [, {stride = kernel_size, padding = 0}]).
+function zl.max_pool2d(x, kernel, opts)
+  local o = opts_or_empty('max_pool2d', opts)
+  local kh, kw = pair('max_pool2d', 'kernel_size', kernel)
+  local sh, sw = pair('max_pool2d', 'stride', o.stride, { kh, kw })
+  local ph, pw = pair('max_pool2d', 'padding', o.padding, 0)
+  return core.max_pool2d(x, kh, kw, sh, sw, ph, pw)
+end
+
+--- zl.attention(q, k, v [, {causal = false, scale = 1/sqrt(D)}]) with q, k, v
+--- [..., T, D]: softmax(q k^T * scale (+ causal mask)) v.
+function zl.attention(q, k, v, opts)
+  local o = type(opts) == 'boolean' and { causal = opts } or opts_or_empty('attention', opts)
+  local causal = o.causal
+  if causal == nil then causal = o.is_causal end
+  return core.attention(q, k, v, causal and true or false, o.scale or 0)
+end
+zl.scaled_dot_product_attention = zl.attention
+
+--- zl.cat(list [, dim = 1]) joins along an existing dim; zl.stack(list [, dim = 1])
+--- along a new one.
+function zl.cat(list, d)
+  if type(list) ~= 'table' or not is_tensor(list[1]) then
+    raise('cat: expected a non-empty list of tensors')
+  end
+  return core.cat(list, D('cat', d or 1, core.dim(list[1])))
+end
+function zl.stack(list, d)
+  if type(list) ~= 'table' or not is_tensor(list[1]) then
+    raise('stack: expected a non-empty list of tensors')
+  end
+  return core.stack(list, D('stack', d or 1, core.dim(list[1]) + 1))
+end
+
+--- zl.where(cond, a, b): a where cond is true, else b; a or b may be numbers.
+function zl.where(cond, a, b)
+  if type(a) == 'number' then a = is_tensor(b) and scalar_like(b, a) or core.scalar(a) end
+  if type(b) == 'number' then b = scalar_like(a, b) end
+  return core.where(cond, a, b)
+end
+
+-- ---------------------------------------------------------------------------
+-- The metatable
+
+local print_mod = require 'zlua.print'
+
+Tensor.__index = function(t, k)
+  local m = methods[k]
+  if m ~= nil then return m end
+  local g = getters[k]
+  if g then return g(t) end
+  if type(k) == 'number' then
+    local nd = core.dim(t)
+    if nd == 0 then raise('index: a 0-d tensor cannot be indexed (use item())') end
+    local i = I('index', k, core.size(t, 0))
+    if nd == 1 then return core.get(t, i) end
+    return core.select(t, 0, i)
+  end
+  return nil
+end
+
+Tensor.__newindex = function(t, k, v)
+  if k == 'grad' then
+    core.set_grad(t, v)
+    return
+  end
+  if type(k) == 'number' then
+    local nd = core.dim(t)
+    if nd == 0 then raise('index: a 0-d tensor cannot be indexed (use fill_())') end
+    local i = I('index', k, core.size(t, 0))
+    if nd == 1 then core.set(t, i, v) return end
+    local row = core.select(t, 0, i)
+    if is_tensor(v) then core.copy_(row, v) else core.fill_(row, v) end
+    return
+  end
+  local hint = k == 'requires_grad' and ' (use t:requires_grad(true))' or ''
+  raise(fmt("zlua.Tensor: cannot assign field '%s': only .grad can be assigned%s", tostring(k), hint))
+end
+
+Tensor.__add = add
+Tensor.__sub = sub
+Tensor.__mul = mul
+Tensor.__div = div
+Tensor.__pow = pow
+Tensor.__unm = core.neg
+Tensor.__eq = core.same
+Tensor.__len = function(t)
+  if core.dim(t) == 0 then raise('len: a 0-d tensor has no length') end
+  return core.size(t, 0)
+end
+Tensor.__tostring = print_mod.tostring
+
+-- ---------------------------------------------------------------------------
+-- Engine: memory, seeds, generators, threads
+
+--- zl.memory(): { params = {current =, peak =}, grads =, optimizer =,
+--- activations =, comm =, other = } in bytes.
+zl.memory = core.memory
+zl.reset_peak_memory = core.reset_peak
+zl.manual_seed = core.manual_seed
+zl.set_num_threads = core.set_num_threads
+zl.get_num_threads = core.get_num_threads
+--- zl.set_gc_step(megabytes): engine memory growth that triggers a Lua
+--- collection (default 64); returns the previous value.
+zl.set_gc_step = core.set_gc_step
+zl.set_printoptions = print_mod.set_options
+--- zl.read_csv(path [, skip_header]): a numeric CSV (plain or .gz) as f32 [rows, cols].
+zl.read_csv = core.read_csv
+
+local gen_methods = {}
+function gen_methods.seed(g, seed) core.generator_seed(g, seed) return g end
+function gen_methods.get_seed(g) return (core.generator_state(g)) end
+function gen_methods.get_offset(g) return select(2, core.generator_state(g)) end
+function gen_methods.set_offset(g, off) core.generator_set_offset(g, off) return g end
+--- g:randint(n): one uniform integer in 1..n (1-based, as Lua's math.random).
+function gen_methods.randint(g, n) return core.randint(n, g) + 1 end
+Generator.__index = gen_methods
+Generator.__tostring = function(g)
+  local seed, offset = core.generator_state(g)
+  return fmt('zlua.Generator(seed=%d, offset=%d)', seed, offset)
+end
+
+--- zl.Generator(seed): an independent random stream for rand/randn/randperm/dropout.
+function zl.Generator(seed) return core.generator_new(seed or 0) end
+
+return zl

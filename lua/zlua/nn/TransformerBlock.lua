@@ -1,0 +1,40 @@
+--[[ zlua.nn.TransformerBlock{n_embd =, n_head =, dropout = 0, bias = true}:
+  a pre-LayerNorm transformer block,
+    x = x + attn(ln1(x));  x = x + mlp(ln2(x))
+  with causal self-attention and an MLP C -> 4C -> GELU -> C -> dropout. ]]
+
+local Module = require 'zlua.nn.Module'
+local Linear = require 'zlua.nn.Linear'
+local LayerNorm = require 'zlua.nn.LayerNorm'
+local GELU = require 'zlua.nn.GELU'
+local Dropout = require 'zlua.nn.Dropout'
+local Sequential = require 'zlua.nn.Sequential'
+local CausalSelfAttention = require 'zlua.nn.CausalSelfAttention'
+local check = require 'zlua.nn.check'
+
+local TransformerBlock = Module:extend('TransformerBlock')
+
+local known = { n_embd = true, n_head = true, dropout = true, bias = true }
+
+function TransformerBlock:__init(cfg)
+  local o = check.options('TransformerBlock', cfg, known)
+  local c = check.positive_int('TransformerBlock', 'n_embd', o.n_embd)
+  local bias = o.bias ~= false
+  self.ln1 = LayerNorm(c, 1e-5, bias)
+  self.attn = CausalSelfAttention(o)
+  self.ln2 = LayerNorm(c, 1e-5, bias)
+  self.mlp = Sequential(Linear(c, 4 * c, bias), GELU(), Linear(4 * c, c, bias), Dropout(o.dropout or 0))
+end
+
+function TransformerBlock:forward(x)
+  x = x + self.attn(self.ln1(x))
+  return x + self.mlp(self.ln2(x))
+end
+
+--- The Linear layers whose output is added to the residual stream (GPT-2
+--- initialises them with a smaller spread).
+function TransformerBlock:residual_projections()
+  return { self.attn.proj, self.mlp[3] }
+end
+
+return TransformerBlock

@@ -1,0 +1,94 @@
+-- The Lua test harness: test(name, fn) runs fn unless arg[1] names other tests,
+-- check* record failures with file:line and keep going, done() prints
+-- "N passed, N failed" and exits non-zero on any failure.
+-- Runs under zlua, or under a stock lua5.4 with the binding preloaded:
+--   lua5.4 -e 'package.preload.zlua = package.loadlib("libzlua-lua.so", "luaopen_zlua")' test_x.lua
+
+local H = {}
+local passed, failed = 0, 0
+local filter = arg and arg[1]
+
+local function where(level)
+  local info = debug.getinfo(level + 1, 'Sl')
+  return info and (info.short_src .. ':' .. info.currentline) or '?'
+end
+
+local function fail(level, msg)
+  failed = failed + 1
+  print('FAIL ' .. where(level + 1) .. ': ' .. msg)
+end
+
+function H.check(cond, msg)
+  if cond then passed = passed + 1 else fail(2, msg or 'check failed') end
+end
+
+-- Elements of a tensor (or nested table, or number) as one flat list.
+function H.flat(x, out)
+  out = out or {}
+  if type(x) == 'table' then
+    for _, v in ipairs(x) do H.flat(v, out) end
+  elseif type(x) == 'number' or type(x) == 'boolean' then
+    out[#out + 1] = x
+  else
+    H.flat(x:totable(), out)
+  end
+  return out
+end
+
+--- check_close(a, b [, tol [, msg]]): numbers, tables or tensors, elementwise
+--- |a - b| <= tol * (1 + |b|).
+function H.check_close(a, b, tol, msg)
+  tol = tol or 1e-6
+  local fa, fb = H.flat(a), H.flat(b)
+  if #fa ~= #fb then
+    fail(2, string.format('%s: %d elements, expected %d', msg or 'check_close', #fa, #fb))
+    return
+  end
+  for i = 1, #fa do
+    local x, y = fa[i], fb[i]
+    local bad
+    if type(x) == 'boolean' or type(y) == 'boolean' then bad = x ~= y
+    else bad = not (math.abs(x - y) <= tol * (1 + math.abs(y))) end
+    if bad then
+      fail(2, string.format('%s: element %d is %s, expected %s (tol %g)',
+                            msg or 'check_close', i, tostring(x), tostring(y), tol))
+      return
+    end
+  end
+  passed = passed + 1
+end
+
+--- check_error(fn, needle [, msg]): fn must raise an error whose message
+--- contains needle (plain text, not a pattern).
+function H.check_error(fn, needle, msg)
+  local ok, err = pcall(fn)
+  if ok then
+    fail(2, (msg or 'check_error') .. ': no error raised, expected "' .. needle .. '"')
+    return
+  end
+  err = tostring(err)
+  if not err:find(needle, 1, true) then
+    fail(2, string.format('%s: expected an error containing "%s", got "%s"', msg or 'check_error', needle, err))
+    return
+  end
+  passed = passed + 1
+  return err
+end
+
+function H.check_eq(a, b, msg)
+  if a == b then passed = passed + 1 return end
+  fail(2, string.format('%s: got %s, expected %s', msg or 'check_eq', tostring(a), tostring(b)))
+end
+
+function H.test(name, fn)
+  if filter and not name:find(filter, 1, true) then return end
+  local ok, err = xpcall(fn, debug.traceback)
+  if not ok then fail(2, 'test ' .. name .. ' raised: ' .. tostring(err)) end
+end
+
+function H.done()
+  print(string.format('%d passed, %d failed', passed, failed))
+  if failed > 0 or passed == 0 then os.exit(1) end
+end
+
+return H

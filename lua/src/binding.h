@@ -66,5 +66,6 @@ void zlb_open_ops(lua_State *L);
 void zlb_open_autograd(lua_State *L);
 void zlb_open_engine(lua_State *L);
 void zlb_open_io(lua_State *L);
+void zlb_open_optim(lua_State *L);
 
 #endif

@@ -772,6 +772,48 @@ zl.set_gc_step = core.set_gc_step
 zl.set_printoptions = print_mod.set_options
 --- zl.read_csv(path [, skip_header]): a numeric CSV (plain or .gz) as f32 [rows, cols].
 zl.read_csv = core.read_csv
+--- Dataset files, plain or gzip (zlua.data.datasets builds datasets from them);
+--- a bad file raises an error naming the file and the byte offset.
+--- zl.read_idx(path): an idx (MNIST) file with its own shape: u8, i32 or f32.
+zl.read_idx = core.read_idx
+--- zl.read_cifar10(path) -> images u8 [N, 3, 32, 32], labels i64 [N] (0..9).
+zl.read_cifar10 = core.read_cifar10
+--- zl.read_tokens(path, bytes_per_token): little-endian uint16 (2) or uint32 (4)
+--- token ids as i64 [N].
+zl.read_tokens = core.read_tokens
+--- zl.read_text(path): the file's bytes as u8 [n].
+zl.read_text = core.read_text
+--- zl.text_vocab(text) -> vocab, size: the distinct bytes of text (a u8 tensor
+--- or a string) in increasing order, as a string; id i (0-based, as every index
+--- tensor) stands for the byte vocab:byte(i + 1).
+zl.text_vocab = core.text_vocab
+--- zl.text_encode(text, vocab): the i64 id of each byte of text (tensor or string).
+zl.text_encode = core.text_encode
+
+--- zl.text_decode(ids, vocab): the string spelled by 0-based ids (an integer
+--- tensor of any shape, read in order, or a Lua array) in a vocab string.
+function zl.text_decode(ids, vocab)
+  if type(vocab) ~= 'string' then
+    raise(fmt('text_decode: vocab must be a string (as text_vocab returns), got %s', type(vocab)))
+  end
+  local list = ids
+  if is_tensor(ids) then
+    list = core.totable(core.reshape(ids, { core.numel(ids) }))
+  elseif type(ids) ~= 'table' then
+    raise(fmt('text_decode: ids must be a tensor or a table, got %s', type(ids)))
+  end
+  local chars, n, out = {}, #vocab, {}
+  for i = 1, n do chars[i - 1] = vocab:sub(i, i) end
+  for k = 1, #list do
+    local c = chars[list[k]]
+    if not c then
+      raise(fmt('text_decode: id %s at position %d is out of range for a vocabulary of %d (expected 0..%d)',
+                tostring(list[k]), k, n, n - 1))
+    end
+    out[k] = c
+  end
+  return table.concat(out)
+end
 
 local gen_methods = {}
 function gen_methods.seed(g, seed) core.generator_seed(g, seed) return g end

@@ -271,3 +271,18 @@ TEST(out_of_memory)
     CHECK(t == NULL);
     zl_mem_fail_after(0);
 }
+
+TEST(interrupted)
+{
+    char p[512];
+    tmp_path(p, sizeof p, "int.csv");
+    write_file(p, "1,2\n", 4);
+    zl_interrupt_set(1);
+    zl_tensor *t;
+    CHECK_ERR(t = zl_read_csv(p, false), "read_csv: interrupted reading");
+    CHECK(t == NULL);
+    zl_interrupt_set(0);
+    t = zl_read_csv(p, false);
+    check_values(t, 1, 2, (float[]){1, 2});
+    zl_tensor_release(t);
+}

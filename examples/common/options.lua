@@ -1,0 +1,94 @@
+--[[ The examples' command line: `--name value` or `--name=value` for the
+  options an example declares, `--help` for a usage summary. An unknown
+  option, a missing value or a value of the wrong kind stops the script with
+  one line naming the option and exit status 2, as a usage error should.
+
+  local options = dofile(here .. '/../common/options.lua')
+  local opt = options.parse('digits', arg, {
+    { 'epochs', 20, 'passes over the training set', min = 1 },
+    { 'lr', 3e-3, 'peak learning rate' },
+    { 'data', 'digits.csv.gz', 'the data file' },
+  })
+  -- opt.epochs, opt.lr, opt.data
+
+  Each entry is { name, default, help [, min = m] }; the default's Lua type
+  is the option's kind (an integer takes integers, a float any number, a
+  string any text) and a number below min is refused. ]]
+
+local options = {}
+
+local placeholder = { integer = '<int>', number = '<num>', string = '<text>' }
+
+local function kind_of(default)
+  local t = math.type(default)
+  if t == 'integer' then return 'integer' end
+  if t == 'float' then return 'number' end
+  return 'string'
+end
+
+local Parser = {}
+Parser.__index = Parser
+
+function Parser:usage()
+  local lines = { ('usage: zlua %s [options]'):format(self.script), 'options:' }
+  for _, s in ipairs(self.specs) do
+    lines[#lines + 1] = ('  --%-22s %s (default: %s)'):format(
+      s[1] .. ' ' .. placeholder[kind_of(s[2])], s[3], tostring(s[2]))
+  end
+  return table.concat(lines, '\n')
+end
+
+function Parser:fail(msg)
+  io.stderr:write(self.prog, ': ', msg, '\n', self:usage(), '\n')
+  os.exit(2)
+end
+
+function Parser:convert(spec, text)
+  local kind = kind_of(spec[2])
+  if kind == 'string' then return text end
+  local v = kind == 'integer' and math.tointeger(tonumber(text)) or tonumber(text)
+  if v == nil then
+    self:fail(('option --%s expects %s, got %q'):format(
+      spec[1], kind == 'integer' and 'an integer' or 'a number', text))
+  end
+  if spec.min and v < spec.min then
+    self:fail(('option --%s must be at least %s, got %s'):format(spec[1], spec.min, text))
+  end
+  return v
+end
+
+--- options.parse(prog, argv, specs) -> a table of every option, defaults
+--- filled in. prog names the example in messages; argv is the script's
+--- `arg`. An argument that is not an option is an error too: every example
+--- takes its inputs by name.
+function options.parse(prog, argv, specs)
+  local self = setmetatable({ prog = prog, script = argv[0] or prog, specs = specs }, Parser)
+  local known, opt = {}, {}
+  for _, s in ipairs(specs) do
+    known[s[1]] = s
+    opt[s[1]] = s[2]
+  end
+  local i = 1
+  while argv[i] ~= nil do
+    local a = argv[i]
+    if a == '--help' or a == '-h' then
+      io.stdout:write(self:usage(), '\n')
+      os.exit(0)
+    end
+    local name, value = a:match('^%-%-([%w_]+)=(.*)$')
+    if not name then name = a:match('^%-%-([%w_]+)$') end
+    if not name then self:fail(('unexpected argument %q (options are --name value)'):format(a)) end
+    local spec = known[name]
+    if not spec then self:fail(('unknown option --%s'):format(name)) end
+    if value == nil then
+      i = i + 1
+      value = argv[i]
+      if value == nil then self:fail(('option --%s needs a value'):format(name)) end
+    end
+    opt[name] = self:convert(spec, value)
+    i = i + 1
+  end
+  return opt
+end
+
+return options

@@ -197,6 +197,31 @@ void zl_tensor_release(zl_tensor *t)
     }
 }
 
+zl_status zl_tensor_set_data(zl_tensor *t, zl_tensor *src)
+{
+    if (zli_check_arg("set_data", "tensor", t) || zli_check_arg("set_data", "source", src)) return ZL_EINVAL;
+    if (t->grad_fn)
+        return zl_error(ZL_ESTATE, "set_data: the tensor was produced by %s; only a leaf's data can be replaced",
+                        t->grad_fn->name);
+    if (t->requires_grad && !zl_dtype_traits_of(src->dtype)->is_float)
+        return zl_error(ZL_EDTYPE, "set_data: a tensor that requires grad cannot take %s data",
+                        zl_dtype_name(src->dtype));
+    if (t->grad && (t->grad->dtype != src->dtype || t->grad->ndim != src->ndim ||
+                    memcmp(t->grad->shape, src->shape, (size_t)src->ndim * sizeof src->shape[0]) != 0)) {
+        zl_tensor_release(t->grad);
+        t->grad = NULL;
+    }
+    src->storage->refcount++;
+    storage_release(t->storage);
+    t->storage = src->storage;
+    t->dtype = src->dtype;
+    t->ndim = src->ndim;
+    memcpy(t->shape, src->shape, sizeof t->shape);
+    memcpy(t->stride, src->stride, sizeof t->stride);
+    t->offset = src->offset;
+    return ZL_OK;
+}
+
 int zl_tensor_ndim(const zl_tensor *t) { return t->ndim; }
 const int64_t *zl_tensor_shape(const zl_tensor *t) { return t->shape; }
 const int64_t *zl_tensor_strides(const zl_tensor *t) { return t->stride; }

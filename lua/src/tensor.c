@@ -590,6 +590,15 @@ static int category(lua_State *L)
     return 1;
 }
 
+/* t:set_data(src): t takes src's data, shape and dtype, staying the same object. */
+static int set_data(lua_State *L)
+{
+    zl_tensor *t = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 2);
+    if (zl_tensor_set_data(t, src)) return zlb_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int set_category(lua_State *L)
 {
     zl_tensor *t = zlb_check_tensor(L, 1);
@@ -761,7 +770,7 @@ void zlb_open_tensor(lua_State *L)
         {"shape", shape}, {"strides", strides}, {"size", size}, {"numel", numel}, {"dim", dim},
         {"dtype", dtype}, {"is_float", is_float}, {"is_contiguous", is_contiguous},
         {"storage_offset", storage_offset}, {"device", device}, {"category", category},
-        {"set_category", set_category}, {"shares_storage", shares_storage}, {"same", same},
+        {"set_category", set_category}, {"set_data", set_data}, {"shares_storage", shares_storage}, {"same", same},
         {"id", id}, {"is_tensor", is_tensor}, {"get", get}, {"set", set}, {"item", item},
         {"totable", totable}, {"reshape", reshape}, {"view", view}, {"expand", expand},
         {"transpose", transpose}, {"permute", permute}, {"narrow", narrow}, {"select", select_},

@@ -268,6 +268,7 @@ methods.storage_offset = core.storage_offset
 methods.device = core.device
 methods.category = core.category
 methods.set_category = core.set_category
+methods.set_data = core.set_data
 methods.shares_storage = core.shares_storage
 methods.id = core.id
 methods.item = core.item

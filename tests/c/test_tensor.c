@@ -195,3 +195,22 @@ TEST(reshape_of_strided_views_matches_copy)
     zl_tensor_release(b4);
     zl_tensor_release(base);
 }
+
+TEST(set_data_keeps_identity)
+{
+    zl_tensor *p = zl_tensor_arange(ZL_DTYPE_F32, 4);
+    zl_tensor_set_requires_grad(p, true);
+    zl_tensor *g = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(4));
+    zl_tensor_set_grad(p, g);
+    zl_tensor *h = zl_tensor_to(p, ZL_DTYPE_BF16);
+    CHECK(zl_tensor_set_data(p, h) == ZL_OK);
+    CHECK(zl_tensor_dtype(p) == ZL_DTYPE_BF16 && zl_tensor_get(p, 3) == 3 && zl_tensor_shares_storage(p, h));
+    CHECK(zl_tensor_grad(p) == NULL);   /* an f32 gradient no longer matches */
+    CHECK(zl_tensor_requires_grad(p));
+    zl_tensor *y = zl_exp(p);
+    CHECK_ERR(zl_tensor_set_data(y, h), "only a leaf's data can be replaced");
+    zl_tensor *i = zl_tensor_arange(ZL_DTYPE_I64, 4);
+    CHECK_ERR(zl_tensor_set_data(p, i), "cannot take i64 data");
+    zl_tensor *all[] = {p, g, h, y, i};
+    for (int k = 0; k < 5; k++) zl_tensor_release(all[k]);
+}

@@ -207,6 +207,25 @@ test('errors', function()
   check_error(function() optim.kernel('avx9000') end, 'avx9000')
 end)
 
+test('half_copy_written_in_the_same_pass', function()
+  zl.manual_seed(11)
+  local master = zl.randn(1000)
+  local half = master:to('bf16')
+  local opt = optim.AdamW({ master }, { lr = 0.01 })
+  opt:set_half(master, half)
+  for _ = 1, 3 do
+    master.grad = zl.randn(1000):to('bf16')
+    opt:step()
+  end
+  check(table.concat(flat(half), ',') == table.concat(flat(master:to('bf16')), ','), 'half copy equals the master rounded to bf16')
+  check_error(function() opt:set_half(master, zl.zeros(3, 'bf16')) end, 'set_half needs a bf16 or f16 tensor of 1000 elements')
+  -- a parameter turned into its own bf16 working copy with set_data keeps its identity
+  local p = zl.randn(4)
+  local id = p:id()
+  p:set_data(p:to('bf16'))
+  check(p:id() == id and p:dtype() == 'bf16', 'set_data changes the data, not the tensor')
+end)
+
 test('empty_group_and_no_grad_params', function()
   local a, b = zl.ones(2), zl.ones(2)
   local opt = optim.SGD({ { params = { a } }, { params = {} } }, { lr = 0.5 })

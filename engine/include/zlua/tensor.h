@@ -47,6 +47,12 @@ ZL_API bool zl_tensor_is_contiguous(const zl_tensor *t);
 /* Pointer to element [0,...,0]. Valid while the tensor lives. */
 ZL_API void *zl_tensor_data(const zl_tensor *t);
 ZL_API zl_mem_category zl_tensor_category(const zl_tensor *t);
+/* Make t a view of src's data (shape, dtype, storage), as PyTorch's `p.data = src`:
+ * the tensor object stays the same (modules and hooks keep referring to it), its
+ * contents change. For leaves only (ZL_ESTATE for a tensor produced by an op);
+ * a gradient of another shape or dtype is dropped. Used to turn parameters into
+ * half-precision working copies and, for ZeRO-3, to swap a parameter's data. */
+ZL_API zl_status zl_tensor_set_data(zl_tensor *t, zl_tensor *src);
 /* Move the tensor's whole storage to another memory category (a parameter
  * created as a plain tensor, say). */
 ZL_API void zl_tensor_set_category(zl_tensor *t, zl_mem_category cat);

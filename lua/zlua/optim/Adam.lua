@@ -21,11 +21,11 @@ local function make(name, adamw)
     return { exp_avg = Optimizer.buffer(p), exp_avg_sq = Optimizer.buffer(p) }
   end
 
-  function cls:update(p, g, st, group, scale)
+  function cls:update(p, g, st, group, scale, half)
     Optimizer.core.optim_adam(p, g, st.exp_avg, st.exp_avg_sq, {
       lr = group.lr, beta1 = group.betas[1], beta2 = group.betas[2], eps = group.eps,
       weight_decay = group.weight_decay, adamw_mode = group.adam_w_mode,
-      bias_correction = group.bias_correction, step = st.step, grad_scale = scale })
+      bias_correction = group.bias_correction, step = st.step, grad_scale = scale }, half)
   end
   return cls
 end

@@ -15,11 +15,11 @@ function Lamb:init_state(p)
   return { exp_avg = Optimizer.buffer(p), exp_avg_sq = Optimizer.buffer(p) }
 end
 
-function Lamb:update(p, g, st, group, scale)
+function Lamb:update(p, g, st, group, scale, half)
   st.lamb_coeff = Optimizer.core.optim_lamb(p, g, st.exp_avg, st.exp_avg_sq, {
     lr = group.lr, beta1 = group.betas[1], beta2 = group.betas[2], eps = group.eps,
     weight_decay = group.weight_decay, max_coeff = group.max_coeff, min_coeff = group.min_coeff,
-    bias_correction = group.bias_correction, step = st.step, grad_scale = scale })
+    bias_correction = group.bias_correction, step = st.step, grad_scale = scale }, half)
 end
 
 return Lamb

@@ -144,10 +144,22 @@ function Optimizer:step(opts)
           self.state[id] = st
         end
         st.step = st.step + 1
-        self:update(p, g, st, group, scale)
+        self:update(p, g, st, group, scale, self.halves and self.halves[id])
       end
     end
   end
+end
+
+--- opt:set_half(master, half): after each step of `master` (an f32 parameter
+--- of this optimizer) write its value rounded to half's dtype (bf16 or f16)
+--- into `half` in the same fused pass: the working weights of mixed precision.
+function Optimizer:set_half(master, half)
+  if half:numel() ~= master:numel() or (half:dtype() ~= 'bf16' and half:dtype() ~= 'f16') then
+    zl.raise(fmt('%s: set_half needs a bf16 or f16 tensor of %d elements, got %s of %d', self.__name,
+      master:numel(), half:dtype(), half:numel()))
+  end
+  self.halves = self.halves or {}
+  self.halves[master:id()] = half
 end
 
 -- Moment buffers: zeros shaped like p, charged to the optimizer category.

@@ -24,10 +24,10 @@ function SGD:init_state(p)
   return { momentum_buffer = Optimizer.buffer(p) }
 end
 
-function SGD:update(p, g, st, group, scale)
+function SGD:update(p, g, st, group, scale, half)
   Optimizer.core.optim_sgd(p, g, st.momentum_buffer, nil, {
     lr = group.lr, momentum = group.momentum, dampening = group.dampening,
-    weight_decay = group.weight_decay, nesterov = group.nesterov, step = st.step, grad_scale = scale })
+    weight_decay = group.weight_decay, nesterov = group.nesterov, step = st.step, grad_scale = scale }, half)
 end
 
 return SGD

@@ -13,8 +13,11 @@
 /* zlib's internal buffer; larger ones bring nothing measurable for these files. */
 #define ZBUF (1 << 16)
 /* The most one gzread is asked for: gzread counts in int, and Ctrl-C is
- * polled between calls. */
+ * polled between calls. A gzip data error discards the whole read that met it,
+ * so compressed reads go in 64 KiB pieces: the offset an error names is then
+ * within 64 KiB before the damage ("near"). */
 #define READ_MAX (1 << 24)
+#define GZ_READ_MAX (1 << 16)
 /* First buffer for content of unknown length (a gzip file). */
 #define REST_START (1 << 20)
 
@@ -63,7 +66,7 @@ static zl_status stream_error(zli_stream *s)
     int n = snprintf(prefix, sizeof prefix, "<fd:%d>: ", s->fd);
     if (strncmp(msg, prefix, (size_t)n) == 0) msg += n;
     if (s->gzipped)
-        return zl_error(ZL_EFORMAT, "%s: corrupt gzip stream at uncompressed offset %lld: %s", s->path,
+        return zl_error(ZL_EFORMAT, "%s: corrupt gzip stream near uncompressed offset %lld: %s", s->path,
                         (long long)s->offset, msg);
     return zl_error(ZL_EIO, "cannot read '%s': %s", s->path, msg);
 }
@@ -78,7 +81,8 @@ zl_status zli_stream_read(zli_stream *s, void *buf, size_t n, size_t *got)
             st = zl_error(ZL_EINTERRUPT, "%s: interrupted reading '%s'", s->op, s->path);
             break;
         }
-        size_t want = n - total < READ_MAX ? n - total : READ_MAX;
+        size_t cap = s->gzipped ? GZ_READ_MAX : READ_MAX;
+        size_t want = n - total < cap ? n - total : cap;
         int r = gzread(s->gz, p + total, (unsigned)want);
         if (r <= 0) {
             /* A gzip stream cut short reads as an end with Z_BUF_ERROR pending. */

@@ -171,7 +171,7 @@ TEST(truncated_gzip)
     if (!whole) return;
     write_file(p, whole, n / 2);
     char want[600];
-    snprintf(want, sizeof want, "%s: corrupt gzip stream at uncompressed offset ", p);
+    snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset ", p);
     zl_tensor *t;
     CHECK_ERR(t = zl_read_csv(p, false), want);
     CHECK(t == NULL && strstr(zl_last_error(), ": unexpected end of file"));
@@ -192,13 +192,13 @@ TEST(corrupt_gzip)
     unsigned char first = whole[10];
     whole[10] = 0xff;
     write_file(p, whole, n);
-    snprintf(want, sizeof want, "%s: corrupt gzip stream at uncompressed offset 0: invalid block type", p);
+    snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset 0: invalid block type", p);
     CHECK_ERR(zl_read_csv(p, false), want);
     /* The stored CRC-32 (the trailer's first four bytes) no longer matches. */
     whole[10] = first;
     whole[n - 8] ^= 0x5a;
     write_file(p, whole, n);
-    snprintf(want, sizeof want, "%s: corrupt gzip stream at uncompressed offset ", p);
+    snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset ", p);
     CHECK_ERR(zl_read_csv(p, false), want);
     CHECK(strstr(zl_last_error(), ": incorrect data check"));
     free(whole);

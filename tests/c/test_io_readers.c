@@ -587,7 +587,7 @@ TEST(corrupt_gzip)
     write_file(pg, z, n / 2);
     zl_tensor *img, *lab;
     char want[700];
-    snprintf(want, sizeof want, "%s: corrupt gzip stream at uncompressed offset ", pg);
+    snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset ", pg);
     CHECK_ERR(zl_read_cifar10(pg, &img, &lab), want);
     CHECK(strstr(zl_last_error(), ": unexpected end of file"));
     long long at = -1;
@@ -596,7 +596,7 @@ TEST(corrupt_gzip)
 
     z[10] = 0xff;   /* the first deflate block's header: block type 3 does not exist */
     write_file(pg, z, n);
-    CHECK_ERR(zl_read_tokens(pg, 2), "corrupt gzip stream at uncompressed offset 0: invalid block type");
+    CHECK_ERR(zl_read_tokens(pg, 2), "corrupt gzip stream near uncompressed offset 0: invalid block type");
     free(z);
     free(recs);
 }

@@ -9,7 +9,9 @@
   for batch in loader:iter() do ... end      -- the batch as one value
   print(#loader)                             -- batches per pass
 
-  The order: a given sampler's (shuffle must then be false), else a
+  The order: a given sampler's (any object with indices(), a Lua array of
+  1-based dataset indices for one pass, and #sampler; shuffle must then be
+  false), else a
   RandomSampler (shuffle, seeded by seed when given) or a SequentialSampler.
   Each pass asks the sampler for a new order: with shuffle and a seed, pass e
   (0-based, counting from the loader's creation) is the permutation of

@@ -42,7 +42,7 @@ function DistributedSampler:__init(source, opts)
                  C, self.rank, self.num_replicas, self.num_replicas - 1))
   end
   self.shuffle = util.boolean(C, 'shuffle', o.shuffle, true)
-  self.seed = util.integer(C, 'seed', o.seed or 0, math.mininteger)
+  self.seed = util.integer(C, 'seed', o.seed or 0)
   self.drop_last = util.boolean(C, 'drop_last', o.drop_last, false)
   self.epoch = 0
 end

@@ -25,7 +25,7 @@ function RandomSampler:__init(source, opts)
   if o.seed ~= nil and o.generator ~= nil then
     zl.raise('RandomSampler: give a seed or a generator, not both')
   end
-  if o.seed ~= nil then self.seed = util.integer('RandomSampler', 'seed', o.seed, math.mininteger) end
+  if o.seed ~= nil then self.seed = util.integer('RandomSampler', 'seed', o.seed) end
   if o.generator ~= nil then
     if getmetatable(o.generator) ~= zl.core.Generator then
       zl.raise(fmt('RandomSampler: generator must be a zl.Generator, got %s', type(o.generator)))

@@ -15,8 +15,10 @@ local zl = require 'zlua'
 local fmt, concat, sort = string.format, table.concat, table.sort
 local is_tensor, math_type = zl.is_tensor, math.type
 
-local function field_name(path)
-  return path == '' and 'the sample' or 'field ' .. path
+-- "sample 2" or "field .x[1] of sample 2".
+local function where(path, i)
+  if path == '' then return 'sample ' .. i end
+  return 'field ' .. path .. ' of sample ' .. i
 end
 
 local function key_path(path, k)
@@ -31,8 +33,7 @@ local function kind(v)
 end
 
 local function mismatch(path, i, what, expected)
-  zl.raise(fmt('collate: %s of sample %d is %s, expected %s (as in sample 1)',
-               field_name(path), i, what, expected))
+  zl.raise(fmt('collate: %s is %s, expected %s (as in sample 1)', where(path, i), what, expected))
 end
 
 local function shape_str(t) return '{' .. concat(t:shape(), ', ') .. '}' end
@@ -68,12 +69,11 @@ local function collate_tables(samples, path)
     for _ in pairs(s) do count = count + 1 end
     for _, k in ipairs(keys) do
       if s[k] == nil then
-        zl.raise(fmt('collate: sample %d has no %s (sample 1 has)', i, field_name(key_path(path, k))))
+        zl.raise(fmt('collate: %s is missing (sample 1 has it)', where(key_path(path, k), i)))
       end
     end
     if count ~= #keys then
-      zl.raise(fmt('collate: %s of sample %d has %d entries, expected %d (as in sample 1)',
-                   field_name(path), i, count, #keys))
+      zl.raise(fmt('collate: %s has %d entries, expected %d (as in sample 1)', where(path, i), count, #keys))
     end
   end
   local out = {}

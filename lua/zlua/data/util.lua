@@ -74,11 +74,11 @@ function util.options(class, o, known)
   return o
 end
 
---- util.integer(class, what, v, min): v as an integer >= min, or an error.
+--- util.integer(class, what, v [, min]): v as an integer (>= min when given), or an error.
 function util.integer(class, what, v, min)
   local i = tointeger(v)
-  if not i or i < min then
-    zl.raise(fmt('%s: %s must be an integer >= %d, got %s', class, what, min, show(v)))
+  if not i or (min and i < min) then
+    zl.raise(fmt('%s: %s must be an integer%s, got %s', class, what, min and ' >= ' .. min or '', show(v)))
   end
   return i
 end

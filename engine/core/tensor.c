@@ -371,6 +371,42 @@ zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src)
     return ZL_OK;
 }
 
+zl_status zl_tensor_add_(zl_tensor *dst, const zl_tensor *src, double alpha)
+{
+    if (zli_check_arg("add_", "dst", dst) || zli_check_arg("add_", "src", src)) return ZL_EINVAL;
+    if (check_inplace("add_", dst)) return ZL_ESTATE;
+    if (!zl_dtype_traits_of(dst->dtype)->is_float)
+        return zl_error(ZL_EDTYPE, "add_: the destination must be a float tensor, got %s", zl_dtype_name(dst->dtype));
+    zl_tensor *e = zl_tensor_expand((zl_tensor *)src, dst->ndim, dst->shape);
+    if (!e) {
+        char a[128], b[128];
+        return zl_error(ZL_ESHAPE, "add_: source of shape %s cannot be broadcast to %s",
+                        zl_shape_str(src->ndim, src->shape, a, sizeof a),
+                        zl_shape_str(dst->ndim, dst->shape, b, sizeof b));
+    }
+    /* A source sharing dst's storage is read from a copy, so no element is read after it changed. */
+    zl_tensor *s = e->storage == dst->storage ? zli_copy_as(e, ZL_DTYPE_F32, ZL_MEM_OTHER) : zli_f32c(e);
+    zl_tensor_release(e);
+    if (!s) return ZL_ENOMEM;
+    int64_t n = zl_tensor_numel(dst);
+    const float *ps = zl_tensor_data(s);
+    float a = (float)alpha;
+    if (dst->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(dst)) {
+        float *pd = zl_tensor_data(dst);
+        #pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; i++) pd[i] += a * ps[i];
+    } else {
+        const zl_dtype_traits *tr = zl_dtype_traits_of(dst->dtype);
+        char *base = zl_tensor_data(dst);
+        for (int64_t i = 0; i < n; i++) {
+            char *p = base + zli_linear_offset(dst, i) * (int64_t)tr->size;
+            tr->from_f32(p, tr->to_f32(p) + a * ps[i]);
+        }
+    }
+    zl_tensor_release(s);
+    return ZL_OK;
+}
+
 zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat)
 {
     zl_tensor *out = zl_tensor_new(dt, t->ndim, t->shape, cat);

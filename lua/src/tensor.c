@@ -744,6 +744,15 @@ static int to(lua_State *L)
     return zlb_result(L, *out);
 }
 
+/* dst:add_(src [, alpha]): dst += alpha * src in place; returns dst. */
+static int add_(lua_State *L)
+{
+    zl_tensor *dst = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 2);
+    if (zl_tensor_add_(dst, src, luaL_optnumber(L, 3, 1.0))) return zlb_raise(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int copy_(lua_State *L)
 {
     zl_tensor *dst = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 2);
@@ -775,7 +784,7 @@ void zlb_open_tensor(lua_State *L)
         {"totable", totable}, {"reshape", reshape}, {"view", view}, {"expand", expand},
         {"transpose", transpose}, {"permute", permute}, {"narrow", narrow}, {"select", select_},
         {"squeeze", squeeze}, {"unsqueeze", unsqueeze}, {"contiguous", contiguous},
-        {"clone", clone}, {"detach", detach}, {"to", to}, {"copy_", copy_}, {"fill_", fill_},
+        {"clone", clone}, {"detach", detach}, {"to", to}, {"copy_", copy_}, {"add_", add_}, {"fill_", fill_},
         {"release", tensor_release}, {"is_released", is_released}, {"set_gc_step", set_gc_step},
         {NULL, NULL},
     };

@@ -417,6 +417,8 @@ function methods.bool(t) return core.to(t, 'bool') end
 
 --- In place (no autograd); each returns t.
 methods.copy_ = core.copy_
+--- t:add_(src [, alpha]): t += alpha * src in place (src broadcast; any dtypes), no autograd.
+methods.add_ = core.add_
 methods.fill_ = core.fill_
 function methods.zero_(t) return core.fill_(t, 0) end
 function methods.uniform_(t, lo, hi, gen) return core.uniform_(t, lo or 0, hi or 1, gen) end
@@ -815,6 +817,29 @@ function zl.text_decode(ids, vocab)
   end
   return table.concat(out)
 end
+
+--- Checkpoint files. safetensors (what other tools read): every check runs
+--- before any data is read, and a bad file raises an error naming it and the
+--- offset. Writes go to a temporary beside the file, fsynced and renamed over
+--- it, so a failed or killed write leaves the old file as it was.
+--- zl.save_safetensors(path, {name = tensor, ...} (name order) or
+---   {{name, tensor}, ...} (this order) [, metadata {string = string}])
+zl.save_safetensors = core.save_safetensors
+--- zl.load_safetensors(path [, names]) -> {name = tensor}, metadata
+zl.load_safetensors = core.load_safetensors
+--- zl.safetensors_info(path) -> {{name=, dtype=, shape=, numel=}, ...} in file
+--- order, metadata; nothing but the header is read.
+zl.safetensors_info = core.safetensors_info
+--- zl.safetensors_open(path) -> f: f:info(), f:metadata(), f:read(name) (whole),
+--- f:read(name, offset [, count]) (count elements after skipping offset, as 1-d),
+--- f:close().
+zl.safetensors_open = core.safetensors_open
+--- zl.safetensors_writer(path, entries [, metadata]) -> w, entries as info
+--- lists them: w:write(t) appends t's elements (pieces may cross tensors),
+--- w:commit() replaces the file, w:abort() (or collection) discards it.
+zl.safetensors_writer = core.safetensors_writer
+--- zl.write_file_atomic(path, bytes): replace a small file (a checkpoint's `latest`).
+zl.write_file_atomic = core.write_file_atomic
 
 local gen_methods = {}
 function gen_methods.seed(g, seed) core.generator_seed(g, seed) return g end

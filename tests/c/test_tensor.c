@@ -214,3 +214,23 @@ TEST(set_data_keeps_identity)
     zl_tensor *all[] = {p, g, h, y, i};
     for (int k = 0; k < 5; k++) zl_tensor_release(all[k]);
 }
+
+TEST(add_in_place)
+{
+    zl_tensor *acc = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(2, 3));
+    zl_tensor *g = zl_tensor_arange(ZL_DTYPE_F32, 6), *gb = zl_tensor_to(g, ZL_DTYPE_BF16);
+    zl_tensor *g6 = zl_tensor_reshape(gb, SHAPE(2, 3)), *row = zl_tensor_arange(ZL_DTYPE_F32, 3);
+    CHECK(zl_tensor_add_(acc, g6, 1.0) == ZL_OK && zl_tensor_add_(acc, g6, 0.5) == ZL_OK);
+    CHECK(zl_tensor_add_(acc, row, -1.0) == ZL_OK);   /* broadcast over rows */
+    for (int i = 0; i < 6; i++) CHECK(zl_tensor_get(acc, i) == 1.5 * i - i % 3);
+    zl_tensor *t = zl_tensor_transpose(acc, 0, 1);
+    CHECK(zl_tensor_add_(acc, t, 1.0) != ZL_OK);       /* [3, 2] does not broadcast to [2, 3] */
+    zl_tensor *four = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(4));
+    CHECK_ERR(zl_tensor_add_(acc, four, 1.0), "cannot be broadcast");
+    zl_tensor_release(four);
+    zl_tensor *self = zl_tensor_narrow(acc, 0, 0, 1);
+    CHECK(zl_tensor_add_(acc, self, 1.0) == ZL_OK);    /* aliasing source read before the update */
+    CHECK(zl_tensor_get(acc, 3) == 1.5 * 3 - 0 + (1.5 * 0 - 0));
+    zl_tensor *all[] = {acc, g, gb, g6, row, t, self};
+    for (int k = 0; k < 7; k++) zl_tensor_release(all[k]);
+}

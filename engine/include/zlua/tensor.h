@@ -74,6 +74,9 @@ ZL_API zl_status zl_tensor_to_f64(const zl_tensor *t, double *out);
 ZL_API zl_status zl_tensor_fill(zl_tensor *t, double value);
 /* dst = src (broadcast src to dst's shape; dtype converted). */
 ZL_API zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src);
+/* dst += alpha * src (src broadcast to dst's shape, any dtypes; the sum is taken
+ * in f32). Accumulates gradients across micro-steps without an allocation. */
+ZL_API zl_status zl_tensor_add_(zl_tensor *dst, const zl_tensor *src, double alpha);
 
 /* ---- views: new tensor header sharing storage; recorded by autograd ---- */
 /* Reshape: a view when strides allow, otherwise a copy. One entry may be -1. */

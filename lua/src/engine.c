@@ -1,6 +1,8 @@
 /* The core's process-wide engine bindings: memory statistics per category,
  * random seeds and generator objects, thread count, version, and the fault
  * injection the tests use. */
+#include <time.h>
+#include <unistd.h>
 #include "binding.h"
 
 static int memory(lua_State *L)
@@ -36,6 +38,32 @@ static int manual_seed(lua_State *L)
 {
     zl_manual_seed((uint64_t)luaL_checkinteger(L, 1));
     return 0;
+}
+
+/* Seconds on a monotonic clock: for step timers (os.clock is CPU time, summed
+ * over threads). */
+static int now(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+/* Seconds since the epoch, with a fraction: monitors' wall time. */
+static int wall_time(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+/* isatty(fd): whether a progress bar makes sense on that stream. */
+static int is_tty(lua_State *L)
+{
+    lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
+    return 1;
 }
 
 /* ---- generators: a userdata owning one zl_generator ---- */
@@ -118,6 +146,7 @@ static int get_num_threads(lua_State *L)
 void zlb_open_engine(lua_State *L)
 {
     static const luaL_Reg fns[] = {
+        {"now", now}, {"wall_time", wall_time}, {"isatty", is_tty},
         {"memory", memory}, {"reset_peak", reset_peak}, {"mem_fail_after", mem_fail_after},
         {"manual_seed", manual_seed}, {"generator_new", generator_new},
         {"generator_seed", generator_seed}, {"generator_state", generator_state},

@@ -274,7 +274,7 @@ local function init_warmup(self, optimizer, p)
   self.delta_lrs = {}
   for i = 1, n do self.delta_lrs[i] = self.max_lrs[i] - self.min_lrs[i] end
   self.warmup_num_steps = math.max(2, check_integer(name, 'warmup_num_steps',
-    p.warmup_num_steps or 1000, 1))
+    p.warmup_num_steps or 1000, 0))
   self.warmup_type = check_warmup_type(name, p.warmup_type or 'log')
   self.inverse_log_warm_up = 1.0 / math.log(self.warmup_num_steps)
   self.last_batch_iteration = check_integer(name, 'last_batch_iteration',
@@ -369,7 +369,7 @@ function WarmupCosineLR.new(optimizer, params)
   self.warmup_min_ratio = check_number(name, 'warmup_min_ratio', p.warmup_min_ratio or 0.0)
   self.cos_min_ratio = check_number(name, 'cos_min_ratio', p.cos_min_ratio or 0.0001)
   self.warmup_num_steps = math.max(2, check_integer(name, 'warmup_num_steps',
-    p.warmup_num_steps or 1000, 1))
+    p.warmup_num_steps or 1000, 0))
   self.warmup_type = check_warmup_type(name, p.warmup_type or 'log')
   self.inverse_log_warm_up = 1.0 / math.log(self.warmup_num_steps)
   self.last_batch_iteration = check_integer(name, 'last_batch_iteration',

@@ -520,8 +520,9 @@ test('errors', function()
     'WarmupLR: warmup_max_lr[2] must be a finite number, got "x"')
   check_error(function() lr.WarmupLR(opt, { warmup_num_steps = 10.5 }) end,
     'WarmupLR: warmup_num_steps must be an integer, got 10.5')
-  check_error(function() lr.WarmupLR(opt, { warmup_num_steps = 0 }) end,
-    'WarmupLR: warmup_num_steps must be at least 1, got 0')
+  check_error(function() lr.WarmupLR(opt, { warmup_num_steps = -1 }) end,
+    'WarmupLR: warmup_num_steps must be at least 0, got -1')
+  check(lr.WarmupLR(opt, { warmup_num_steps = 0 }).warmup_num_steps == 2, 'warmup_num_steps 0 runs as 2, as DeepSpeed clamps it')
   check_error(function() lr.WarmupLR(opt, { warmup_num_steps = '10' }) end,
     'WarmupLR: warmup_num_steps must be an integer, got "10"')
   check_error(function() lr.WarmupLR(opt, { warmup_type = 'cosine' }) end,

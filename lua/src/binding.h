@@ -66,6 +66,7 @@ void zlb_open_ops(lua_State *L);
 void zlb_open_autograd(lua_State *L);
 void zlb_open_engine(lua_State *L);
 void zlb_open_io(lua_State *L);
+void zlb_open_checkpoint(lua_State *L);
 void zlb_open_optim(lua_State *L);
 
 #endif

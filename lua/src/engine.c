@@ -59,6 +59,13 @@ static int wall_time(lua_State *L)
     return 1;
 }
 
+/* getpid(): names temporary files and folders apart from other processes'. */
+static int get_pid(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)getpid());
+    return 1;
+}
+
 /* isatty(fd): whether a progress bar makes sense on that stream. */
 static int is_tty(lua_State *L)
 {
@@ -146,7 +153,7 @@ static int get_num_threads(lua_State *L)
 void zlb_open_engine(lua_State *L)
 {
     static const luaL_Reg fns[] = {
-        {"now", now}, {"wall_time", wall_time}, {"isatty", is_tty},
+        {"now", now}, {"wall_time", wall_time}, {"isatty", is_tty}, {"getpid", get_pid},
         {"memory", memory}, {"reset_peak", reset_peak}, {"mem_fail_after", mem_fail_after},
         {"manual_seed", manual_seed}, {"generator_new", generator_new},
         {"generator_seed", generator_seed}, {"generator_state", generator_state},

@@ -70,6 +70,7 @@ static int open_core(lua_State *L)
     zlb_open_autograd(L);
     zlb_open_engine(L);
     zlb_open_io(L);
+    zlb_open_checkpoint(L);
     zlb_open_optim(L);
     return 1;
 }

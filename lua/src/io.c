@@ -1,6 +1,11 @@
 /* The binding of engine/io: the file readers (CSV, idx, CIFAR-10, token files,
- * text) and the byte-level text vocabulary. A missing or corrupt file raises the
- * engine's message, which names the file and the line or byte offset. */
+ * text), the byte-level text vocabulary, and the folder operations and file
+ * checksums checkpoints use. A missing or corrupt file raises the engine's
+ * message, which names the file and the line or byte offset. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
 #include "binding.h"
 
 /* zl.read_csv(path [, skip_header]): a numeric CSV as f32 [rows, cols]. */
@@ -100,13 +105,53 @@ static int l_text_encode(lua_State *L)
     return zlb_result(L, *slot);
 }
 
+static int fs_status(lua_State *L, zl_status st)
+{
+    if (st) return zlb_raise(L);
+    return 0;
+}
+
+static int l_mkdirs(lua_State *L) { return fs_status(L, zl_fs_mkdirs(luaL_checkstring(L, 1))); }
+static int l_remove_tree(lua_State *L) { return fs_status(L, zl_fs_remove_tree(luaL_checkstring(L, 1))); }
+static int l_rename(lua_State *L) { return fs_status(L, zl_fs_rename(luaL_checkstring(L, 1), luaL_checkstring(L, 2))); }
+
+/* file_crc32(path) -> crc, bytes: zlib's CRC-32 of the file's bytes, for the
+ * checkpoint manifest that catches a file damaged after it was written. */
+static int l_file_crc32(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    FILE *f = fopen(path, "rb");
+    if (!f) return zlb_error(L, "cannot open '%s': %s", path, strerror(errno));
+    unsigned char buf[1 << 16];
+    uLong crc = crc32(0L, Z_NULL, 0);
+    lua_Integer total = 0;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        crc = crc32(crc, buf, (uInt)n);
+        total += (lua_Integer)n;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) return zlb_error(L, "cannot read '%s'", path);
+    lua_pushinteger(L, (lua_Integer)crc);
+    lua_pushinteger(L, total);
+    return 2;
+}
+
+static int l_exists(lua_State *L)
+{
+    lua_pushboolean(L, zl_fs_exists(luaL_checkstring(L, 1)));
+    return 1;
+}
+
 /* Adds the io functions to the core table on top of the stack. */
 void zlb_open_io(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         {"read_csv", l_read_csv},       {"read_idx", l_read_idx},       {"read_cifar10", l_read_cifar10},
         {"read_tokens", l_read_tokens}, {"read_text", l_read_text},     {"text_vocab", l_text_vocab},
-        {"text_encode", l_text_encode}, {NULL, NULL},
+        {"text_encode", l_text_encode}, {"mkdirs", l_mkdirs},       {"remove_tree", l_remove_tree},
+        {"rename", l_rename},           {"exists", l_exists},       {"file_crc32", l_file_crc32},       {NULL, NULL},
     };
     luaL_setfuncs(L, fns, 0);
 }

@@ -775,6 +775,12 @@ zl.set_gc_step = core.set_gc_step
 zl.set_printoptions = print_mod.set_options
 --- zl.read_csv(path [, skip_header]): a numeric CSV (plain or .gz) as f32 [rows, cols].
 zl.read_csv = core.read_csv
+
+--- zl.initialize{model=, config=, ...}: DeepSpeed's initialize (see zlua.engine).
+function zl.initialize(t) return require('zlua.engine').initialize(t) end
+--- zl.args([argv [, defaults]]): the script's command line with DeepSpeed's
+--- options (see zlua.args).
+function zl.args(argv, defaults) return require('zlua.args').parse(argv, defaults) end
 --- Dataset files, plain or gzip (zlua.data.datasets builds datasets from them);
 --- a bad file raises an error naming the file and the byte offset.
 --- zl.read_idx(path): an idx (MNIST) file with its own shape: u8, i32 or f32.

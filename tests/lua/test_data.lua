@@ -595,5 +595,32 @@ test('datasets_from_files', function()
   check_eq(zl.text_decode(tds[3][2], vocab), 'rld\n')
 end)
 
+test('loader_position_round_trip', function()
+  -- Stop in the middle of the second pass, save, and a new loader resumed from
+  -- the state gives exactly the rest of that pass, then the same next pass.
+  local x = zl.arange(23):reshape(23, 1)
+  local function make() return data.DataLoader(data.TensorDataset(x), { batch_size = 4, shuffle = true, seed = 5 }) end
+  local function ids(batch) return table.concat(H.flat(batch), ',') end
+  local a = make()
+  for _ in a:iter() do end
+  local it, seen = a:iter(), {}
+  for _ = 1, 3 do it() end
+  local sd = a:state_dict()
+  check(sd.batches == 3, 'three batches of the pass were given')
+  for batch in it do seen[#seen + 1] = ids(batch) end
+  for batch in a:iter() do seen[#seen + 1] = ids(batch) end
+  local b = make()
+  b:load_state_dict(sd)
+  local again = {}
+  for batch in b:iter() do again[#again + 1] = ids(batch) end
+  for batch in b:iter() do again[#again + 1] = ids(batch) end
+  check(table.concat(again, ';') == table.concat(seen, ';'), 'the resumed loader continues where the saved one stood')
+  -- A finished pass saves as the start of the next epoch.
+  local c = make()
+  for _ in c:iter() do end
+  local st = c:state_dict()
+  check(st.batches == 0 and st.epoch == 1, 'a finished pass reads as the next epoch')
+end)
+
 for _, p in ipairs(written) do os.remove(p) end
 H.done()

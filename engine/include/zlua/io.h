@@ -58,6 +58,20 @@ ZL_API zl_tensor *zl_read_text(const char *path);
 ZL_API zl_status zl_text_vocab(zl_tensor *text, uint8_t vocab[256], int *vocab_size);
 ZL_API zl_tensor *zl_text_encode(zl_tensor *text, const uint8_t *vocab, int vocab_size);
 
+/* ---- files and folders for checkpoints ---- */
+
+/* Create `path` and any missing parents (mode 0777 less the umask); an existing
+ * folder is fine, an existing file of that name is an error naming it. */
+ZL_API zl_status zl_fs_mkdirs(const char *path);
+/* Remove a file or a folder with everything in it (symlinks removed, not
+ * followed). A missing path is fine. */
+ZL_API zl_status zl_fs_remove_tree(const char *path);
+/* rename(2) from -> to, then fsync the folder holding `to`, so the new name
+ * survives a crash. Errors name both paths. */
+ZL_API zl_status zl_fs_rename(const char *from, const char *to);
+/* Whether path exists (any kind of file). */
+ZL_API bool zl_fs_exists(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,7 @@
 #include "autograd.h"
 #include "ops.h"
 #include "io.h"
+#include "safetensors.h"
 #include "optim.h"
 
 #endif

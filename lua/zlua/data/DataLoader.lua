@@ -84,6 +84,34 @@ end
 function DataLoader:set_epoch(e)
   util.integer('DataLoader', 'epoch', e, 0)
   if type(self.sampler.set_epoch) == 'function' then self.sampler:set_epoch(e) end
+  -- A resumed position belongs to its own epoch: another epoch starts afresh.
+  if self.resume and self.resume.epoch ~= e then self.resume = nil end
+end
+
+--- loader:state_dict(): where the current pass stands, for checkpoints:
+--- {epoch = the sampler's epoch when the pass began, batches = batches given}.
+--- A finished pass reads as the start of the next one.
+function DataLoader:state_dict()
+  local epoch = self.pass_epoch
+  local batches = self.consumed or 0
+  if epoch == nil or batches >= #self then
+    epoch, batches = self.sampler.epoch, 0
+  end
+  return { epoch = epoch, batches = batches }
+end
+
+--- loader:load_state_dict(sd): the next pass is epoch sd.epoch's, starting
+--- after its first sd.batches batches (skipped without being read).
+function DataLoader:load_state_dict(sd)
+  if type(sd) ~= 'table' then zl.raise('DataLoader: load_state_dict needs a table {epoch=, batches=}') end
+  local batches = util.integer('DataLoader', 'batches', sd.batches or 0, 0)
+  if sd.epoch ~= nil then
+    local e = util.integer('DataLoader', 'epoch', sd.epoch, 0)
+    if type(self.sampler.set_epoch) == 'function' then self.sampler:set_epoch(e) end
+    self.resume = { epoch = e, batches = batches }
+  else
+    self.resume = { batches = batches }
+  end
 end
 
 local function fetch(self, idx)
@@ -105,15 +133,20 @@ end
 
 --- loader:iter(): an iterator over the batches of a new pass, each batch one value.
 function DataLoader:iter()
+  self.pass_epoch = self.sampler.epoch
   local order = self.sampler:indices()
   local n, b = #order, self.batch_size
   local stop = self.drop_last and n - n % b or n
-  local pos = 0
+  local skip = self.resume and self.resume.batches or 0
+  self.resume = nil
+  local pos = math.min(skip * b, stop)
+  self.consumed = skip
   return function()
     if pos >= stop then return nil end
     local last = pos + b < stop and pos + b or stop
     local idx = move(order, pos + 1, last, 1, {})
     pos = last
+    self.consumed = self.consumed + 1
     return fetch(self, idx)
   end
 end

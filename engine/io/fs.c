@@ -1,0 +1,80 @@
+/* Folder operations checkpoints need: make a path, remove a tree, rename with
+ * the parent folder fsynced. POSIX only; every error names the path. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "zlua/io.h"
+
+zl_status zl_fs_mkdirs(const char *path)
+{
+    if (!path || !*path) return zl_error(ZL_EINVAL, "mkdirs: empty path");
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf) return zl_error(ZL_EINVAL, "mkdirs: path too long: '%s'", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p == '/' || end) {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return zl_error(ZL_EIO, "cannot create folder '%s': %s", buf, strerror(errno));
+            *p = c;
+        }
+        if (end) break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return zl_error(ZL_EIO, "cannot create folder '%s': a file of that name exists", path);
+    return ZL_OK;
+}
+
+static int remove_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(p) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+zl_status zl_fs_remove_tree(const char *path)
+{
+    if (!path || !*path) return zl_error(ZL_EINVAL, "remove_tree: empty path");
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? ZL_OK : zl_error(ZL_EIO, "cannot remove '%s': %s", path, strerror(errno));
+    if (nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return zl_error(ZL_EIO, "cannot remove '%s': %s", path, strerror(errno));
+    return ZL_OK;
+}
+
+zl_status zl_fs_rename(const char *from, const char *to)
+{
+    if (!from || !to) return zl_error(ZL_EINVAL, "rename: NULL path");
+    if (rename(from, to) != 0)
+        return zl_error(ZL_EIO, "cannot rename '%s' to '%s': %s", from, to, strerror(errno));
+    char dir[PATH_MAX];
+    const char *slash = strrchr(to, '/');
+    if (slash && (size_t)(slash - to) < sizeof dir) {
+        memcpy(dir, to, (size_t)(slash - to));
+        dir[slash == to ? 1 : slash - to] = '\0';
+    } else {
+        strcpy(dir, ".");
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        zl_status e = zl_error(ZL_EIO, "cannot sync folder '%s' after renaming '%s': %s", dir, from, strerror(errno));
+        if (fd >= 0) close(fd);
+        return e;
+    }
+    close(fd);
+    return ZL_OK;
+}
+
+bool zl_fs_exists(const char *path)
+{
+    struct stat st;
+    return path && lstat(path, &st) == 0;
+}

@@ -9,6 +9,8 @@
 -- Where DeepSpeed only logs a warning for a mistake that changes the schedule (an unknown
 -- warmup_type, WarmupDecayLR decaying before its warmup ends) we raise an error instead.
 
+local nearest = require 'zlua.util.nearest'
+
 local lr = {}
 
 -- Step semantics, as DeepSpeed's: last_batch_iteration (t) starts at -1 and a constructor
@@ -44,44 +46,6 @@ local function copy(list)
   return out
 end
 
-local function edit_distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:byte(i) == b:byte(j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
-local function words(key)
-  local set = {}
-  for w in key:gmatch('[^_]+') do set[w] = true end
-  return set
-end
-
--- The valid key sharing the most underscore-separated words with key, then the closest by
--- edit distance: 'warmup_steps' suggests 'warmup_num_steps', not 'warmup_type'.
-local function nearest(key, keys)
-  local mine = words(key)
-  local best, best_shared, best_d = nil, -1, math.huge
-  for _, k in ipairs(keys) do
-    local shared = 0
-    for w in pairs(words(k)) do
-      if mine[w] then shared = shared + 1 end
-    end
-    local d = edit_distance(key, k)
-    if shared > best_shared or (shared == best_shared and d < best_d) then
-      best, best_shared, best_d = k, shared, d
-    end
-  end
-  return best
-end
-
 -- Rejects unknown keys (sorted, so the message does not depend on hash order) and returns
 -- the params table, or an empty one when the caller passed none.
 local function read_params(name, keys, params)
@@ -102,7 +66,7 @@ local function read_params(name, keys, params)
   if #unknown > 0 then
     table.sort(unknown)
     fail("%s: unknown parameter '%s' (nearest valid key: '%s')", name, unknown[1],
-      nearest(unknown[1], keys))
+      nearest.find(unknown[1], keys))
   end
   return params
 end
@@ -634,7 +598,7 @@ function lr.create(type_name, optimizer, params)
     end
   end
   fail("zlua.lr: unknown scheduler type %s (nearest valid type: '%s')", show(type_name),
-    nearest(tostring(type_name), lr.names))
+    nearest.find(tostring(type_name), lr.names))
 end
 
 return lr

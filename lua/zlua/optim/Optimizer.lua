@@ -6,6 +6,7 @@
   `update(p, g, state, group, grad_scale)` that runs one fused C kernel. ]]
 
 local zl = require 'zlua'
+local nearest = require 'zlua.util.nearest'
 local core = zl.core
 local fmt = string.format
 
@@ -20,26 +21,6 @@ local function show(v)
     return '{' .. table.concat(items, ', ') .. '}'
   end
   return tostring(v)
-end
-
--- The nearest known name by edit distance, for "did you mean" hints.
-local function nearest(name, known)
-  local best, bestd = nil, math.huge
-  for k in pairs(known) do
-    local a, b = name, k
-    local prev = {}
-    for j = 0, #b do prev[j] = j end
-    for i = 1, #a do
-      local cur = { [0] = i }
-      for j = 1, #b do
-        local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-        cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-      end
-      prev = cur
-    end
-    if prev[#b] < bestd or (prev[#b] == bestd and k < best) then best, bestd = k, prev[#b] end
-  end
-  return best
 end
 
 --- Optimizer.extend(name, defaults, check): a subclass. `defaults` lists every
@@ -62,7 +43,10 @@ end
 function Optimizer:validate(key, value, where)
   local known = self.hyper_defaults
   if known[key] == nil then
-    local near = nearest(key, known)
+    local names = {}
+    for k in pairs(known) do names[#names + 1] = k end
+    table.sort(names)
+    local near = nearest.find(key, names)
     zl.raise(fmt('%s: unknown option %s%s (did you mean %q?)', self.__name, show(key), where, near))
   end
   self.check(self.__name .. where, key, value)

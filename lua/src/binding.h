@@ -68,5 +68,6 @@ void zlb_open_engine(lua_State *L);
 void zlb_open_io(lua_State *L);
 void zlb_open_checkpoint(lua_State *L);
 void zlb_open_optim(lua_State *L);
+void zlb_open_amp(lua_State *L);
 
 #endif

@@ -1,7 +1,9 @@
 /* zlua/optim.h — the fused CPU optimizer kernels (Adam/AdamW, Lamb, SGD): one
  * pass per tensor over flat contiguous buffers, updating the f32 master
  * parameters and the optimizer state in place. Optimizer objects, param groups
- * and state dicts are the Lua layer's; these are the arithmetic. */
+ * and state dicts are the Lua layer's; these are the arithmetic. Also mixed
+ * precision's pieces: the overflow check, the global gradient norm and
+ * clipping, and the fp16 loss scaler. */
 #ifndef ZLUA_OPTIM_H
 #define ZLUA_OPTIM_H
 
@@ -141,6 +143,92 @@ ZL_API const char *zl_optim_kernel_name(void);
  * ZLUA_SIMD. ZL_EINVAL for an unknown name or one this CPU cannot run.
  * Not to be called while a step runs on another thread. */
 ZL_API zl_status zl_optim_set_kernel(const char *name);
+
+/* ---- mixed precision: overflow, global gradient norm, clipping ----
+ * Passes over a list of gradient tensors: CPU, f32, bf16 or f16, any layout
+ * (a strided one is read through a contiguous copy), borrowed. The work is cut
+ * into fixed chunks run in parallel, so results do not depend on the thread
+ * count. Errors name the list position, the shape and the dtype of the culprit;
+ * nothing is written on error. */
+
+/* *found = true when any element of any tensor is inf or NaN (an fp16 step's
+ * overflow; false for an empty list). Reads every element (no early exit). */
+ZL_API zl_status zl_grad_nonfinite(zl_tensor *const *tensors, int n, bool *found);
+/* *out = the sum of the squares of all elements, accumulated in double: the
+ * global L2 norm is its square root. inf or NaN in a gradient propagate. */
+ZL_API zl_status zl_grad_norm_sq(zl_tensor *const *tensors, int n, double *out);
+/* Multiply every element by s (finite) in place, in f32 and rounded back to
+ * each tensor's dtype (NaN payloads aside, as zl_f32_to_bf16/_f16 round).
+ * Tensors that overlap are scaled once per listing. */
+ZL_API zl_status zl_grad_scale(zl_tensor *const *tensors, int n, double s);
+/* The clipping coefficient for a global norm (torch's clip_grad_norm_ and
+ * DeepSpeed's gradient_clipping): max_norm / (norm + 1e-6) when that is below
+ * 1, else 1. Also 1 when max_norm <= 0 (clipping off) or norm is not finite
+ * (an overflowed step, skipped anyway). With fp16, norm is that of the scaled
+ * gradients divided by the loss scale, and the optimizer's grad_scale is
+ * coef / loss_scale: unscaling and clipping in one multiply. */
+ZL_API double zl_grad_clip_coef(double norm, double max_norm);
+
+/* ---- the fp16 loss scaler: DeepSpeed's static LossScaler and DynamicLossScaler ----
+ * The loss is multiplied by zl_loss_scaler_scale() before backward; at each
+ * optimizer boundary, after checking the gradients of every rank, call
+ * zl_loss_scaler_update(overflow). An overflowed step is skipped (no optimizer
+ * or scheduler step) whatever the scaler does. A dynamic scaler (loss_scale 0)
+ * starts at 2^initial_scale_power and follows DeepSpeed 0.16.5's update_scale:
+ *     overflow:  if hysteresis == 1 or cur_hysteresis == 1:
+ *                    at min_loss_scale with raise_error_at_min_scale: error
+ *                    else cur_scale = max(cur_scale / 2, min_loss_scale)
+ *                else cur_hysteresis -= 1
+ *                last_overflow_iter = cur_iter
+ *     clean:     if consecutive_hysteresis: cur_hysteresis = hysteresis
+ *                if (cur_iter - last_overflow_iter) % loss_scale_window == 0:
+ *                    if not consecutive_hysteresis: cur_hysteresis = hysteresis
+ *                    cur_scale *= 2
+ *     then       cur_iter += 1
+ * So the scale doubles after every loss_scale_window clean steps counted from
+ * the last overflow (or the start), and halves on the hysteresis-th overflow
+ * since the hysteresis was last refilled. A static scaler never changes. */
+typedef struct zl_loss_scaler zl_loss_scaler;
+
+typedef struct zl_loss_scaler_config {
+    double loss_scale;             /* fp16.loss_scale: 0 = dynamic, > 0 = this static scale */
+    int initial_scale_power;       /* 0..127: the first dynamic scale is 2^power */
+    int64_t loss_scale_window;     /* >= 1 */
+    int hysteresis;                /* >= 1: DeepSpeed's delayed_shift */
+    bool consecutive_hysteresis;   /* refill the hysteresis on every clean step */
+    double min_loss_scale;         /* > 0: the floor */
+    bool raise_error_at_min_scale; /* an overflow at the floor stops the run; false: stay at the floor */
+} zl_loss_scaler_config;
+
+/* The scaler's state, all a checkpoint needs besides the config. */
+typedef struct zl_loss_scaler_state {
+    double cur_scale;              /* > 0 */
+    int64_t cur_iter;              /* updates so far, >= 0 */
+    int64_t last_overflow_iter;    /* -1 (none yet) .. cur_iter - 1 */
+    int cur_hysteresis;            /* >= 1 */
+} zl_loss_scaler_state;
+
+/* DeepSpeed's fp16 defaults: loss_scale 0, initial_scale_power 16,
+ * loss_scale_window 1000, hysteresis 2, consecutive_hysteresis false,
+ * min_loss_scale 1, raise_error_at_min_scale true. (DeepSpeed's ZeRO passes
+ * none of them when the fp16 block sets none of the five dynamic keys, and its
+ * scaler then starts at 2^32 with hysteresis 1: the config reader decides.) */
+ZL_API zl_loss_scaler_config zl_loss_scaler_defaults(void);
+/* A new scaler, or NULL with an error naming the fp16.<key> and its value.
+ * The dynamic keys are checked only when loss_scale is 0. */
+ZL_API zl_loss_scaler *zl_loss_scaler_new(const zl_loss_scaler_config *cfg);
+ZL_API void zl_loss_scaler_free(zl_loss_scaler *ls);
+/* One optimizer boundary. ZL_ESTATE ("fp16: gradient overflow at the minimum
+ * loss scale ...") when an overflow comes at the floor with
+ * raise_error_at_min_scale; the state is then unchanged. */
+ZL_API zl_status zl_loss_scaler_update(zl_loss_scaler *ls, bool overflow);
+/* The scale for the next backward. */
+ZL_API double zl_loss_scaler_scale(const zl_loss_scaler *ls);
+ZL_API bool zl_loss_scaler_is_dynamic(const zl_loss_scaler *ls);
+ZL_API zl_loss_scaler_state zl_loss_scaler_get_state(const zl_loss_scaler *ls);
+/* Restore a saved state (ZL_EINVAL naming the field when out of range; the
+ * scaler is then unchanged). */
+ZL_API zl_status zl_loss_scaler_set_state(zl_loss_scaler *ls, const zl_loss_scaler_state *st);
 
 #ifdef __cplusplus
 }

@@ -1,27 +1,54 @@
 /* linear: y = x · wᵀ + b, one op (not a matmul of a transposed view) so that
  * the weight's use hooks fire around the GEMMs that actually read it, in
- * forward and in backward. x [..., in], w [out, in], b [out] or NULL. */
+ * forward and in backward. x [..., in], w [out, in], b [out] or NULL. When x
+ * and w are both bf16 the GEMMs run in bf16 (gemm_bf16.c), otherwise in f32. */
 #include <string.h>
 #include "gemm.h"
+#include "gemm_bf16.h"
 
+/* t as a contiguous tensor of dtype dt: t itself when it is one, else a copy. */
+static zl_tensor *operand(zl_tensor *t, zl_dtype dt)
+{
+    if (t->dtype == dt && zl_tensor_is_contiguous(t)) return zl_tensor_retain(t);
+    return zli_copy_as(t, dt, ZL_MEM_ACTIVATIONS);
+}
+
+/* C[M,N] (leading dim ldc) = op(A)[M,K] · op(B)[K,N] + bias[N] (NULL: none):
+ * sgemm on f32 operands, the bf16 GEMM on bf16 ones (C in cdt; f32 for sgemm). */
+static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, const float *bias, void *C, zl_dtype cdt, int64_t ldc)
+{
+    if (half) return zli_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, bias, C, cdt, ldc);
+    float *c = C;
+    if (bias)
+        for (int64_t r = 0; r < M; r++) memcpy(c + r * ldc, bias, (size_t)N * sizeof *bias);
+    zli_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, bias ? 1.0f : 0.0f, c, ldc);
+    return ZL_OK;
+}
+
+/* With bf16 x and w, g is rounded to bf16 once for the two gradient GEMMs,
+ * which write f32: the autograd engine sums gradients in f32 and stores a
+ * leaf's .grad in the leaf's dtype. The bias gradient sums the f32 g. */
 static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zl_tensor_numel(x) / (in ? in : 1);
+    bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
+    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     const float *pg = zl_tensor_data(g);
-    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w);
-    zl_status st = xf && wf ? ZL_OK : ZL_ENOMEM;
+    zl_tensor *xc = operand(x, wdt), *wc = operand(w, wdt), *gc = operand(g, wdt);
+    zl_status st = xc && wc && gc ? ZL_OK : ZL_ENOMEM;
     if (!st && x->requires_grad) {
         gin[0] = zli_new_f32(x->ndim, x->shape);   /* gx[rows, in] = g[rows, out] · w[out, in] */
-        if (gin[0]) zli_sgemm(false, false, rows, in, outf, 1.0f, pg, outf, zl_tensor_data(wf), in, 0.0f,
-                              zl_tensor_data(gin[0]), in);
-        else st = ZL_ENOMEM;
+        st = gin[0] ? gemm(half, false, false, rows, in, outf, zl_tensor_data(gc), outf, zl_tensor_data(wc), in,
+                           NULL, zl_tensor_data(gin[0]), ZL_DTYPE_F32, in)
+                    : ZL_ENOMEM;
     }
     if (!st && w->requires_grad) {
         gin[1] = zl_tensor_new(ZL_DTYPE_F32, 2, w->shape, ZL_MEM_GRADS);   /* gw = gᵀ · x */
-        if (gin[1]) zli_sgemm(true, false, outf, in, rows, 1.0f, pg, outf, zl_tensor_data(xf), in, 0.0f,
-                              zl_tensor_data(gin[1]), in);
-        else st = ZL_ENOMEM;
+        st = gin[1] ? gemm(half, true, false, outf, in, rows, zl_tensor_data(gc), outf, zl_tensor_data(xc), in,
+                           NULL, zl_tensor_data(gin[1]), ZL_DTYPE_F32, in)
+                    : ZL_ENOMEM;
     }
     if (!st && b && b->requires_grad) {
         gin[2] = zl_tensor_new(ZL_DTYPE_F32, 1, b->shape, ZL_MEM_GRADS);
@@ -34,8 +61,9 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
             st = ZL_ENOMEM;
         }
     }
-    zl_tensor_release(xf);
-    zl_tensor_release(wf);
+    zl_tensor_release(xc);
+    zl_tensor_release(wc);
+    zl_tensor_release(gc);
     return st;
 }
 
@@ -59,21 +87,19 @@ zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = outf;
-    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w), *bf = b ? zli_f32c(b) : NULL;
-    zl_tensor *y = xf && wf && (!b || bf) ? zli_new_f32(x->ndim, shape) : NULL;
-    if (y) {
-        float *py = zl_tensor_data(y);
-        if (bf) {
-            const float *pb = zl_tensor_data(bf);
-            for (int64_t r = 0; r < rows; r++) memcpy(py + r * outf, pb, (size_t)outf * sizeof *pb);
-        }
-        zli_sgemm(false, true, rows, outf, inf, 1.0f, zl_tensor_data(xf), inf, zl_tensor_data(wf), inf,
-                  bf ? 1.0f : 0.0f, py, outf);
+    bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
+    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32, ydt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+    zl_tensor *xc = operand(x, wdt), *wc = operand(w, wdt), *bf = b ? zli_f32c(b) : NULL;
+    zl_tensor *y = xc && wc && (!b || bf) ? zl_tensor_new(ydt, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    if (y && gemm(half, false, true, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
+                  bf ? zl_tensor_data(bf) : NULL, zl_tensor_data(y), ydt, outf)) {
+        zl_tensor_release(y);
+        y = NULL;
     }
-    zl_tensor_release(xf);
-    zl_tensor_release(wf);
+    zl_tensor_release(xc);
+    zl_tensor_release(wc);
     zl_tensor_release(bf);
-    y = zli_cast_result(y, zli_promote(x->dtype, w->dtype));
+    if (!half) y = zli_cast_result(y, zli_promote(x->dtype, w->dtype));
     zl_node *n;
     if (y && zli_record(y, "linear", linear_backward, nin, in, &n)) { zl_tensor_release(y); y = NULL; }
     return zli_op_end("linear", nin, in, y);

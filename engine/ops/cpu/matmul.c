@@ -1,9 +1,11 @@
-/* matmul (numpy semantics, batch dims broadcast) and linear, both on OpenBLAS
- * sgemm. An operand whose last two dims are row- or column-major is passed to
- * BLAS as it lies, with the transpose flag, so w:transpose() costs no copy. */
+/* matmul (numpy semantics, batch dims broadcast) on OpenBLAS sgemm, or on the
+ * bf16 GEMM when both operands are bf16, and zli_sgemm itself. An operand whose
+ * last two dims are row- or column-major is passed to the GEMM as it lies, with
+ * the transpose flag, so w:transpose() costs no copy. */
 #include <cblas.h>
 #include <string.h>
 #include "gemm.h"
+#include "gemm_bf16.h"
 
 void zli_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
@@ -18,7 +20,7 @@ void zli_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
                 (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
-/* How BLAS can read the last two dims of an f32 operand [.., r, c]: as stored
+/* How BLAS can read the last two dims of an operand [.., r, c]: as stored
  * (lead = row stride) or transposed (lead = column stride); false if neither. */
 static bool blas_layout(const zl_tensor *t, bool *trans, int64_t *lead)
 {
@@ -29,19 +31,31 @@ static bool blas_layout(const zl_tensor *t, bool *trans, int64_t *lead)
     return false;
 }
 
-/* An f32 operand BLAS can read (the tensor itself when it can be, else a copy). */
-static zl_tensor *blas_operand(zl_tensor *t, bool *trans, int64_t *lead)
+/* An operand of dtype dt (f32 or bf16) the GEMM can read: the tensor itself
+ * when it can be, else a copy. */
+static zl_tensor *blas_operand(zl_tensor *t, zl_dtype dt, bool *trans, int64_t *lead)
 {
-    if (t->dtype == ZL_DTYPE_F32 && blas_layout(t, trans, lead)) return zl_tensor_retain(t);
-    zl_tensor *c = zli_copy_as(t, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
+    if (t->dtype == dt && blas_layout(t, trans, lead)) return zl_tensor_retain(t);
+    zl_tensor *c = zli_copy_as(t, dt, ZL_MEM_ACTIVATIONS);
     if (c) blas_layout(c, trans, lead);
     return c;
 }
 
+/* One GEMM into C [M, N] (dense rows): sgemm on f32 operands, or the bf16 GEMM
+ * on bf16 ones writing C in cdt. */
+static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, void *C, zl_dtype cdt)
+{
+    if (half) return zli_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, NULL, C, cdt, N);
+    zli_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+    return ZL_OK;
+}
+
 static zl_status matmul_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
-/* Both operands have >= 2 dims. */
-static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b)
+/* Both operands have >= 2 dims; the result has dtype odt. Two bf16 operands
+ * take the bf16 GEMM (written straight in odt), anything else sgemm in f32. */
+static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
 {
     zl_tensor *in[2] = {a, b};
     int na = a->ndim, nb = b->ndim;
@@ -61,10 +75,12 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b)
     memcpy(oshape, bshape, (size_t)nbat * sizeof *bshape);
     oshape[nbat] = m;
     oshape[nbat + 1] = nn;
-    bool ta, tb;
-    int64_t la, lb;
-    zl_tensor *fa = blas_operand(a, &ta, &la), *fb = fa ? blas_operand(b, &tb, &lb) : NULL;
-    zl_tensor *out = fb ? zli_new_f32(nbat + 2, oshape) : NULL;
+    bool ta, tb, half = a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
+    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+    zl_dtype cdt = half ? odt : ZL_DTYPE_F32;
+    int64_t la, lb, es = (int64_t)zl_dtype_size(wdt), ces = (int64_t)zl_dtype_size(cdt);
+    zl_tensor *fa = blas_operand(a, wdt, &ta, &la), *fb = fa ? blas_operand(b, wdt, &tb, &lb) : NULL;
+    zl_tensor *out = fb ? zl_tensor_new(cdt, nbat + 2, oshape, ZL_MEM_ACTIVATIONS) : NULL;
     if (out) {
         int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
         zl_tensor ha = *fa, hb = *fb;     /* batch-only views for the broadcast strides */
@@ -73,13 +89,14 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b)
         zli_bcast_strides(&ha, nbat, bshape, sa);
         zli_bcast_strides(&hb, nbat, bshape, sb);
         int64_t batches = zli_numel(nbat, bshape);
-        const float *pa = zl_tensor_data(fa), *pb = zl_tensor_data(fb);
-        float *po = zl_tensor_data(out);
+        const char *pa = zl_tensor_data(fa), *pb = zl_tensor_data(fb);
+        char *po = zl_tensor_data(out);
         bool fold = nbat > 0 && nb == 2 && !ta && zl_tensor_is_contiguous(fa);
+        zl_status st = ZL_OK;
         if (fold) {   /* [..., m, k] x [k, n]: one GEMM over all rows */
-            zli_sgemm(false, tb, batches * m, nn, k, 1.0f, pa, k, pb, lb, 0.0f, po, nn);
+            st = gemm(half, false, tb, batches * m, nn, k, pa, k, pb, lb, po, cdt);
         } else {
-            for (int64_t bi = 0; bi < batches; bi++) {
+            for (int64_t bi = 0; bi < batches && !st; bi++) {
                 int64_t oa = 0, ob = 0, rem = bi;
                 for (int d = nbat - 1; d >= 0; d--) {
                     int64_t i = rem % bshape[d];
@@ -87,13 +104,17 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b)
                     oa += i * sa[d];
                     ob += i * sb[d];
                 }
-                zli_sgemm(ta, tb, m, nn, k, 1.0f, pa + oa, la, pb + ob, lb, 0.0f, po + bi * m * nn, nn);
+                st = gemm(half, ta, tb, m, nn, k, pa + oa * es, la, pb + ob * es, lb, po + bi * m * nn * ces, cdt);
             }
+        }
+        if (st) {
+            zl_tensor_release(out);
+            out = NULL;
         }
     }
     zl_tensor_release(fa);
     zl_tensor_release(fb);
-    out = zli_cast_result(out, zli_promote(a->dtype, b->dtype));
+    if (!half) out = zli_cast_result(out, odt);
     zl_node *node;
     if (out && zli_record(out, "matmul", matmul_backward, 2, in, &node)) { zl_tensor_release(out); out = NULL; }
     return out;
@@ -107,12 +128,11 @@ static zl_tensor *reduce_to(zl_tensor *full, const zl_tensor *like)
     return r;
 }
 
-static zl_status matmul_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+static zl_status matmul_grads(zl_tensor *a, zl_tensor *b, zl_tensor *g, zl_tensor **gin)
 {
-    zl_tensor *a = n->inputs[0], *b = n->inputs[1];
     if (a->requires_grad) {
         zl_tensor *bt = zl_tensor_transpose(b, -1, -2);
-        gin[0] = bt ? reduce_to(matmul_nd(g, bt), a) : NULL;
+        gin[0] = bt ? reduce_to(matmul_nd(g, bt, ZL_DTYPE_F32), a) : NULL;
         zl_tensor_release(bt);
         if (!gin[0]) return ZL_ENOMEM;
     }
@@ -121,16 +141,29 @@ static zl_status matmul_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
             int64_t sa[2] = {-1, a->shape[a->ndim - 1]}, sg[2] = {-1, g->shape[g->ndim - 1]};
             zl_tensor *a2 = zl_tensor_reshape(a, 2, sa), *g2 = zl_tensor_reshape(g, 2, sg);
             zl_tensor *a2t = a2 ? zl_tensor_transpose(a2, 0, 1) : NULL;
-            gin[1] = a2t && g2 ? matmul_nd(a2t, g2) : NULL;
+            gin[1] = a2t && g2 ? matmul_nd(a2t, g2, ZL_DTYPE_F32) : NULL;
             zl_tensor_release(a2); zl_tensor_release(g2); zl_tensor_release(a2t);
         } else {
             zl_tensor *at = zl_tensor_transpose(a, -1, -2);
-            gin[1] = at ? reduce_to(matmul_nd(at, g), b) : NULL;
+            gin[1] = at ? reduce_to(matmul_nd(at, g, ZL_DTYPE_F32), b) : NULL;
             zl_tensor_release(at);
         }
         if (!gin[1]) return ZL_ENOMEM;
     }
     return ZL_OK;
+}
+
+/* With two bf16 inputs the gradient GEMMs run in bf16 too: g is rounded to
+ * bf16 once, and they write f32, the dtype the autograd engine sums
+ * gradients in (a leaf's .grad is then stored in the leaf's dtype). */
+static zl_status matmul_backward(zl_node *n, zl_tensor *gout, zl_tensor **gin)
+{
+    zl_tensor *a = n->inputs[0], *b = n->inputs[1];
+    bool half = a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
+    zl_tensor *g = half ? zli_copy_as(gout, ZL_DTYPE_BF16, ZL_MEM_ACTIVATIONS) : zl_tensor_retain(gout);
+    zl_status st = g ? matmul_grads(a, b, g, gin) : ZL_ENOMEM;
+    zl_tensor_release(g);
+    return st;
 }
 
 zl_tensor *zl_matmul(zl_tensor *a, zl_tensor *b)
@@ -146,7 +179,7 @@ zl_tensor *zl_matmul(zl_tensor *a, zl_tensor *b)
     /* 1-D operands are promoted (a row or a column vector) and the added dim removed after. */
     zl_tensor *a2 = a->ndim == 1 ? zl_tensor_unsqueeze(a, 0) : zl_tensor_retain(a);
     zl_tensor *b2 = b->ndim == 1 ? zl_tensor_unsqueeze(b, 1) : zl_tensor_retain(b);
-    zl_tensor *out = a2 && b2 ? matmul_nd(a2, b2) : NULL;
+    zl_tensor *out = a2 && b2 ? matmul_nd(a2, b2, zli_promote(a->dtype, b->dtype)) : NULL;
     if (out && a->ndim == 1) {
         zl_tensor *s = zl_tensor_squeeze(out, -2);
         zl_tensor_release(out);

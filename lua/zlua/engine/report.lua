@@ -1,0 +1,74 @@
+--[[ zlua.engine.report: what the engine tells the user about its steps: the
+  steps_per_print log line (step, skipped, lr, momentum, loss, samples/s), the
+  wall_clock_breakdown timers (forward, backward, step in ms), the monitors'
+  events (train_loss, lr and loss_scale by samples) and, when stderr is a
+  terminal, a one-line progress display. Rank 0 only, as DeepSpeed logs. ]]
+
+local zl = require 'zlua'
+local core = zl.core
+local fmt = string.format
+
+local report = {}
+local R = {}
+R.__index = R
+
+function report.new(engine, cfg)
+  local self = setmetatable({}, R)
+  self.engine = engine
+  self.every = cfg.steps_per_print
+  self.breakdown = cfg.wall_clock_breakdown
+  self.fp16 = cfg.fp16.enabled
+  self.quiet = engine.rank ~= 0
+  self.progress = not self.quiet and core.isatty(2) and os.getenv('ZLUA_NO_PROGRESS') == nil
+  self.timers = { forward = 0, backward = 0, step = 0 }
+  self.window_start, self.window_samples = core.now(), 0
+  self.last_applied = false
+  return self
+end
+
+function R:add(name, seconds) self.timers[name] = self.timers[name] + seconds end
+
+local function list(xs, f)
+  local out = {}
+  for i, x in ipairs(xs) do out[i] = f(x) end
+  return '[' .. table.concat(out, ', ') .. ']'
+end
+
+local function mom_str(m)
+  if type(m) == 'table' then return fmt('(%g, %g)', m[1], m[2]) end
+  return fmt('%g', m or 0)
+end
+
+function R:step_done(loss, overflow)
+  local e = self.engine
+  self.last_applied = not overflow
+  self.window_samples = self.window_samples + e.train_batch_size
+  if self.quiet then return end
+  local events = { { 'Train/Samples/train_loss', loss, e.global_samples },
+                   { 'Train/Samples/lr', e:get_lr()[1], e.global_samples } }
+  if self.fp16 then events[#events + 1] = { 'Train/Samples/loss_scale', e:loss_scale(), e.global_samples } end
+  if e.monitor.enabled then e.monitor:write_events(events) end
+  local now = core.now()
+  local rate = self.window_samples / math.max(now - self.window_start, 1e-9)
+  if self.progress then
+    io.stderr:write(fmt('\r\27[Kstep %d  loss %.4g  lr %.3g  %.1f samples/s', e.global_steps, loss,
+      e:get_lr()[1], rate))
+  end
+  if self.every and e.global_steps % self.every == 0 then
+    if self.progress then io.stderr:write('\r\27[K') end
+    local line = fmt('[Rank 0] step=%d, skipped=%d, lr=%s, mom=%s, loss=%.6g, samples/s=%.2f', e.global_steps,
+      e.skipped_steps, list(e:get_lr(), function(x) return fmt('%g', x) end), list(e:get_mom(), mom_str), loss, rate)
+    if self.fp16 then line = line .. fmt(', loss_scale=%g', e:loss_scale()) end
+    io.stdout:write(line, '\n')
+    if self.breakdown then
+      local t = self.timers
+      io.stdout:write(fmt('[Rank 0] time (ms) | forward: %.2f | backward: %.2f | step: %.2f\n', t.forward * 1e3,
+        t.backward * 1e3, t.step * 1e3))
+    end
+    io.stdout:flush()
+    self.window_start, self.window_samples = now, 0
+  end
+  if self.breakdown then self.timers = { forward = 0, backward = 0, step = 0 } end
+end
+
+return report

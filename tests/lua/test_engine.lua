@@ -304,5 +304,37 @@ test('checkpoint_faults', function()
   check(path == dir .. '/ok' and type(client.n) == 'number', 'latest still names a complete checkpoint, which loads')
 end)
 
+test('zero_to_fp32_and_16bit_model', function()
+  local dir = TMP .. '/consolidate'
+  zl.core.remove_tree(dir)
+  local m = model(16)
+  local e = zl.initialize { model = m, config = cfg { bf16 = { enabled = true } } }
+  local x, y = problem(16)
+  for _ = 1, 3 do
+    e:backward(zl.mse_loss(e(x), y))
+    e:step()
+  end
+  e:save_checkpoint(dir)
+  local out = TMP .. '/fp32.safetensors'
+  local zlua = arg[-1] or 'zlua'
+  local h = io.popen(string.format('%s %s/scripts/zero_to_fp32.lua %s %s 2>&1', zlua, SRC, dir, out))
+  local msg = h:read('a')
+  local ok = h:close()
+  check(ok and msg:find('4 tensors', 1, true) ~= nil, 'zero_to_fp32 ran: ' .. msg)
+  local w = zl.load_safetensors(out)
+  local names = {}
+  for name, p in m:named_parameters() do
+    names[#names + 1] = name
+    local master = e.precision:master_of(p)
+    check(w[name] ~= nil and w[name]:dtype() == 'f32', name .. ' is consolidated as f32')
+    check(w[name] and table.concat(H.flat(w[name]), ',') == table.concat(H.flat(master), ','),
+      name .. ' equals the f32 master exactly')
+  end
+  check(#names == 4, 'four parameters')
+  local p16 = e:save_16bit_model(TMP .. '/export')
+  local w16 = zl.load_safetensors(p16)
+  check(w16['1.weight']:dtype() == 'bf16', 'save_16bit_model keeps the working dtype')
+end)
+
 zl.core.remove_tree(TMP)
 H.done()

@@ -149,7 +149,7 @@ static zl_status run_node(zl_tensor *t, vec *ready)
 
 zl_status zl_backward(zl_tensor *root, zl_tensor *grad, bool retain_graph)
 {
-    if (zli_check_arg("backward", "tensor", root)) return ZL_EINVAL;
+    if (zli_check_arg("backward", "tensor", root)) return zli_last_code();
     if (!root->requires_grad)
         return zl_error(ZL_ESTATE, "backward: the tensor does not require grad and has no grad_fn");
     zl_tensor *seed;
@@ -219,7 +219,7 @@ const char *zl_tensor_grad_fn_name(const zl_tensor *t) { return t && t->grad_fn 
 
 zl_status zl_tensor_set_requires_grad(zl_tensor *t, bool on)
 {
-    if (zli_check_arg("requires_grad", "tensor", t)) return ZL_EINVAL;
+    if (zli_check_arg("requires_grad", "tensor", t)) return zli_last_code();
     if (t->grad_fn && !on)
         return zl_error(ZL_ESTATE, "requires_grad: cannot turn off requires_grad on a non-leaf tensor "
                         "(produced by %s); use detach()", t->grad_fn->name);
@@ -232,7 +232,7 @@ zl_status zl_tensor_set_requires_grad(zl_tensor *t, bool on)
 
 zl_status zl_tensor_set_grad(zl_tensor *t, zl_tensor *g)
 {
-    if (zli_check_arg("set_grad", "tensor", t)) return ZL_EINVAL;
+    if (zli_check_arg("set_grad", "tensor", t)) return zli_last_code();
     if (g && !same_shape(t, g)) {
         char a[128], b[128];
         return zl_error(ZL_ESHAPE, "set_grad: gradient of shape %s for a tensor of shape %s",

@@ -1,5 +1,6 @@
 /* Hook registration and firing: gradient-ready hooks on leaves (ZeRO-2 buckets
  * from them) and use hooks on parameters (ZeRO-3 gathers and releases from them). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "node.h"
@@ -10,6 +11,7 @@ static int add_hook(zl_tensor *t, int kind, zl_grad_ready_fn gr, zl_use_fn use, 
                     void (*user_free)(void *))
 {
     if (!t) { zl_error(ZL_EINVAL, "add_hook: tensor is NULL"); return 0; }
+    if (!gr && !use) { zl_error(ZL_EINVAL, "add_hook: the hook function is NULL"); return 0; }
     zli_hook *h = calloc(1, sizeof *h);
     if (!h) { zl_error(ZL_ENOMEM, "add_hook: out of memory"); return 0; }
     h->handle = next_handle++;
@@ -75,20 +77,35 @@ static zl_status hook_failed(const char *what, const char *op)
     return ZL_EHOOK;
 }
 
+static zl_status fire_one(zl_tensor *t, zl_use_event ev, const char *op)
+{
+    zl_status st = ZL_OK;
+    t->hooks_firing++;
+    for (zli_hook *h = t->hooks; h && !st; h = h->next) {
+        if (h->kind != ZLI_HOOK_USE || h->removed) continue;
+        zl_clear_error();
+        if (h->use(t, ev, op, h->user)) st = hook_failed("use", op);
+    }
+    sweep(t);
+    return st;
+}
+
 zl_status zli_fire_use(int n, zl_tensor *const *ts, zl_use_event ev, const char *op)
 {
     for (int i = 0; i < n; i++) {
         if (!ts[i] || !ts[i]->hooks) continue;
-        zl_tensor *t = ts[i];
-        zl_status st = ZL_OK;
-        t->hooks_firing++;
-        for (zli_hook *h = t->hooks; h && !st; h = h->next) {
-            if (h->kind != ZLI_HOOK_USE || h->removed) continue;
-            zl_clear_error();
-            if (h->use(t, ev, op, h->user)) st = hook_failed("use", op);
+        zl_status st = fire_one(ts[i], ev, op);
+        if (!st) continue;
+        /* The inputs before this one saw "before": they get their "after" (a
+         * gathered parameter is released), and the first error is kept. */
+        if (ev == ZL_USE_BEFORE_FORWARD || ev == ZL_USE_BEFORE_BACKWARD) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", zl_last_error());
+            for (int j = 0; j < i; j++)
+                if (ts[j] && ts[j]->hooks) fire_one(ts[j], (zl_use_event)(ev + 1), op);
+            zl_error(st, "%s", msg);
         }
-        sweep(t);
-        if (st) return st;
+        return st;
     }
     return ZL_OK;
 }

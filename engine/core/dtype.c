@@ -58,18 +58,30 @@ static float bf16_get(const void *p) { return zl_bf16_to_f32(*(const uint16_t *)
 static void bf16_set(void *p, float v) { *(uint16_t *)p = zl_f32_to_bf16(v); }
 static double bf16_get64(const void *p) { return bf16_get(p); }
 static void bf16_set64(void *p, double v) { bf16_set(p, (float)v); }
+/* Float to integer saturates (NaN gives 0): a C cast of an out-of-range value
+ * is undefined behaviour. */
+static inline int64_t sat(double v, double lo, double hi)
+{
+    if (v != v) return 0;
+    if (v <= lo) return (int64_t)lo;
+    if (v >= hi) return (int64_t)hi;
+    return (int64_t)v;
+}
+#define I64_LO (-9223372036854775808.0)
+#define I64_HI 9223372036854774784.0   /* the largest double below 2^63 */
+
 static float i32_get(const void *p) { return (float)*(const int32_t *)p; }
-static void i32_set(void *p, float v) { *(int32_t *)p = (int32_t)v; }
+static void i32_set(void *p, float v) { *(int32_t *)p = (int32_t)sat(v, INT32_MIN, INT32_MAX); }
 static double i32_get64(const void *p) { return *(const int32_t *)p; }
-static void i32_set64(void *p, double v) { *(int32_t *)p = (int32_t)v; }
+static void i32_set64(void *p, double v) { *(int32_t *)p = (int32_t)sat(v, INT32_MIN, INT32_MAX); }
 static float i64_get(const void *p) { return (float)*(const int64_t *)p; }
-static void i64_set(void *p, float v) { *(int64_t *)p = (int64_t)v; }
+static void i64_set(void *p, float v) { *(int64_t *)p = sat(v, I64_LO, I64_HI); }
 static double i64_get64(const void *p) { return (double)*(const int64_t *)p; }
-static void i64_set64(void *p, double v) { *(int64_t *)p = (int64_t)v; }
+static void i64_set64(void *p, double v) { *(int64_t *)p = sat(v, I64_LO, I64_HI); }
 static float u8_get(const void *p) { return *(const uint8_t *)p; }
-static void u8_set(void *p, float v) { *(uint8_t *)p = (uint8_t)v; }
+static void u8_set(void *p, float v) { *(uint8_t *)p = (uint8_t)sat(v, 0, 255); }
 static double u8_get64(const void *p) { return *(const uint8_t *)p; }
-static void u8_set64(void *p, double v) { *(uint8_t *)p = (uint8_t)v; }
+static void u8_set64(void *p, double v) { *(uint8_t *)p = (uint8_t)sat(v, 0, 255); }
 static float bool_get(const void *p) { return *(const uint8_t *)p ? 1.0f : 0.0f; }
 static void bool_set(void *p, float v) { *(uint8_t *)p = v != 0.0f; }
 static double bool_get64(const void *p) { return *(const uint8_t *)p ? 1.0 : 0.0; }
@@ -116,6 +128,7 @@ zl_status zl_dtype_from_name(const char *name, zl_dtype *out)
 
 void zl_convert(const void *src, zl_dtype sdt, void *dst, zl_dtype ddt, size_t n)
 {
+    if ((unsigned)sdt >= ZL_DTYPE_COUNT || (unsigned)ddt >= ZL_DTYPE_COUNT) return;
     if (sdt == ddt) { memcpy(dst, src, n * traits[sdt].size); return; }
     if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_BF16) {
         const float *s = src; uint16_t *d = dst;

@@ -36,6 +36,16 @@ zl_status zli_norm_dim(const char *op, int dim, int ndim, int *out)
     return ZL_OK;
 }
 
+zl_status zli_norm_dim_insert(const char *op, int dim, int ndim, int *out)
+{
+    int d = dim < 0 ? dim + ndim + 1 : dim;
+    if (d < 0 || d > ndim)
+        return zl_error(ZL_EINVAL, "%s: dimension %d is out of range for a new dimension of a %d-d tensor "
+                        "(expected %d..%d)", op, dim, ndim, -ndim - 1, ndim);
+    *out = d;
+    return ZL_OK;
+}
+
 zl_status zli_check_arg(const char *op, const char *role, const zl_tensor *t)
 {
     if (!t) return zl_error(ZL_EINVAL, "%s: %s is NULL", op, role);
@@ -67,10 +77,17 @@ static zl_status check_shape(const char *op, int ndim, const int64_t *shape)
     if (ndim < 0 || ndim > ZL_MAX_DIMS)
         return zl_error(ZL_EINVAL, "%s: %d dimensions requested, at most %d are supported", op,
                         ndim, ZL_MAX_DIMS);
-    for (int i = 0; i < ndim; i++)
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return zl_error(ZL_EINVAL, "%s: size %lld at dimension %d is negative", op,
                             (long long)shape[i], i);
+        if (__builtin_mul_overflow(n, shape[i], &n)) {
+            char b[256];
+            return zl_error(ZL_EINVAL, "%s: shape %s has more elements than a 64-bit count holds", op,
+                            zl_shape_str(ndim, shape, b, sizeof b));
+        }
+    }
     return ZL_OK;
 }
 
@@ -199,7 +216,7 @@ void zl_tensor_release(zl_tensor *t)
 
 zl_status zl_tensor_set_data(zl_tensor *t, zl_tensor *src)
 {
-    if (zli_check_arg("set_data", "tensor", t) || zli_check_arg("set_data", "source", src)) return ZL_EINVAL;
+    if (zli_check_arg("set_data", "tensor", t) || zli_check_arg("set_data", "source", src)) return zli_last_code();
     if (t->grad_fn)
         return zl_error(ZL_ESTATE, "set_data: the tensor was produced by %s; only a leaf's data can be replaced",
                         t->grad_fn->name);
@@ -246,6 +263,7 @@ int64_t zl_tensor_size(const zl_tensor *t, int dim)
 
 bool zl_tensor_is_contiguous(const zl_tensor *t)
 {
+    if (zl_tensor_numel(t) == 0) return true;   /* no element to be out of place */
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != s) return false;
@@ -324,7 +342,7 @@ static zl_status check_inplace(const char *op, const zl_tensor *t)
 
 zl_status zl_tensor_fill(zl_tensor *t, double v)
 {
-    if (zli_check_arg("fill", "tensor", t) || check_inplace("fill", t)) return ZL_EINVAL;
+    if (zli_check_arg("fill", "tensor", t) || check_inplace("fill", t)) return zli_last_code();
     const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
     int64_t n = zl_tensor_numel(t);
     char *base = zl_tensor_data(t);
@@ -339,7 +357,7 @@ zl_status zl_tensor_fill(zl_tensor *t, double v)
 
 zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src)
 {
-    if (zli_check_arg("copy_", "dst", dst) || zli_check_arg("copy_", "src", src)) return ZL_EINVAL;
+    if (zli_check_arg("copy_", "dst", dst) || zli_check_arg("copy_", "src", src)) return zli_last_code();
     if (check_inplace("copy_", dst)) return ZL_ESTATE;
     zl_tensor *e = zl_tensor_expand((zl_tensor *)src, dst->ndim, dst->shape);
     if (!e) {
@@ -373,7 +391,7 @@ zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src)
 
 zl_status zl_tensor_add_(zl_tensor *dst, const zl_tensor *src, double alpha)
 {
-    if (zli_check_arg("add_", "dst", dst) || zli_check_arg("add_", "src", src)) return ZL_EINVAL;
+    if (zli_check_arg("add_", "dst", dst) || zli_check_arg("add_", "src", src)) return zli_last_code();
     if (check_inplace("add_", dst)) return ZL_ESTATE;
     if (!zl_dtype_traits_of(dst->dtype)->is_float)
         return zl_error(ZL_EDTYPE, "add_: the destination must be a float tensor, got %s", zl_dtype_name(dst->dtype));
@@ -440,6 +458,8 @@ zl_tensor *zli_f32c(const zl_tensor *t)
 zl_status zl_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
                               int64_t *out)
 {
+    if (na < 0 || nb < 0 || na > ZL_MAX_DIMS || nb > ZL_MAX_DIMS)
+        return zl_error(ZL_EINVAL, "broadcast: %d and %d dimensions given, at most %d are supported", na, nb, ZL_MAX_DIMS);
     int n = na > nb ? na : nb;
     for (int i = 0; i < n; i++) {
         int64_t x = i < n - na ? 1 : a[i - (n - na)];

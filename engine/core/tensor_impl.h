@@ -60,6 +60,9 @@ ZLI_HIDDEN zl_status zli_last_code(void);
 /* Normalise a possibly negative dim against ndim (for insertion, pass ndim+1).
  * Returns ZL_EINVAL with a message naming the op when out of range. */
 ZLI_HIDDEN zl_status zli_norm_dim(const char *op, int dim, int ndim, int *out);
+/* The same for the position of a new dimension inserted into an ndim-d tensor
+ * (0..ndim, or -ndim-1..-1). */
+ZLI_HIDDEN zl_status zli_norm_dim_insert(const char *op, int dim, int ndim, int *out);
 /* A new tensor header over t's storage (retained) with the given view, no autograd. */
 ZLI_HIDDEN zl_tensor *zli_view_of(const zl_tensor *t, int ndim, const int64_t *shape,
                                   const int64_t *stride, int64_t offset);

@@ -53,8 +53,8 @@ static zl_status infer_shape(const char *op, const zl_tensor *t, int ndim, const
             infer = i;
         } else if (shape[i] < 0) {
             return zl_error(ZL_EINVAL, "%s: invalid size %lld at dimension %d", op, (long long)shape[i], i);
-        } else {
-            known *= shape[i];
+        } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+            goto bad;
         }
         out[i] = shape[i];
     }
@@ -192,9 +192,9 @@ static zl_tensor *narrow_impl(const char *op, zl_tensor *t, int dim, int64_t sta
     int d;
     if (zli_norm_dim(op, dim, t->ndim, &d)) return zli_op_end(op, 1, &t, NULL);
     if (start < 0) start += t->shape[d];
-    if (start < 0 || length < 0 || start + length > t->shape[d]) {
-        zl_error(ZL_EINVAL, "%s: range [%lld, %lld) is out of bounds for dimension %d of size %lld", op,
-                 (long long)start, (long long)(start + length), dim, (long long)t->shape[d]);
+    if (start < 0 || start > t->shape[d] || length < 0 || length > t->shape[d] - start) {
+        zl_error(ZL_EINVAL, "%s: %lld elements from %lld are out of bounds for dimension %d of size %lld", op,
+                 (long long)length, (long long)start, dim, (long long)t->shape[d]);
         return zli_op_end(op, 1, &t, NULL);
     }
     int64_t sh[ZL_MAX_DIMS], st[ZL_MAX_DIMS];
@@ -289,7 +289,7 @@ zl_tensor *zl_tensor_unsqueeze(zl_tensor *t, int dim)
         zl_error(ZL_EINVAL, "unsqueeze: a tensor already has the maximum of %d dimensions", ZL_MAX_DIMS);
         return NULL;
     }
-    if (zli_norm_dim("unsqueeze", dim, t->ndim + 1, &d)) return NULL;
+    if (zli_norm_dim_insert("unsqueeze", dim, t->ndim, &d)) return NULL;
     int64_t sh[ZL_MAX_DIMS];
     for (int i = 0, j = 0; i <= t->ndim; i++) sh[i] = i == d ? 1 : t->shape[j++];
     return reshape_impl("unsqueeze", t, t->ndim + 1, sh, false);

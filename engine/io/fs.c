@@ -57,9 +57,11 @@ zl_status zl_fs_rename(const char *from, const char *to)
         return zl_error(ZL_EIO, "cannot rename '%s' to '%s': %s", from, to, strerror(errno));
     char dir[PATH_MAX];
     const char *slash = strrchr(to, '/');
-    if (slash && (size_t)(slash - to) < sizeof dir) {
+    if (slash == to) {
+        strcpy(dir, "/");
+    } else if (slash && (size_t)(slash - to) < sizeof dir) {
         memcpy(dir, to, (size_t)(slash - to));
-        dir[slash == to ? 1 : slash - to] = '\0';
+        dir[slash - to] = '\0';
     } else {
         strcpy(dir, ".");
     }

@@ -284,6 +284,11 @@ zl_status zl_grad_scale(zl_tensor *const *tensors, int n, double s)
 {
     if (!isfinite(s)) return zl_error(ZL_EINVAL, "grad_scale: the factor must be finite, got %g", s);
     if (check_list("grad_scale", tensors, n)) return zli_last_code();
+    /* Chunks run in parallel: a storage listed twice would be updated by two threads at once. */
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (zl_tensor_shares_storage(tensors[i], tensors[j]))
+                return zl_error(ZL_EINVAL, "grad_scale: tensors %d and %d share storage; list each gradient once", i + 1, j + 1);
     float sf = (float)s;
     /* Strided tensors are scaled in place element by element: the chunk list
      * holds only the contiguous ones (it would read strided ones from copies). */

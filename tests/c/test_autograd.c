@@ -174,3 +174,26 @@ TEST(hook_may_remove_itself_while_firing)
     zl_tensor_release(y);
     zl_tensor_release(x);
 }
+
+typedef struct { int before, after; } pair_log;
+static zl_status log_pair(zl_tensor *t, zl_use_event ev, const char *op, void *user)
+{
+    pair_log *l = user;
+    if (ev == ZL_USE_BEFORE_FORWARD) l->before++;
+    if (ev == ZL_USE_AFTER_FORWARD) l->after++;
+    return ZL_OK;
+}
+
+TEST(failed_before_hook_releases_earlier_inputs)
+{
+    /* b's hook refuses: a, which already saw "before", must see "after" too. */
+    zl_tensor *a = leaf(SHAPE(2)), *b = leaf(SHAPE(2));
+    pair_log la = {0, 0};
+    zl_tensor_add_use_hook(a, log_pair, &la, NULL);
+    zl_tensor_add_use_hook(b, refuse, NULL, NULL);
+    CHECK_ERR(zl_add(a, b), "parameter not gathered (op add)");
+    CHECK(la.before == 1 && la.after == 1);
+    CHECK(zl_tensor_add_use_hook(a, NULL, NULL, NULL) == 0 && strstr(zl_last_error(), "hook function is NULL"));
+    zl_tensor_release(a);
+    zl_tensor_release(b);
+}

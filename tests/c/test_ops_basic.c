@@ -341,3 +341,24 @@ TEST(same_seed_same_result)
         for (int q = 0; q < 5; q++) zl_tensor_release(all[q]);
     }
 }
+
+TEST(integers_are_exact_and_linear_with_no_inputs)
+{
+    int64_t big[2] = {16777217, 7};
+    zl_tensor *a = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){2}, big);
+    zl_tensor *z = zl_tensor_zeros(ZL_DTYPE_I64, SHAPE(2));
+    zl_tensor *s = zl_add(a, z), *e = zl_eq(a, s), *q = zl_div(a, z);
+    CHECK(zl_tensor_get(s, 0) == 16777217 && zl_tensor_get(e, 0) == 1);
+    CHECK(zl_tensor_dtype(q) == ZL_DTYPE_F32 && isinf(zl_tensor_get(q, 0)));   /* true division */
+    zl_tensor *x = leaf(SHAPE(3, 0)), *w = leaf(SHAPE(2, 0)), *b = leaf(SHAPE(2));
+    bool was = zl_grad_set_enabled(false);
+    zl_tensor_fill(b, 7.0);
+    zl_grad_set_enabled(was);
+    zl_tensor *y = zl_linear(x, w, b), *ys = zl_sum(y, ZL_ALL_DIMS, false);
+    for (int i = 0; i < 6; i++) CHECK(zl_tensor_get(y, i) == 7.0);
+    CHECK(zl_backward(ys, NULL, false) == ZL_OK && zl_tensor_get(zl_tensor_grad(b), 0) == 3.0);
+    zl_tensor *img = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(1, 2, 0, 4));
+    CHECK_ERR(zl_max_pool2d(img, 2, 2, 2, 2, 1, 1), "height and width must be positive");
+    zl_tensor *all[] = {a, z, s, e, q, x, w, b, y, ys, img};
+    for (int k = 0; k < 11; k++) zl_tensor_release(all[k]);
+}

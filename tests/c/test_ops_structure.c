@@ -187,7 +187,7 @@ TEST(cat_stack_errors)
     CHECK_ERR(zl_stack(ab, 2, 0),
               "stack: tensor 1 has a different shape from tensor 0 (shapes [2, 5, 4] and [2, 3, 4])");
     CHECK_ERR(zl_stack(ab, 0, 0), "stack: needs at least one tensor, got 0");
-    CHECK_ERR(zl_stack(ad, 1, 4), "stack: dimension 4 is out of range for a 4-d tensor");
+    CHECK_ERR(zl_stack(ad, 1, 4), "stack: dimension 4 is out of range for a new dimension of a 3-d tensor (expected -4..3)");
     zl_tensor_release(a); zl_tensor_release(b); zl_tensor_release(c); zl_tensor_release(d);
 }
 

@@ -234,3 +234,20 @@ TEST(add_in_place)
     zl_tensor *all[] = {acc, g, gb, g6, row, t, self};
     for (int k = 0; k < 7; k++) zl_tensor_release(all[k]);
 }
+
+TEST(huge_shapes_and_ranges_are_refused)
+{
+    zl_tensor *t = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(4));
+    CHECK_ERR(zl_tensor_narrow(t, 0, 1, INT64_MAX), "out of bounds for dimension 0 of size 4");
+    CHECK_ERR(zl_tensor_new(ZL_DTYPE_F32, 2, (int64_t[]){(INT64_C(1) << 62) + 1, 4}, ZL_MEM_OTHER),
+              "more elements than a 64-bit count holds");
+    CHECK_ERR(zl_tensor_reshape(t, 2, (int64_t[]){(INT64_C(1) << 62) + 1, 4}), "cannot reshape");
+    int nd;
+    int64_t out[ZL_MAX_DIMS], nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    CHECK_ERR(zl_broadcast_shapes(9, nine, 1, nine, &nd, out), "at most 8 are supported");
+    zl_tensor_set_requires_grad(t, true);
+    CHECK(zl_tensor_fill(t, 1.0) == ZL_ESTATE);   /* the code matches the message */
+    zl_tensor *u = zl_tensor_unsqueeze(t, 5);
+    CHECK(u == NULL && strstr(zl_last_error(), "new dimension of a 1-d tensor (expected -2..1)"));
+    zl_tensor_release(t);
+}

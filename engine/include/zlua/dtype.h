@@ -44,7 +44,8 @@ ZL_API float zl_bf16_to_f32(uint16_t h);
 ZL_API uint16_t zl_f32_to_f16(float f);
 ZL_API float zl_f16_to_f32(uint16_t h);
 
-/* Bulk conversions over n contiguous elements. */
+/* Bulk conversions over n contiguous elements (an invalid dtype writes nothing).
+ * Float to integer saturates at the integer type's range; NaN becomes 0. */
 ZL_API void zl_convert(const void *src, zl_dtype src_dt, void *dst, zl_dtype dst_dt, size_t n);
 
 #ifdef __cplusplus

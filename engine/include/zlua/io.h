@@ -19,7 +19,7 @@ ZL_API zl_tensor *zl_read_csv(const char *path, bool skip_header);
  * file is "cannot open '<path>': <strerror>", an empty one "<path>: the file is
  * empty". Bad contents name the file and the byte offset, counted in the
  * uncompressed content: "<path>: truncated at offset N (expected M bytes of data)",
- * "<path>: corrupt gzip stream at uncompressed offset N: <zlib's reason>". */
+ * "<path>: corrupt gzip stream near uncompressed offset N: <zlib's reason>". */
 
 /* An idx file (the MNIST format): two zero bytes, a dtype code, the number of
  * dims (1 to 8), each dim as a big-endian u32, then the elements row-major and

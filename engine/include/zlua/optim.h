@@ -159,7 +159,7 @@ ZL_API zl_status zl_grad_nonfinite(zl_tensor *const *tensors, int n, bool *found
 ZL_API zl_status zl_grad_norm_sq(zl_tensor *const *tensors, int n, double *out);
 /* Multiply every element by s (finite) in place, in f32 and rounded back to
  * each tensor's dtype (NaN payloads aside, as zl_f32_to_bf16/_f16 round).
- * Tensors that overlap are scaled once per listing. */
+ * Tensors sharing storage are an error (ZL_EINVAL): each would be scaled twice. */
 ZL_API zl_status zl_grad_scale(zl_tensor *const *tensors, int n, double s);
 /* The clipping coefficient for a global norm (torch's clip_grad_norm_ and
  * DeepSpeed's gradient_clipping): max_norm / (norm + 1e-6) when that is below

@@ -60,6 +60,46 @@ static void binary_f32(int kind, const zl_tensor *a, const zl_tensor *b, zl_tens
     }
 }
 
+/* Integer operands are computed in double, exact for values up to 2^53 (f32
+ * would be exact only to 2^24), one element at a time through broadcast
+ * offsets: integer tensors are indices and counts, never the hot path. */
+static zl_tensor *binary_int(int kind, const zl_tensor *a, const zl_tensor *b, int nd, const int64_t *shape,
+                             zl_dtype rdt)
+{
+    zl_tensor *out = zl_tensor_new(rdt, nd, shape, ZL_MEM_ACTIVATIONS);
+    if (!out) return NULL;
+    int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
+    zli_bcast_strides(a, nd, shape, sa);
+    zli_bcast_strides(b, nd, shape, sb);
+    const zl_dtype_traits *ta = zl_dtype_traits_of(a->dtype), *tb = zl_dtype_traits_of(b->dtype);
+    const zl_dtype_traits *to = zl_dtype_traits_of(rdt);
+    const char *pa = zl_tensor_data(a), *pb = zl_tensor_data(b);
+    char *po = zl_tensor_data(out);
+    int64_t n = zl_tensor_numel(out);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t oa = 0, ob = 0, rem = i;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t k = rem % shape[d];
+            rem /= shape[d];
+            oa += k * sa[d];
+            ob += k * sb[d];
+        }
+        double x = ta->to_f64(pa + oa * (int64_t)ta->size), y = tb->to_f64(pb + ob * (int64_t)tb->size), r;
+        switch (kind) {
+        case B_ADD: r = x + y; break;
+        case B_SUB: r = x - y; break;
+        case B_MUL: r = x * y; break;
+        case B_DIV: r = x / y; break;
+        case B_POW: r = pow(x, y); break;
+        case B_EQ: r = x == y; break;
+        case B_LT: r = x < y; break;
+        default: r = x > y; break;
+        }
+        to->from_f64(po + i * (int64_t)to->size, r);
+    }
+    return out;
+}
+
 static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
 static const char *const names[] = {"add", "sub", "mul", "div", "pow", "eq", "lt", "gt"};
@@ -77,6 +117,12 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     }
     bool cmp = kind >= B_EQ;
     zl_dtype rdt = cmp ? ZL_DTYPE_BOOL : zli_promote(a->dtype, b->dtype);
+    bool ints = !zl_dtype_traits_of(a->dtype)->is_float && !zl_dtype_traits_of(b->dtype)->is_float;
+    if (ints) {
+        /* True division of integers gives a float, as in PyTorch and Lua. */
+        if (kind == B_DIV) rdt = ZL_DTYPE_F32;
+        return zli_op_end(op, 2, in, binary_int(kind, a, b, nd, shape, rdt));
+    }
     zl_tensor *fa = a->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(a) : zli_copy_as(a, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
     zl_tensor *fb = b->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(b) : zli_copy_as(b, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
     zl_tensor *out = fa && fb ? zli_new_f32(nd, shape) : NULL;

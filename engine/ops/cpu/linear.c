@@ -32,7 +32,7 @@ static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t
 static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
-    int64_t in = w->shape[1], outf = w->shape[0], rows = zl_tensor_numel(x) / (in ? in : 1);
+    int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
     bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
     zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     const float *pg = zl_tensor_data(g);
@@ -83,7 +83,7 @@ zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
         zli_shape_error("linear", "bias must be [out]", b, w);
         return zli_op_end("linear", nin, in, NULL);
     }
-    int64_t inf = w->shape[1], outf = w->shape[0], rows = zl_tensor_numel(x) / (inf ? inf : 1);
+    int64_t inf = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = outf;

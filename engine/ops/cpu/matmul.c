@@ -3,6 +3,7 @@
  * last two dims are row- or column-major is passed to the GEMM as it lies, with
  * the transpose flag, so w:transpose() costs no copy. */
 #include <cblas.h>
+#include <limits.h>
 #include <string.h>
 #include "gemm.h"
 #include "gemm_bf16.h"
@@ -16,8 +17,17 @@ void zli_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
             for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-                (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+    /* BLAS counts in int: rows beyond INT_MAX go in blocks (each block's A and
+     * C start further down). N, K and the leading dimensions are not split: one
+     * of them past INT_MAX means a single row of over 8 GiB, which no caller
+     * builds on a CPU of this class. */
+    const int64_t MAXB = INT_MAX;
+    for (int64_t i0 = 0; i0 < M; i0 += MAXB) {
+        int64_t m = M - i0 < MAXB ? M - i0 : MAXB;
+        const float *a = ta ? A + i0 : A + i0 * lda;
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
+                    (blasint)N, (blasint)K, alpha, a, (blasint)lda, B, (blasint)ldb, beta, C + i0 * ldc, (blasint)ldc);
+    }
 }
 
 /* How BLAS can read the last two dims of an operand [.., r, c]: as stored

@@ -70,6 +70,9 @@ static zl_status pool_check(const zl_tensor *x, int kh, int kw, int sh, int sw, 
                         zl_shape_str(x->ndim, x->shape, s, sizeof s));
     if (kh <= 0 || kw <= 0)
         return zl_error(ZL_EINVAL, "max_pool2d: kernel size must be positive, got (%d, %d)", kh, kw);
+    if (x->shape[2] == 0 || x->shape[3] == 0)
+        return zl_error(ZL_ESHAPE, "max_pool2d: the input's height and width must be positive, got %lldx%lld",
+                        (long long)x->shape[2], (long long)x->shape[3]);
     if (sh <= 0 || sw <= 0) return zl_error(ZL_EINVAL, "max_pool2d: stride must be positive, got (%d, %d)", sh, sw);
     if (ph < 0 || pw < 0)
         return zl_error(ZL_EINVAL, "max_pool2d: padding must be non-negative, got (%d, %d)", ph, pw);

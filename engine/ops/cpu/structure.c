@@ -67,7 +67,8 @@ static zl_tensor *join(const char *op, zl_tensor *const *ts, int n, int dim, boo
         zl_error(ZL_EINVAL, "%s: the result would have more than %d dimensions", op, ZL_MAX_DIMS);
         return zli_op_end(op, n, ts, NULL);
     }
-    if (zli_norm_dim(op, dim, nd, &d) || join_check(op, ts, n, stack, d, &rdt)) return zli_op_end(op, n, ts, NULL);
+    zl_status bad = stack ? zli_norm_dim_insert(op, dim, t0->ndim, &d) : zli_norm_dim(op, dim, nd, &d);
+    if (bad || join_check(op, ts, n, stack, d, &rdt)) return zli_op_end(op, n, ts, NULL);
     int64_t shape[ZL_MAX_DIMS], total = 0;
     for (int i = 0; i < n; i++) total += stack ? 1 : ts[i]->shape[d];
     for (int k = 0; k < nd; k++) shape[k] = k == d ? total : t0->shape[stack && k > d ? k - 1 : k];

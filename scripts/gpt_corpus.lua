@@ -1,8 +1,9 @@
---[[ Assembles examples/gpt/data/zlua.txt, the GPT example's default text: the
-  project's own prose (README.md, then every comment of the C and Lua
-  sources git tracks, file by file in path order), so the example ships a
-  100 KB English text that is ours to ship. Run it by hand from anywhere in
-  the tree when the docs have grown:  zlua scripts/gpt_corpus.lua [out] ]]
+--[[ Assembles examples/gpt/data/zlua.txt, the GPT example's default text:
+  the project's own prose (README.md, then the comments of the C and Lua
+  sources git tracks, file by file in path order, paragraphs of code left
+  out), whole paragraphs up to max_bytes (128 KiB), so the example has about
+  100 KB of English that is ours to ship. Run by hand, from anywhere in the
+  tree:  zlua scripts/gpt_corpus.lua [out] [max_bytes] ]]
 
 local function run(cmd)
   local p = assert(io.popen(cmd))
@@ -17,6 +18,7 @@ if root == '' then
   os.exit(1)
 end
 local out_path = arg[1] or root .. '/examples/gpt/data/zlua.txt'
+local max_bytes = math.tointeger(tonumber(arg[2] or 131072))
 
 local function read(path)
   local f = assert(io.open(root .. '/' .. path, 'rb'))
@@ -30,7 +32,7 @@ end
 local function c_comments(src, out)
   for body in src:gmatch('/%*(.-)%*/') do
     body = body:gsub('\n[ \t]*%*[ \t]?', '\n'):gsub('^%*', '')
-    out[#out + 1] = body:gsub('^%s+', ''):gsub('%s+$', '')
+    out[#out + 1] = body
   end
   for line in src:gmatch('//[ \t]?([^\n]*)') do out[#out + 1] = line end
 end
@@ -47,18 +49,43 @@ local function lua_comments(src, out)
   end
 end
 
-local parts = { read('README.md') }
+-- Prose, not code: a paragraph (lines between blank ones) is kept when
+-- letters and spaces make at least 85% of it, so code examples and formulas
+-- inside comments fall out; rules (----, ====) are dropped from any line.
+local function prose(text)
+  local keep = {}
+  text = text:gsub('[ \t]*[-=*][-=*][-=*][-=*]+[ \t]*', ''):gsub('[ \t]+\n', '\n')
+  for para in (text .. '\n\n'):gmatch('(.-)\n%s*\n') do
+    local body = para:gsub('^%s+', ''):gsub('%s+$', '')
+    local letters = select(2, body:gsub('[%a ]', ''))
+    local size = #body:gsub('\n%s*', ' ')
+    if size > 0 and letters >= 0.85 * size then keep[#keep + 1] = body end
+  end
+  return table.concat(keep, '\n\n')
+end
+
+-- Whole paragraphs in order, README first, up to max_bytes.
+local parts, size = {}, 0
+local function add(text)
+  for para in (text .. '\n\n'):gmatch('(.-)\n\n') do
+    if size + #para + 2 > max_bytes then return false end
+    parts[#parts + 1] = para
+    size = size + #para + 2
+  end
+  return true
+end
+
+local more = add(prose(read('README.md')))
 for path in run('git -C "' .. root .. '" ls-files'):gmatch('[^\n]+') do
+  if not more then break end
   local out = {}
   if path:match('%.[ch]$') then
     c_comments(read(path), out)
   elseif path:match('%.lua$') then
     lua_comments(read(path), out)
   end
-  if #out > 0 then
-    local text = table.concat(out, '\n'):gsub('[ \t]+\n', '\n'):gsub('\n\n\n+', '\n\n')
-    parts[#parts + 1] = text:gsub('^%s+', ''):gsub('%s+$', '')
-  end
+  local text = prose(table.concat(out, '\n'))
+  if text ~= '' then more = add(text) end
 end
 
 local text = table.concat(parts, '\n\n') .. '\n'

@@ -83,7 +83,7 @@ function options.parse(prog, argv, specs)
     if value == nil then
       i = i + 1
       value = argv[i]
-      if value == nil then self:fail(('option --%s needs a value'):format(name)) end
+      if value == nil or value:match('^%-%-%a') then self:fail(('option --%s needs a value'):format(name)) end
     end
     opt[name] = self:convert(spec, value)
     i = i + 1

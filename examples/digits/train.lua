@@ -1,93 +1,98 @@
--- A two-layer MLP (64 -> 128 -> 10) trained on the 1,797 handwritten digits of
--- digits.csv.gz (8x8 images, pixels 0..16, then the label; see digits.rst),
--- written with the tensor API alone: the parameters are tensors that require
--- grad and the optimizer (Adam) is a few lines of Lua below.
---   zlua examples/digits/train.lua [path/to/digits.csv[.gz]]
+--[[ A two-layer MLP (64 -> 256 -> 10) trained on the 1,797 handwritten digits
+  of digits.csv.gz (8x8 images, pixels 0..16, then the label; see
+  digits.rst) with zlua.nn, AdamW over a decayed and a no-decay group, and
+  DeepSpeed's WarmupLR, in the seeds' loop: forward, loss, backward, step.
+    zlua examples/digits/train.lua [--epochs 20] [--steps N] [--seed 1] [--data digits.csv.gz]
+  Output: `step <n> loss <loss>` per optimizer step, a summary per epoch,
+  and `accuracy <fraction>` on the held-out fifth at the end. ]]
+
 local zl = require 'zlua'
+local nn = require 'zlua.nn'
+local optim = require 'zlua.optim'
+local lr = require 'zlua.lr'
+local data = require 'zlua.data'
 
-local here = arg and arg[0] and arg[0]:match('^(.*)/[^/]*$') or '.'
-local path = arg and arg[1] or here .. '/digits.csv.gz'
-
-local seed, hidden, epochs, batch = 1, 128, 20, 32
-local lr, beta1, beta2, eps = 3e-3, 0.9, 0.999, 1e-8
-zl.manual_seed(seed)
-local gen = zl.Generator(seed)
+local here = arg[0]:match('^(.*)/[^/]*$') or '.'
+local options = dofile(here .. '/../common/options.lua')
+local opt = options.parse('digits', arg, {
+  { 'data', here .. '/digits.csv.gz', 'the digits CSV, plain or gzip' },
+  { 'epochs', 20, 'passes over the training set', min = 1 },
+  { 'steps', 0, 'stop after this many optimizer steps (0: run every epoch)', min = 0 },
+  { 'seed', 1, 'seed of the split, the initialisation and the shuffling' },
+  { 'batch', 32, 'images per optimizer step', min = 1 },
+  { 'lr', 3e-3, 'peak learning rate, reached after the warmup' },
+  { 'threads', 0, 'threads (0: the engine default, OMP_NUM_THREADS)', min = 0 },
+  { 'hidden', 256, 'width of the hidden layer', min = 1 },
+  { 'weight_decay', 0.1, 'AdamW weight decay of the weights (biases have none)', min = 0 },
+})
+io.stdout:setvbuf('line')
+if opt.threads > 0 then zl.set_num_threads(opt.threads) end
 
 -- A data file that is missing or corrupt stops the script with one line.
-local ok, data = pcall(zl.read_csv, path)
+local ok, csv = pcall(zl.read_csv, opt.data)
 if not ok then
-  io.stderr:write('digits: ', tostring(data), '\n')
+  io.stderr:write('digits: ', tostring(csv), '\n')
   os.exit(1)
 end
-local n, cols = data:size(1), data:size(2)
+local n, cols = csv:size(1), csv:size(2)
 if cols ~= 65 then
-  io.stderr:write(('digits: %s: expected 65 columns (64 pixels and a label), got %d\n'):format(path, cols))
+  io.stderr:write(('digits: %s: expected 65 columns (64 pixels and a label), got %d\n'):format(opt.data, cols))
   os.exit(1)
 end
-local x_all = data:narrow(2, 1, 64) / 16    -- [n, 64], scaled to [0, 1]
-local y_all = data:select(2, 65):long()     -- [n], class ids 0..9
+local x_all = csv:narrow(2, 1, 64) / 16     -- [n, 64], scaled to [0, 1]
+local y_all = csv:select(2, 65):long()      -- [n], class ids 0..9
 
--- A fixed split: a seeded permutation of the rows, the last 20% held out.
-local perm = zl.randperm(n, gen)
+-- A fixed split: a seeded permutation of the rows, the last fifth held out.
+local perm = zl.randperm(n, zl.Generator(opt.seed))
 local ntest = n // 5
 local ntrain = n - ntest
 local train_rows, test_rows = perm:narrow(1, 1, ntrain), perm:narrow(1, ntrain + 1, ntest)
-local x_train, y_train = x_all:index_select(1, train_rows), y_all:index_select(1, train_rows)
-local x_test, y_test = x_all:index_select(1, test_rows), y_all:index_select(1, test_rows)
+local trainset = data.TensorDataset(x_all:index_select(1, train_rows), y_all:index_select(1, train_rows))
+local testset = data.TensorDataset(x_all:index_select(1, test_rows), y_all:index_select(1, test_rows))
+local trainloader = data.DataLoader(trainset, { batch_size = opt.batch, shuffle = true, seed = opt.seed })
+local evalloader = data.DataLoader(trainset, { batch_size = 256 })
+local testloader = data.DataLoader(testset, { batch_size = 256 })
 
--- He initialisation for the ReLU layer, a smaller one for the output layer.
-local w1 = (zl.randn(hidden, 64, gen) * math.sqrt(2 / 64)):requires_grad(true)
-local b1 = zl.zeros(hidden):requires_grad(true)
-local w2 = (zl.randn(10, hidden, gen) * math.sqrt(1 / hidden)):requires_grad(true)
-local b2 = zl.zeros(10):requires_grad(true)
-local params = { w1, b1, w2, b2 }
+zl.manual_seed(opt.seed)
+local net = nn.Sequential(nn.Linear(64, opt.hidden), nn.ReLU(), nn.Linear(opt.hidden, 10))
+local criterion = nn.CrossEntropyLoss()
+local optimizer = optim.AdamW(nn.get_optimizer_grouped_parameters(net, opt.weight_decay),
+                              { lr = opt.lr, betas = { 0.9, 0.999 }, eps = 1e-8 })
+local scheduler = lr.WarmupLR(optimizer, { warmup_min_lr = 0, warmup_max_lr = opt.lr,
+                                           warmup_num_steps = 100 })
 
-local function forward(x)
-  return zl.linear(zl.linear(x, w1, b1):relu(), w2, b2)
-end
-
--- Adam: the moments live here, one pair per parameter, and are updated with
--- grad mode off; the parameters are updated in place and their gradients cleared.
-local m, v, t = {}, {}, 0
-for i, p in ipairs(params) do
-  m[i], v[i] = zl.zeros_like(p), zl.zeros_like(p)
-end
-local function adam_step()
-  t = t + 1
-  local c1, c2 = 1 - beta1 ^ t, 1 - beta2 ^ t
+local function accuracy(loader)
+  local correct, total = 0, 0
   zl.no_grad(function()
-    for i, p in ipairs(params) do
-      local g = p.grad
-      m[i] = m[i] * beta1 + g * (1 - beta1)
-      v[i] = v[i] * beta2 + g * g * (1 - beta2)
-      p:copy_(p - (m[i] / c1) / ((v[i] / c2):sqrt() + eps) * lr)
-      p:zero_grad()
+    for images, labels in loader() do
+      local predicted = net(images):argmax(-1)
+      total = total + labels:size(1)
+      correct = correct + predicted:eq(labels):sum():item()
     end
   end)
+  return correct / total
 end
 
-local function accuracy(x, y)
-  return zl.no_grad(function()
-    return forward(x):argmax(-1):eq(y):float():sum():item() / y:size(1)
-  end)
-end
-
-print(('digits: %d images, %d for training, %d held out; MLP 64 -> %d -> 10, Adam lr %g'):format(
-  n, ntrain, ntest, hidden, lr))
-for epoch = 1, epochs do
-  local order = zl.randperm(ntrain, gen)
-  local total, batches = 0, 0
-  for start = 1, ntrain, batch do
-    local rows = order:narrow(1, start, math.min(batch, ntrain - start + 1))
-    local loss = zl.cross_entropy(forward(x_train:index_select(1, rows)), y_train:index_select(1, rows))
+print(('digits: %d images, %d for training, %d held out; MLP 64 -> %d -> 10, AdamW lr %g'):format(
+  n, ntrain, ntest, opt.hidden, opt.lr))
+local step = 0
+for epoch = 1, opt.epochs do
+  local running_loss, batches = 0.0, 0
+  for inputs, labels in trainloader() do
+    local outputs = net(inputs)
+    local loss = criterion(outputs, labels)
     loss:backward()
-    adam_step()
-    total, batches = total + loss:item(), batches + 1
+    optimizer:step()
+    scheduler:step()
+    optimizer:zero_grad()
+
+    step = step + 1
+    running_loss, batches = running_loss + loss:item(), batches + 1
+    print(('step %d loss %.9g'):format(step, loss:item()))
+    if step == opt.steps then break end
   end
-  if epoch == 1 or epoch % 5 == 0 then
-    print(('epoch %2d  loss %.4f  train accuracy %.2f%%'):format(
-      epoch, total / batches, 100 * accuracy(x_train, y_train)))
-  end
+  print(('epoch %d loss %.4f train accuracy %.4f'):format(epoch, running_loss / batches,
+                                                          accuracy(evalloader)))
+  if step == opt.steps then break end
 end
-local acc = accuracy(x_test, y_test)
-print(('held-out accuracy: %.2f%% (%d/%d)'):format(100 * acc, math.floor(acc * ntest + 0.5), ntest))
+print(('accuracy %.9g'):format(accuracy(testloader)))

@@ -1,0 +1,133 @@
+--[[ The seeds' CIFAR-10 example (DeepSpeedExamples' cifar10_deepspeed.py) in
+  zlua: the same network (conv-pool-conv-pool-fc-fc-fc), transform, loop and
+  test, with the seeds' DeepSpeed config (train_batch_size 4, Adam lr 0.001,
+  betas 0.8/0.999, weight_decay 3e-7, WarmupLR to 0.001 over 1000 steps) as
+  zlua.optim.AdamW and zlua.lr.WarmupLR. Reads the binary CIFAR-10 batches
+  (cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html):
+    zlua examples/cifar10/train.lua --data path/to/cifar-10-batches-bin [--epochs 2]
+  Output: `step <n> loss <loss>` per optimizer step, the seeds' running loss
+  every --log_interval steps, and `accuracy <fraction>` on test_batch.bin. ]]
+
+local zl = require 'zlua'
+local nn = require 'zlua.nn'
+local optim = require 'zlua.optim'
+local lr = require 'zlua.lr'
+local data = require 'zlua.data'
+
+local here = arg[0]:match('^(.*)/[^/]*$') or '.'
+local options = dofile(here .. '/../common/options.lua')
+local args = options.parse('cifar10', arg, {
+  { 'data', 'cifar-10-batches-bin', 'the folder of data_batch_1.bin .. data_batch_5.bin and test_batch.bin' },
+  { 'epochs', 2, 'passes over the training set', min = 1 },
+  { 'steps', 0, 'stop after this many optimizer steps (0: run every epoch)', min = 0 },
+  { 'seed', 1, 'seed of the initialisation and the shuffling' },
+  { 'batch', 4, 'images per optimizer step (the config\'s train_batch_size)', min = 1 },
+  { 'lr', 0.001, 'the warmup\'s final learning rate (warmup_max_lr)' },
+  { 'warmup', 1000, 'warmup_num_steps of WarmupLR', min = 1 },
+  { 'log_interval', 2000, 'steps between running-loss reports', min = 1 },
+  { 'threads', 0, 'threads (0: the engine default, OMP_NUM_THREADS)', min = 0 },
+})
+io.stdout:setvbuf('line')
+if args.threads > 0 then zl.set_num_threads(args.threads) end
+zl.manual_seed(args.seed)
+
+-- transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))])
+local function transform(images)
+  return (images:float() / 255 - 0.5) / 0.5
+end
+
+-- A CIFAR-10 split kept as the file's bytes (u8, a quarter of the f32 size)
+-- and transformed batch by batch as the DataLoader gathers it.
+local CIFAR10 = data.TensorDataset:extend('CIFAR10')
+function CIFAR10:get(i)
+  local image, label = table.unpack(data.TensorDataset.get(self, i))
+  return { transform(image), label }
+end
+function CIFAR10:get_batch(indices)
+  local images, labels = table.unpack(data.TensorDataset.get_batch(self, indices))
+  return { transform(images), labels }
+end
+
+local function load(names)
+  local images, labels = {}, {}
+  for k, name in ipairs(names) do
+    local ok, x, y = pcall(zl.read_cifar10, args.data .. '/' .. name)
+    if not ok then
+      io.stderr:write('cifar10: ', tostring(x), '\n',
+                      'cifar10: --data names the folder cifar-10-binary.tar.gz unpacks to\n')
+      os.exit(1)
+    end
+    images[k], labels[k] = x, y
+  end
+  return CIFAR10(zl.cat(images), zl.cat(labels))
+end
+
+local trainset = load{ 'data_batch_1.bin', 'data_batch_2.bin', 'data_batch_3.bin', 'data_batch_4.bin',
+                       'data_batch_5.bin' }
+local trainloader = data.DataLoader(trainset, { batch_size = args.batch, shuffle = true, seed = args.seed })
+local testset = load{ 'test_batch.bin' }
+local testloader = data.DataLoader(testset, { batch_size = 4, shuffle = false })
+
+local Net = nn.Module:extend('Net')
+function Net:__init()
+  self.conv1 = nn.Conv2d(3, 6, 5)
+  self.pool = nn.MaxPool2d(2, 2)
+  self.conv2 = nn.Conv2d(6, 16, 5)
+  self.fc1 = nn.Linear(16 * 5 * 5, 120)
+  self.fc2 = nn.Linear(120, 84)
+  self.fc3 = nn.Linear(84, 10)
+end
+function Net:forward(x)
+  x = self.pool(self.conv1(x):relu())
+  x = self.pool(self.conv2(x):relu())
+  x = x:view(-1, 16 * 5 * 5)
+  x = self.fc1(x):relu()
+  x = self.fc2(x):relu()
+  x = self.fc3(x)
+  return x
+end
+
+local net = Net()
+local criterion = nn.CrossEntropyLoss()
+local optimizer = optim.AdamW(net:parameters(), { lr = args.lr, betas = { 0.8, 0.999 }, eps = 1e-8,
+                                                  weight_decay = 3e-7 })
+local scheduler = lr.WarmupLR(optimizer, { warmup_min_lr = 0, warmup_max_lr = args.lr,
+                                           warmup_num_steps = args.warmup })
+
+print(('cifar10: %d training images, %d test images; %d parameters'):format(
+  #trainset, #testset, net:num_parameters()))
+local step = 0
+for epoch = 1, args.epochs do
+  local running_loss = 0.0
+  local i = 0
+  for inputs, labels in trainloader() do
+    local outputs = net(inputs)
+    local loss = criterion(outputs, labels)
+    loss:backward()
+    optimizer:step()
+    scheduler:step()
+    optimizer:zero_grad()
+
+    -- print statistics
+    step, i = step + 1, i + 1
+    print(('step %d loss %.9g'):format(step, loss:item()))
+    running_loss = running_loss + loss:item()
+    if i % args.log_interval == 0 then
+      print(('[%d, %5d] loss: %.3f'):format(epoch, i, running_loss / args.log_interval))
+      running_loss = 0.0
+    end
+    if step == args.steps then break end
+  end
+  if step == args.steps then break end
+end
+
+local correct, total = 0, 0
+zl.no_grad(function()
+  for images, labels in testloader() do
+    local outputs = net(images)
+    local predicted = outputs:argmax(2)
+    total = total + labels:size(1)
+    correct = correct + predicted:eq(labels):sum():item()
+  end
+end)
+print(('accuracy %.9g'):format(correct / total))

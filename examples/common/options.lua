@@ -13,17 +13,38 @@
 
   Each entry is { name, default, help [, min = m] }; the default's Lua type
   is the option's kind (an integer takes integers, a float any number, a
-  string any text) and a number below min is refused. ]]
+  string any text, a boolean is a flag: --name alone sets it) and a number
+  below min is refused. options.ENGINE lists the options every example that
+  trains through zlua.initialize takes: --config (and DeepSpeed's name
+  --deepspeed_config), --out, --save_every, --resume, and --local_rank,
+  accepted and ignored (ranks come from the launcher). ]]
 
 local options = {}
 
-local placeholder = { integer = '<int>', number = '<num>', string = '<text>' }
+local placeholder = { integer = '<int>', number = '<num>', string = '<text>', flag = '' }
 
 local function kind_of(default)
+  if type(default) == 'boolean' then return 'flag' end
   local t = math.type(default)
   if t == 'integer' then return 'integer' end
   if t == 'float' then return 'number' end
   return 'string'
+end
+
+options.ENGINE = {
+  { 'config', '', 'a DeepSpeed config file (JSON); empty: built from the options' },
+  { 'deepspeed_config', '', 'the same as --config, under DeepSpeed\'s name' },
+  { 'out', '', 'folder for checkpoints (empty: none saved)' },
+  { 'save_every', 0, 'save a checkpoint every N optimizer steps (0: only at the end, with --out)', min = 0 },
+  { 'resume', false, 'continue from the latest checkpoint in --out' },
+  { 'local_rank', -1, 'accepted for DeepSpeed scripts and ignored: ranks come from the launcher' },
+}
+
+--- options.with_engine(specs): specs followed by options.ENGINE.
+function options.with_engine(specs)
+  local all = table.move(specs, 1, #specs, 1, {})
+  for _, s in ipairs(options.ENGINE) do all[#all + 1] = s end
+  return all
 end
 
 local Parser = {}
@@ -46,6 +67,10 @@ end
 function Parser:convert(spec, text)
   local kind = kind_of(spec[2])
   if kind == 'string' then return text end
+  if kind == 'flag' then
+    if text == 'true' or text == 'false' then return text == 'true' end
+    self:fail(('option --%s is a flag: --%s or --%s=false, got %q'):format(spec[1], spec[1], spec[1], text))
+  end
   local v = kind == 'integer' and math.tointeger(tonumber(text)) or tonumber(text)
   if v == nil then
     self:fail(('option --%s expects %s, got %q'):format(
@@ -80,6 +105,7 @@ function options.parse(prog, argv, specs)
     if not name then self:fail(('unexpected argument %q (options are --name value)'):format(a)) end
     local spec = known[name]
     if not spec then self:fail(('unknown option --%s'):format(name)) end
+    if kind_of(spec[2]) == 'flag' and value == nil then value = 'true' end
     if value == nil then
       i = i + 1
       value = argv[i]

@@ -8,6 +8,11 @@
   is the project's own prose (data/zlua.txt, from scripts/gpt_corpus.lua);
   there the defaults bring the training loss below 2.0 nats per character
   at about step 340 of 400.
+  Training goes through zlua.initialize: --config ds_config.json (or
+  --deepspeed_config) gives a DeepSpeed config, otherwise one is built from
+  the options (--precision bf16 or fp16 turns mixed precision on); --out DIR
+  saves checkpoints (every --save_every steps and at the end) and --resume
+  continues from the latest one, bit for bit as if never stopped.
     zlua examples/gpt/train.lua [--data book.txt] [--steps 400] [--n_layer 2] ...
   Output: `step <n> loss <loss>` per step, each sample between
   `--- sample after step <n> ---` and `---`, then `val loss <loss>`; the
@@ -15,12 +20,10 @@
 
 local zl = require 'zlua'
 local nn = require 'zlua.nn'
-local optim = require 'zlua.optim'
-local lr = require 'zlua.lr'
 
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local options = dofile(here .. '/../common/options.lua')
-local opt = options.parse('gpt', arg, {
+local opt = options.parse('gpt', arg, options.with_engine {
   { 'data', here .. '/data/zlua.txt', 'a text file, plain or gzip' },
   { 'steps', 400, 'optimizer steps', min = 1 },
   { 'seed', 1, 'seed of the initialisation, the batches and the samples' },
@@ -35,6 +38,7 @@ local opt = options.parse('gpt', arg, {
   { 'clip', 1.0, 'largest global gradient norm (0: no clipping)', min = 0 },
   { 'sample_every', 200, 'print a sample every N steps (0: only at the end)', min = 0 },
   { 'sample_len', 200, 'characters per sample', min = 0 },
+  { 'precision', 'f32', 'f32, bf16 or fp16 (when no --config)' },
 })
 io.stdout:setvbuf('line')
 if opt.threads > 0 then zl.set_num_threads(opt.threads) end
@@ -63,10 +67,27 @@ local train_ids, val_ids = ids:narrow(1, 1, ntrain), ids:narrow(1, ntrain + 1, n
 zl.manual_seed(opt.seed)
 local model = nn.GPT{ vocab_size = #vocab, block_size = T, n_layer = opt.n_layer,
                       n_head = opt.n_head, n_embd = opt.n_embd }
-local groups = nn.get_optimizer_grouped_parameters(model, 0.1)
-local optimizer = optim.AdamW(groups, { lr = opt.lr, betas = { 0.9, 0.95 }, eps = 1e-8 })
-local scheduler = lr.WarmupCosineLR(optimizer, { total_num_steps = opt.steps, warmup_num_steps = opt.warmup,
-                                                 warmup_type = 'linear', cos_min_ratio = 0.1 })
+local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and opt.deepspeed_config or {
+  train_micro_batch_size_per_gpu = opt.batch,
+  gradient_clipping = opt.clip,
+  optimizer = { type = 'AdamW', params = { lr = opt.lr, betas = { 0.9, 0.95 }, eps = 1e-8, weight_decay = 0.1 } },
+  scheduler = { type = 'WarmupCosineLR', params = { total_num_steps = opt.steps, warmup_num_steps = opt.warmup,
+                                                     warmup_type = 'linear', cos_min_ratio = 0.1 } },
+  bf16 = { enabled = opt.precision == 'bf16' },
+  fp16 = { enabled = opt.precision == 'fp16', initial_scale_power = 12 },
+}
+if opt.precision ~= 'f32' and opt.precision ~= 'bf16' and opt.precision ~= 'fp16' then
+  io.stderr:write(('gpt: --precision must be f32, bf16 or fp16, got %q\n'):format(opt.precision))
+  os.exit(2)
+end
+-- A DeepSpeed config's "auto" values are filled from these, as the Hugging
+-- Face trainer fills them from its arguments.
+local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_epsilon = 1e-8, weight_decay = 0.1,
+               per_device_train_batch_size = opt.batch, gradient_accumulation_steps = 1, max_grad_norm = opt.clip,
+               max_steps = opt.steps, warmup_steps = opt.warmup, hidden_size = opt.n_embd,
+               bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16' }
+local engine = zl.initialize { model = model, config = config, args = args,
+                               model_parameters = nn.get_optimizer_grouped_parameters(model, 0.1) }
 
 -- Windows starting at the given 0-based offsets of src: inputs and the
 -- next-character targets, both [#starts, T].
@@ -104,26 +125,12 @@ local function val_loss()
     local total = 0
     for i = 1, #starts, opt.batch do
       local chunk = table.move(starts, i, math.min(i + opt.batch - 1, #starts), 1, {})
-      local _, loss = model(windows(val_ids, chunk))
-      total = total + loss:item() * #chunk
+      local _, loss = engine(windows(val_ids, chunk))
+      total = total + loss:float():item() * #chunk
     end
     model:train()
     return total / #starts
   end)
-end
-
-local params = model:parameters()
--- The factor that brings the global L2 norm of the gradients down to
--- opt.clip, handed to the optimizer as its grad_scale (no pass of its own).
-local function clip_scale()
-  if opt.clip == 0 then return 1.0 end
-  local sq = 0.0
-  for _, p in ipairs(params) do
-    local g = p.grad
-    if g then sq = sq + (g * g):sum():item() end
-  end
-  local norm = math.sqrt(sq)
-  return norm > opt.clip and opt.clip / (norm + 1e-6) or 1.0
 end
 
 local start_id = (vocab:find('\n', 1, true) or 1) - 1
@@ -138,17 +145,36 @@ end
 print(('gpt: %s, %d characters (%d for training), vocabulary of %d; %d layers, %d heads, %d wide, '
        .. 'context %d; %d parameters'):format(opt.data, n, ntrain, #vocab, opt.n_layer, opt.n_head,
                                              opt.n_embd, T, model:num_parameters()))
+-- Checkpoints carry the step and the batch generator's position with them,
+-- so a resumed run draws the same windows it would have drawn.
+local first = 1
+if opt.resume then
+  if opt.out == '' then
+    io.stderr:write('gpt: --resume needs --out DIR (the folder of the checkpoints)\n')
+    os.exit(2)
+  end
+  local path, state = engine:load_checkpoint(opt.out)
+  if path then
+    first = state.step + 1
+    zl.core.generator_set_offset(batches, state.batch_offset)
+    io.stderr:write(('gpt: resumed from %s at step %d\n'):format(path, state.step))
+  end
+end
+local function save(step)
+  local _, offset = zl.core.generator_state(batches)
+  engine:save_checkpoint(opt.out, nil, { step = step, batch_offset = offset })
+end
+
 local clock = os.time()
-for step = 1, opt.steps do
+for step = first, opt.steps do
   local x, y = random_batch()
-  local _, loss = model(x, y)
-  loss:backward()
-  optimizer:step{ grad_scale = clip_scale() }
-  scheduler:step()
-  optimizer:zero_grad()
-  print(('step %d loss %.9g'):format(step, loss:item()))
+  local _, loss = engine(x, y)
+  engine:backward(loss)
+  engine:step()
+  print(('step %d loss %.9g'):format(step, loss:float():item()))
   local due = (opt.sample_every > 0 and step % opt.sample_every == 0) or step == opt.steps
   if due and opt.sample_len > 0 then sample(step) end
+  if opt.out ~= '' and ((opt.save_every > 0 and step % opt.save_every == 0) or step == opt.steps) then save(step) end
 end
 print(('val loss %.9g'):format(val_loss()))
 io.stderr:write(('gpt: %d steps in %d s\n'):format(opt.steps, os.time() - clock))

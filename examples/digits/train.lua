@@ -1,20 +1,21 @@
 --[[ A two-layer MLP (64 -> 256 -> 10) trained on the 1,797 handwritten digits
   of digits.csv.gz (8x8 images, pixels 0..16, then the label; see
   digits.rst) with zlua.nn, AdamW over a decayed and a no-decay group, and
-  DeepSpeed's WarmupLR, in the seeds' loop: forward, loss, backward, step.
+  DeepSpeed's WarmupLR, in the seeds' loop: forward, loss, backward, step,
+  through zlua.initialize (--config FILE for a DeepSpeed config; otherwise
+  one is built from the options; --out, --save_every and --resume for
+  checkpoints that resume bit for bit).
     zlua examples/digits/train.lua [--epochs 20] [--steps N] [--seed 1] [--data digits.csv.gz]
   Output: `step <n> loss <loss>` per optimizer step, a summary per epoch,
   and `accuracy <fraction>` on the held-out fifth at the end. ]]
 
 local zl = require 'zlua'
 local nn = require 'zlua.nn'
-local optim = require 'zlua.optim'
-local lr = require 'zlua.lr'
 local data = require 'zlua.data'
 
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local options = dofile(here .. '/../common/options.lua')
-local opt = options.parse('digits', arg, {
+local opt = options.parse('digits', arg, options.with_engine {
   { 'data', here .. '/digits.csv.gz', 'the digits CSV, plain or gzip' },
   { 'epochs', 20, 'passes over the training set', min = 1 },
   { 'steps', 0, 'stop after this many optimizer steps (0: run every epoch)', min = 0 },
@@ -56,10 +57,17 @@ local testloader = data.DataLoader(testset, { batch_size = 256 })
 zl.manual_seed(opt.seed)
 local net = nn.Sequential(nn.Linear(64, opt.hidden), nn.ReLU(), nn.Linear(opt.hidden, 10))
 local criterion = nn.CrossEntropyLoss()
-local optimizer = optim.AdamW(nn.get_optimizer_grouped_parameters(net, opt.weight_decay),
-                              { lr = opt.lr, betas = { 0.9, 0.999 }, eps = 1e-8 })
-local scheduler = lr.WarmupLR(optimizer, { warmup_min_lr = 0, warmup_max_lr = opt.lr,
-                                           warmup_num_steps = 100 })
+local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and opt.deepspeed_config or {
+  train_micro_batch_size_per_gpu = opt.batch,
+  optimizer = { type = 'AdamW', params = { lr = opt.lr, betas = { 0.9, 0.999 }, eps = 1e-8 } },
+  scheduler = { type = 'WarmupLR', params = { warmup_min_lr = 0, warmup_max_lr = opt.lr, warmup_num_steps = 100 } },
+}
+local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8,
+               weight_decay = opt.weight_decay, per_device_train_batch_size = opt.batch,
+               gradient_accumulation_steps = 1, max_grad_norm = 0.0, warmup_steps = 100,
+               max_steps = opt.steps > 0 and opt.steps or opt.epochs * #trainloader, hidden_size = opt.hidden }
+local engine = zl.initialize { model = net, config = config, args = args,
+                               model_parameters = nn.get_optimizer_grouped_parameters(net, opt.weight_decay) }
 
 local function accuracy(loader)
   local correct, total = 0, 0
@@ -75,24 +83,44 @@ end
 
 print(('digits: %d images, %d for training, %d held out; MLP 64 -> %d -> 10, AdamW lr %g'):format(
   n, ntrain, ntest, opt.hidden, opt.lr))
-local step = 0
-for epoch = 1, opt.epochs do
+-- A checkpoint carries the epoch, the step and the loader's place in it.
+local step, first_epoch = 0, 1
+if opt.resume then
+  if opt.out == '' then
+    io.stderr:write('digits: --resume needs --out DIR (the folder of the checkpoints)\n')
+    os.exit(2)
+  end
+  local path, state = engine:load_checkpoint(opt.out)
+  if path then
+    step, first_epoch = state.step, state.epoch
+    trainloader:load_state_dict(state.loader)
+  end
+end
+
+local epoch = first_epoch
+while epoch <= opt.epochs do
   local running_loss, batches = 0.0, 0
   for inputs, labels in trainloader() do
-    local outputs = net(inputs)
+    local outputs = engine(inputs)
     local loss = criterion(outputs, labels)
-    loss:backward()
-    optimizer:step()
-    scheduler:step()
-    optimizer:zero_grad()
+    engine:backward(loss)
+    engine:step()
 
     step = step + 1
     running_loss, batches = running_loss + loss:item(), batches + 1
     print(('step %d loss %.9g'):format(step, loss:item()))
+    if opt.out ~= '' and opt.save_every > 0 and step % opt.save_every == 0 then
+      engine:save_checkpoint(opt.out, nil, { step = step, epoch = epoch, loader = trainloader:state_dict() })
+    end
     if step == opt.steps then break end
   end
-  print(('epoch %d loss %.4f train accuracy %.4f'):format(epoch, running_loss / batches,
+  print(('epoch %d loss %.4f train accuracy %.4f'):format(epoch, running_loss / math.max(batches, 1),
                                                           accuracy(evalloader)))
   if step == opt.steps then break end
+  epoch = epoch + 1
+end
+if opt.out ~= '' then
+  -- Stopped by --steps inside an epoch, the loader's state says where in it.
+  engine:save_checkpoint(opt.out, nil, { step = step, epoch = epoch, loader = trainloader:state_dict() })
 end
 print(('accuracy %.9g'):format(accuracy(testloader)))

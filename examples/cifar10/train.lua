@@ -1,8 +1,9 @@
 --[[ The seeds' CIFAR-10 example (DeepSpeedExamples' cifar10_deepspeed.py) in
   zlua: the same network (conv-pool-conv-pool-fc-fc-fc), transform, loop and
   test, with the seeds' DeepSpeed config (train_batch_size 4, Adam lr 0.001,
-  betas 0.8/0.999, weight_decay 3e-7, WarmupLR to 0.001 over 1000 steps) as
-  zlua.optim.AdamW and zlua.lr.WarmupLR. Reads the binary CIFAR-10 batches
+  betas 0.8/0.999, weight_decay 3e-7, WarmupLR to 0.001 over 1000 steps)
+  given to zlua.initialize (or --config ds_config.json for another; --out,
+  --save_every and --resume for checkpoints). Reads the binary CIFAR-10 batches
   (cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html):
     zlua examples/cifar10/train.lua --data path/to/cifar-10-batches-bin [--epochs 2]
   Output: `step <n> loss <loss>` per optimizer step, the seeds' running loss
@@ -10,13 +11,11 @@
 
 local zl = require 'zlua'
 local nn = require 'zlua.nn'
-local optim = require 'zlua.optim'
-local lr = require 'zlua.lr'
 local data = require 'zlua.data'
 
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local options = dofile(here .. '/../common/options.lua')
-local args = options.parse('cifar10', arg, {
+local args = options.parse('cifar10', arg, options.with_engine {
   { 'data', 'cifar-10-batches-bin', 'the folder of data_batch_1.bin .. data_batch_5.bin and test_batch.bin' },
   { 'epochs', 2, 'passes over the training set', min = 1 },
   { 'steps', 0, 'stop after this many optimizer steps (0: run every epoch)', min = 0 },
@@ -89,24 +88,36 @@ end
 
 local net = Net()
 local criterion = nn.CrossEntropyLoss()
-local optimizer = optim.AdamW(net:parameters(), { lr = args.lr, betas = { 0.8, 0.999 }, eps = 1e-8,
-                                                  weight_decay = 3e-7 })
-local scheduler = lr.WarmupLR(optimizer, { warmup_min_lr = 0, warmup_max_lr = args.lr,
-                                           warmup_num_steps = args.warmup })
+-- The seeds' ds_config.json, with the options' batch, lr and warmup.
+local ds_config = args.config ~= '' and args.config or args.deepspeed_config ~= '' and args.deepspeed_config or {
+  train_batch_size = args.batch, steps_per_print = 2000,
+  optimizer = { type = 'Adam', params = { lr = args.lr, betas = { 0.8, 0.999 }, eps = 1e-8, weight_decay = 3e-7 } },
+  scheduler = { type = 'WarmupLR', params = { warmup_min_lr = 0, warmup_max_lr = args.lr,
+                                              warmup_num_steps = args.warmup } },
+  wall_clock_breakdown = false,
+}
+local model_engine = zl.initialize { model = net, model_parameters = net:parameters(), config = ds_config,
+  args = { learning_rate = args.lr, per_device_train_batch_size = args.batch } }
 
 print(('cifar10: %d training images, %d test images; %d parameters'):format(
   #trainset, #testset, net:num_parameters()))
-local step = 0
-for epoch = 1, args.epochs do
+local step, first_epoch = 0, 1
+if args.resume then
+  local path, state = model_engine:load_checkpoint(args.out)
+  if path then
+    step, first_epoch = state.step, state.epoch
+    trainloader:load_state_dict(state.loader)
+  end
+end
+local epoch = first_epoch
+while epoch <= args.epochs do
   local running_loss = 0.0
   local i = 0
   for inputs, labels in trainloader() do
-    local outputs = net(inputs)
+    local outputs = model_engine(inputs)
     local loss = criterion(outputs, labels)
-    loss:backward()
-    optimizer:step()
-    scheduler:step()
-    optimizer:zero_grad()
+    model_engine:backward(loss)
+    model_engine:step()
 
     -- print statistics
     step, i = step + 1, i + 1
@@ -116,9 +127,16 @@ for epoch = 1, args.epochs do
       print(('[%d, %5d] loss: %.3f'):format(epoch, i, running_loss / args.log_interval))
       running_loss = 0.0
     end
+    if args.out ~= '' and args.save_every > 0 and step % args.save_every == 0 then
+      model_engine:save_checkpoint(args.out, nil, { step = step, epoch = epoch, loader = trainloader:state_dict() })
+    end
     if step == args.steps then break end
   end
   if step == args.steps then break end
+  epoch = epoch + 1
+end
+if args.out ~= '' then
+  model_engine:save_checkpoint(args.out, nil, { step = step, epoch = epoch, loader = trainloader:state_dict() })
 end
 
 local correct, total = 0, 0

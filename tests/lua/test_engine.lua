@@ -304,6 +304,31 @@ test('checkpoint_faults', function()
   check(path == dir .. '/ok' and type(client.n) == 'number', 'latest still names a complete checkpoint, which loads')
 end)
 
+test('monitors_and_step_log', function()
+  local dir = TMP .. '/runs'
+  zl.core.remove_tree(dir)
+  local e = zl.initialize { model = model(17), config = cfg {
+    csv_monitor = { enabled = true, output_path = dir, job_name = 'job' },
+    fp16 = { enabled = true, initial_scale_power = 4 } } }
+  local x, y = problem(17)
+  for _ = 1, 3 do
+    e:backward(zl.mse_loss(e(x), y))
+    e:step()
+  end
+  e:destroy()
+  local function rows(name)
+    local out = {}
+    for line in io.lines(dir .. '/job/' .. name .. '.csv') do out[#out + 1] = line:gsub('\r$', '') end
+    return out
+  end
+  local loss = rows('Train_Samples_train_loss')
+  check(#loss == 4 and loss[1] == 'step,train_loss' and loss[4]:find('^48,') ~= nil,
+    'train_loss by samples: ' .. table.concat(loss, ' | '))
+  local scale = rows('Train_Samples_loss_scale')
+  check(scale[2] == '16,16.0', 'loss_scale logged under fp16: ' .. tostring(scale[2]))
+  check(#rows('Train_Samples_lr') == 4, 'lr logged every step')
+end)
+
 test('zero_to_fp32_and_16bit_model', function()
   local dir = TMP .. '/consolidate'
   zl.core.remove_tree(dir)

@@ -1,6 +1,7 @@
-/* Folder operations checkpoints need: make a path, remove a tree, rename with
- * the parent folder fsynced. POSIX only; every error names the path. */
-#define _XOPEN_SOURCE 700
+/* Folder operations checkpoints need: make a path, remove a tree, rename or
+ * swap two names with the parent folder fsynced. Linux (renameat2 for the
+ * swap); every error names the path. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -9,7 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/fs.h>
 #include "zlua/io.h"
+
+static zl_status sync_parent(const char *path, const char *what);
 
 zl_status zl_fs_mkdirs(const char *path)
 {
@@ -55,24 +60,34 @@ zl_status zl_fs_rename(const char *from, const char *to)
     if (!from || !to) return zl_error(ZL_EINVAL, "rename: NULL path");
     if (rename(from, to) != 0)
         return zl_error(ZL_EIO, "cannot rename '%s' to '%s': %s", from, to, strerror(errno));
+    return sync_parent(to, "a rename");
+}
+
+static zl_status sync_parent(const char *path, const char *what)
+{
     char dir[PATH_MAX];
-    const char *slash = strrchr(to, '/');
-    if (slash == to) {
-        strcpy(dir, "/");
-    } else if (slash && (size_t)(slash - to) < sizeof dir) {
-        memcpy(dir, to, (size_t)(slash - to));
-        dir[slash - to] = '\0';
-    } else {
-        strcpy(dir, ".");
-    }
+    const char *slash = strrchr(path, '/');
+    if (slash == path) strcpy(dir, "/");
+    else if (slash && (size_t)(slash - path) < sizeof dir) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+    } else strcpy(dir, ".");
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || fsync(fd) != 0) {
-        zl_status e = zl_error(ZL_EIO, "cannot sync folder '%s' after renaming '%s': %s", dir, from, strerror(errno));
+        zl_status e = zl_error(ZL_EIO, "cannot sync folder '%s' after %s: %s", dir, what, strerror(errno));
         if (fd >= 0) close(fd);
         return e;
     }
     close(fd);
     return ZL_OK;
+}
+
+zl_status zl_fs_exchange(const char *a, const char *b)
+{
+    if (!a || !b) return zl_error(ZL_EINVAL, "exchange: NULL path");
+    if (syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0)
+        return zl_error(ZL_EIO, "cannot exchange '%s' and '%s': %s", a, b, strerror(errno));
+    return sync_parent(b, "an exchange");
 }
 
 bool zl_fs_exists(const char *path)

@@ -273,10 +273,13 @@ static int file_read(lua_State *L)
         zl_safetensors_read_into(f, name, 0, NULL);   /* the engine's message for a missing or foreign tensor */
         return zlb_raise(L);
     }
-    lua_Integer count = luaL_optinteger(L, 4, e->numel - offset);
-    if (offset < 0 || count < 0 || offset > e->numel || count > e->numel - offset)
-        return zlb_error(L, "%s: elements [%I, %I) are out of range for tensor '%s' of %I elements", zl_safetensors_path(f),
-                         offset, offset + count, name, (lua_Integer)e->numel);
+    if (offset < 0 || offset > e->numel)
+        return zlb_error(L, "%s: offset %I is out of range for tensor '%s' of %I elements", zl_safetensors_path(f),
+                         offset, name, (lua_Integer)e->numel);
+    lua_Integer count = lua_isnoneornil(L, 4) ? e->numel - offset : luaL_checkinteger(L, 4);
+    if (count < 0 || count > e->numel - offset)
+        return zlb_error(L, "%s: %I elements from offset %I are out of range for tensor '%s' of %I elements",
+                         zl_safetensors_path(f), count, offset, name, (lua_Integer)e->numel);
     int64_t n = count;
     *slot = zl_tensor_new(e->dtype, 1, &n, ZL_MEM_OTHER);
     if (*slot && zl_safetensors_read_into(f, name, offset, *slot)) {

@@ -100,7 +100,8 @@ static int generator_new(lua_State *L)
 
 static int generator_gc(lua_State *L)
 {
-    zlb_generator *u = lua_touserdata(L, 1);
+    zlb_generator *u = luaL_testudata(L, 1, ZLB_GENERATOR_MT);
+    if (!u) return 0;   /* the metamethod called by hand on something else */
     zl_generator_free(u->g);
     u->g = NULL;
     return 0;

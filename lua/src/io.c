@@ -114,6 +114,7 @@ static int fs_status(lua_State *L, zl_status st)
 static int l_mkdirs(lua_State *L) { return fs_status(L, zl_fs_mkdirs(luaL_checkstring(L, 1))); }
 static int l_remove_tree(lua_State *L) { return fs_status(L, zl_fs_remove_tree(luaL_checkstring(L, 1))); }
 static int l_rename(lua_State *L) { return fs_status(L, zl_fs_rename(luaL_checkstring(L, 1), luaL_checkstring(L, 2))); }
+static int l_exchange(lua_State *L) { return fs_status(L, zl_fs_exchange(luaL_checkstring(L, 1), luaL_checkstring(L, 2))); }
 
 /* file_crc32(path) -> crc, bytes: zlib's CRC-32 of the file's bytes, for the
  * checkpoint manifest that catches a file damaged after it was written. */
@@ -138,6 +139,15 @@ static int l_file_crc32(lua_State *L)
     return 2;
 }
 
+/* crc32(string) -> zlib's CRC-32 of the bytes of a Lua string. */
+static int l_crc32(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    lua_pushinteger(L, (lua_Integer)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)s, (uInt)n));
+    return 1;
+}
+
 static int l_exists(lua_State *L)
 {
     lua_pushboolean(L, zl_fs_exists(luaL_checkstring(L, 1)));
@@ -148,10 +158,11 @@ static int l_exists(lua_State *L)
 void zlb_open_io(lua_State *L)
 {
     static const luaL_Reg fns[] = {
-        {"read_csv", l_read_csv},       {"read_idx", l_read_idx},       {"read_cifar10", l_read_cifar10},
-        {"read_tokens", l_read_tokens}, {"read_text", l_read_text},     {"text_vocab", l_text_vocab},
-        {"text_encode", l_text_encode}, {"mkdirs", l_mkdirs},       {"remove_tree", l_remove_tree},
-        {"rename", l_rename},           {"exists", l_exists},       {"file_crc32", l_file_crc32},       {NULL, NULL},
+        {"read_csv", l_read_csv},       {"read_idx", l_read_idx},         {"read_cifar10", l_read_cifar10},
+        {"read_tokens", l_read_tokens}, {"read_text", l_read_text},       {"text_vocab", l_text_vocab},
+        {"text_encode", l_text_encode}, {"mkdirs", l_mkdirs},             {"remove_tree", l_remove_tree},
+        {"rename", l_rename},           {"exchange", l_exchange},         {"exists", l_exists},
+        {"file_crc32", l_file_crc32},   {"crc32", l_crc32},               {NULL, NULL},
     };
     luaL_setfuncs(L, fns, 0);
 }

@@ -114,7 +114,8 @@ int zlb_check_shape(lua_State *L, int idx, int64_t *shape)
 
 static int tensor_gc(lua_State *L)
 {
-    zlb_tensor *u = lua_touserdata(L, 1);
+    zlb_tensor *u = luaL_testudata(L, 1, ZLB_TENSOR_MT);
+    if (!u) return 0;   /* the metamethod called by hand on something else */
     zl_tensor *t = u->t;
     u->t = NULL;
     zl_tensor_release(t);

@@ -304,6 +304,52 @@ test('checkpoint_faults', function()
   check(path == dir .. '/ok' and type(client.n) == 'number', 'latest still names a complete checkpoint, which loads')
 end)
 
+test('checkpoint_refusals_and_checks', function()
+  local dir = TMP .. '/checks'
+  zl.core.remove_tree(dir)
+  local x, y = problem(18)
+  local e = zl.initialize { model = model(18), config = cfg { gradient_accumulation_steps = 2 } }
+  e:backward(zl.mse_loss(e(x), y))
+  e:step()
+  check_error(function() e:save_checkpoint(dir) end, '1 micro-steps into an accumulation window of 2')
+  e:backward(zl.mse_loss(e(x), y))
+  e:step()
+  check_error(function() e:save_checkpoint(dir, 't', { best = 0 / 0 }) end, 'client_state.best is')
+  check_error(function() e:save_checkpoint(dir, 't', { [1] = 1, a = 2 }) end, 'mixes array entries and string keys')
+  check(not zl.core.exists(dir .. '/t') and not zl.core.exists(string.format('%s/.t.tmp-%d', dir, zl.core.getpid())),
+    'a refused save leaves nothing behind')
+  e:save_checkpoint(dir, 't')
+  -- another optimizer, another parameter order, a tampered engine.json
+  local other = zl.initialize { model = model(18), config = cfg { gradient_accumulation_steps = 2,
+    optimizer = { type = 'SGD', params = { lr = 0.1 } } } }
+  check_error(function() other:load_checkpoint(dir, 't') end, 'holds the state of a AdamW optimizer; this engine has SGD')
+  local Swapped = nn.Module:extend('Swapped')
+  function Swapped:__init() self['2'] = nn.Linear(16, 1); self['1'] = nn.Linear(8, 16) end
+  local sw = zl.initialize { model = Swapped(), config = cfg { gradient_accumulation_steps = 2 } }
+  check_error(function() sw:load_checkpoint(dir, 't', { load_module_strict = false }) end, 'defines its parameters in another order')
+  local j = dir .. '/t/engine.json'
+  local text = io.open(j, 'rb'):read('a')
+  local f = io.open(j, 'wb')
+  f:write((text:gsub('"global_steps": 1', '"global_steps": 7')))
+  f:close()
+  check_error(function() e:load_checkpoint(dir, 't') end, 'engine.json is damaged')
+  -- metamethods called by hand on something else do not crash
+  local ok = pcall(getmetatable(zl.zeros(1)).__gc, {})
+  check(ok, 'a tensor __gc on a plain table is harmless')
+  -- load_module_only under bf16: the masters follow the loaded weights
+  local b = zl.initialize { model = model(19), config = cfg { bf16 = { enabled = true } } }
+  b:backward(zl.mse_loss(b(x), y))
+  b:step()
+  b:save_checkpoint(dir, 'bf')
+  local m2 = model(20)
+  local b2 = zl.initialize { model = m2, config = cfg { bf16 = { enabled = true }, optimizer = { type = 'SGD', params = { lr = 0 } } } }
+  b2:load_checkpoint(dir, 'bf', { load_module_only = true })
+  local loaded = flat_params(m2)
+  b2:backward(zl.mse_loss(b2(x), y))
+  b2:step()
+  check_close(flat_params(m2), loaded, 0, 'a step at lr 0 after load_module_only keeps the loaded weights')
+end)
+
 test('monitors_and_step_log', function()
   local dir = TMP .. '/runs'
   zl.core.remove_tree(dir)

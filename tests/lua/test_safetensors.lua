@@ -94,7 +94,7 @@ test('open_and_ranges', function()
   check_eq(f:read('flat', 10):numel(), 0)
   check(same_list(f:read('ids'):shape(), { 4 }))
   check_error(function() return f:read('flat', 8, 3) end,
-              p .. ": elements [8, 11) are out of range for tensor 'flat' of 10 elements")
+              p .. ": 3 elements from offset 8 are out of range for tensor 'flat' of 10 elements")
   check_error(function() return f:read('none', 0) end, p .. ": no tensor named 'none'")
   f:close()
   check_error(function() return f:info() end, 'the safetensors file was closed')

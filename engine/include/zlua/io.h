@@ -69,6 +69,10 @@ ZL_API zl_status zl_fs_remove_tree(const char *path);
 /* rename(2) from -> to, then fsync the folder holding `to`, so the new name
  * survives a crash. Errors name both paths. */
 ZL_API zl_status zl_fs_rename(const char *from, const char *to);
+/* Swap the names a and b atomically (Linux renameat2 RENAME_EXCHANGE), then
+ * fsync their folder: replacing a checkpoint folder leaves no moment at which
+ * neither exists. Both must exist. */
+ZL_API zl_status zl_fs_exchange(const char *a, const char *b);
 /* Whether path exists (any kind of file). */
 ZL_API bool zl_fs_exists(const char *path);
 

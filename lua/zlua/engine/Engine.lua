@@ -21,6 +21,10 @@ Engine.__index = Engine
 Engine.__name = 'zlua.Engine'
 function Engine.__call(self, ...) return self:forward(...) end
 
+local function need_optimizer(self, what)
+  if not self.optimizer then zl.raise('engine:' .. what .. ': there is no optimizer (none given and none in the config)') end
+end
+
 -- Features of later issues: named in an error until they land, never ignored.
 local function check_supported(cfg, world_size)
   local z = cfg.zero_optimization
@@ -153,7 +157,7 @@ end
 function Engine:step()
   local t0 = core.now()
   if self:is_gradient_accumulation_boundary() then
-    if not self.optimizer then zl.raise('engine:step: there is no optimizer (none given and none in the config)') end
+    need_optimizer(self, 'step')
     self:take_model_step()
   end
   self.micro_steps = self.micro_steps + 1
@@ -186,12 +190,14 @@ function Engine:was_step_applied() return self.report.last_applied end
 function Engine:zero_grad() self.precision:zero_grads(self.optimizer) end
 
 function Engine:get_lr()
+  need_optimizer(self, 'get_lr')
   local out = {}
   for i, g in ipairs(self.optimizer.param_groups) do out[i] = g.lr end
   return out
 end
 
 function Engine:get_mom()
+  need_optimizer(self, 'get_mom')
   local out = {}
   for i, g in ipairs(self.optimizer.param_groups) do out[i] = g.betas and { g.betas[1], g.betas[2] } or g.momentum end
   return out

@@ -6,14 +6,14 @@
     DIR/TAG/optim_rank<R>.safetensors the optimizer's f32 parameters (the masters
                                       under mixed precision) as param.<i>, and its
                                       per-parameter state as state.<i>.<key>
-    DIR/TAG/engine.json               counters, hyperparameters, scheduler, loss
+    DIR/TAG/engine.json (+ .crc32)    counters, hyperparameters, scheduler, loss
                                       scaler, RNG and dataloader position, the
                                       client state, parameter names, and a manifest
                                       (bytes and CRC-32 of every file)
 
   Crash safety: a checkpoint is written into a hidden temporary folder, every
-  file fsynced, and the folder renamed to TAG; `latest` is replaced atomically
-  after that. A save killed at any point leaves the previous checkpoint and
+  file fsynced, and the folder renamed to TAG (swapped with an existing TAG
+  in one atomic exchange); `latest` is replaced atomically after that. A save killed at any point leaves the previous checkpoint and
   `latest` as they were. Loading parses only JSON and safetensors (nothing is
   executed) and checks every file against the manifest first, so a truncated or
   damaged file is named before anything is changed. ]]
@@ -86,7 +86,18 @@ end
 local function check_client_state(v, path)
   local t = type(v)
   if t == 'table' then
-    for k, x in pairs(v) do check_client_state(x, path .. '.' .. tostring(k)) end
+    local strings, ints = false, false
+    for k, x in pairs(v) do
+      if type(k) == 'string' then strings = true
+      elseif math.type(k) == 'integer' and k >= 1 and k <= #v then ints = true
+      else zl.raise(fmt('save_checkpoint: %s has the key %s; client_state tables are arrays or have string keys', path, tostring(k))) end
+      check_client_state(x, path .. '.' .. tostring(k))
+    end
+    if strings and ints then
+      zl.raise(fmt('save_checkpoint: %s mixes array entries and string keys (JSON has no such table)', path))
+    end
+  elseif t == 'number' and (v ~= v or v == math.huge or v == -math.huge) then
+    zl.raise(fmt('save_checkpoint: %s is %s, which JSON cannot hold', path, tostring(v)))
   elseif t ~= 'string' and t ~= 'number' and t ~= 'boolean' then
     zl.raise(fmt('save_checkpoint: %s is a %s; client_state holds only tables, strings, numbers and booleans '
       .. '(save tensors in the model)', path, zl.is_tensor(v) and 'tensor' or t))
@@ -100,11 +111,35 @@ function M.save(engine, dir, tag, client_state, opts)
   check_tag(tag)
   client_state = client_state or {}
   check_client_state(client_state, 'client_state')
+  -- Gradients of a half-done accumulation window are not saved: a save
+  -- there could not resume exactly, so it is refused.
+  if engine.micro_steps % engine.gas ~= 0 then
+    zl.raise(fmt('save_checkpoint: %d micro-steps into an accumulation window of %d (micro step %d); save after '
+      .. 'engine:step() at a boundary', engine.micro_steps % engine.gas, engine.gas, engine.micro_steps))
+  end
   core.mkdirs(dir)
   local final = join(dir, tag)
   local tmp = join(dir, fmt('.%s.tmp-%d', tag, core.getpid()))
   core.remove_tree(tmp)
   core.mkdirs(tmp)
+  local ok, err = pcall(M.write_into, engine, tmp, tag, client_state)
+  if not ok then
+    core.remove_tree(tmp)
+    error(err, 0)
+  end
+  if core.exists(final) then
+    -- One atomic swap: at no moment is there no folder named TAG.
+    core.exchange(tmp, final)
+    core.remove_tree(tmp)
+  else
+    core.rename(tmp, final)
+  end
+  if not opts or opts.save_latest ~= false then core.write_file_atomic(join(dir, 'latest'), tag) end
+  return final
+end
+
+-- Every file of a checkpoint into the folder tmp.
+function M.write_into(engine, tmp, tag, client_state)
 
   local model_sd, order = engine.module:state_dict()
   local entries = {}
@@ -120,6 +155,7 @@ function M.save(engine, dir, tag, client_state, opts)
     client_state = client_state, config = engine.config.source or json.null,
   }
   if engine.optimizer then
+    state.optimizer_type = engine.optimizer.__name
     local tensors, rest = split_optimizer(engine.optimizer)
     local name = fmt('optim_rank%d.safetensors', engine.rank)
     zl.save_safetensors(join(tmp, name), tensors, { format = FORMAT })
@@ -137,19 +173,9 @@ function M.save(engine, dir, tag, client_state, opts)
     local crc, bytes = core.file_crc32(join(tmp, f))
     state.manifest[f] = { crc32 = crc, bytes = bytes }
   end
-  core.write_file_atomic(join(tmp, 'engine.json'), json.encode(state, 1) .. '\n')
-
-  if core.exists(final) then
-    local old = join(dir, fmt('.%s.old-%d', tag, core.getpid()))
-    core.remove_tree(old)
-    core.rename(final, old)
-    core.rename(tmp, final)
-    core.remove_tree(old)
-  else
-    core.rename(tmp, final)
-  end
-  if not opts or opts.save_latest ~= false then core.write_file_atomic(join(dir, 'latest'), tag) end
-  return final
+  local text = json.encode(state, 1) .. '\n'
+  core.write_file_atomic(join(tmp, 'engine.json'), text)
+  core.write_file_atomic(join(tmp, 'engine.json.crc32'), fmt('%d\n', core.crc32(text)))
 end
 
 -- Read and verify engine.json and the files it lists; nothing is changed yet.
@@ -157,11 +183,21 @@ local function open_checkpoint(path)
   local jpath = join(path, 'engine.json')
   local text, err = read_file(jpath)
   if not text then zl.raise(fmt('load_checkpoint: cannot read %s: %s', jpath, err)) end
+  local want = read_file(jpath .. '.crc32')
+  if not want or tonumber(want) ~= core.crc32(text) then
+    zl.raise(fmt('load_checkpoint: %s is damaged (its CRC-32 does not match %s.crc32)', jpath, jpath))
+  end
   local ok, state = pcall(json.decode, text, jpath)
   if not ok then zl.raise(fmt('load_checkpoint: %s is corrupt: %s', jpath, tostring(state))) end
   if type(state) ~= 'table' or state.format ~= FORMAT then
     zl.raise(fmt('load_checkpoint: %s is not a zlua checkpoint (format %s, expected %s)', jpath,
       type(state) == 'table' and tostring(state.format) or '?', FORMAT))
+  end
+  for _, key in ipairs({ 'global_steps', 'global_samples', 'skipped_steps', 'micro_steps', 'world_size', 'rank' }) do
+    if math.type(state[key]) ~= 'integer' then zl.raise(fmt('load_checkpoint: %s: %s is missing or not an integer', jpath, key)) end
+  end
+  if type(state.rng) ~= 'table' or math.type(state.rng.seed) ~= 'integer' or math.type(state.rng.offset) ~= 'integer' then
+    zl.raise(fmt('load_checkpoint: %s: rng is missing or malformed', jpath))
   end
   for f, want in pairs(state.manifest or {}) do
     local fpath = join(path, f)
@@ -180,6 +216,17 @@ end
 
 local function load_optimizer(engine, path, state)
   local opt = engine.optimizer
+  if state.optimizer_type ~= opt.__name then
+    zl.raise(fmt('load_checkpoint: %s holds the state of a %s optimizer; this engine has %s', path,
+      tostring(state.optimizer_type), tostring(opt.__name)))
+  end
+  local names = optimizer_param_names(engine)
+  for i, name in ipairs(names) do
+    if state.param_names[i] ~= name then
+      zl.raise(fmt('load_checkpoint: %s: optimizer parameter %d is %s in the checkpoint and %s now (the model '
+        .. 'defines its parameters in another order)', path, i, tostring(state.param_names[i]), tostring(name)))
+    end
+  end
   local fpath = join(path, fmt('optim_rank%d.safetensors', state.rank))
   local tensors = zl.load_safetensors(fpath)
   local sd = { state = {}, param_groups = state.optimizer.param_groups }
@@ -194,8 +241,9 @@ local function load_optimizer(engine, path, state)
       idx = idx + 1
       local v = tensors['param.' .. idx]
       if not v then zl.raise(fmt('load_checkpoint: %s has no param.%d', fpath, idx)) end
-      if v:numel() ~= p:numel() then
-        zl.raise(fmt('load_checkpoint: %s: param.%d has %d elements, the parameter %d', fpath, idx, v:numel(), p:numel()))
+      if table.concat(v:shape(), 'x') ~= table.concat(p:shape(), 'x') then
+        zl.raise(fmt('load_checkpoint: %s: param.%d has shape %s, the parameter %s', fpath, idx,
+          table.concat(v:shape(), 'x'), table.concat(p:shape(), 'x')))
       end
       zl.no_grad(function() p:copy_(v:reshape(p:shape())) end)
     end
@@ -239,7 +287,10 @@ function M.load(engine, dir, tag, opts)
   end
   local model = zl.load_safetensors(join(path, 'model.safetensors'))
   engine.module:load_state_dict(model, opts.load_module_strict ~= false)
-  if opts.load_module_only then return path, state.client_state end
+  if opts.load_module_only then
+    engine.precision:sync_masters()
+    return path, state.client_state
+  end
   if engine.optimizer and state.optimizer and opts.load_optimizer_states ~= false then
     load_optimizer(engine, path, state)
   else

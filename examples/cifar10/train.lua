@@ -98,6 +98,7 @@ local ds_config = args.config ~= '' and args.config or args.deepspeed_config ~= 
 }
 local model_engine = zl.initialize { model = net, model_parameters = net:parameters(), config = ds_config,
   args = { learning_rate = args.lr, per_device_train_batch_size = args.batch } }
+model_engine:set_progress(false)   -- a line per step is printed below
 
 print(('cifar10: %d training images, %d test images; %d parameters'):format(
   #trainset, #testset, net:num_parameters()))

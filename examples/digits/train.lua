@@ -68,6 +68,7 @@ local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.999, ada
                max_steps = opt.steps > 0 and opt.steps or opt.epochs * #trainloader, hidden_size = opt.hidden }
 local engine = zl.initialize { model = net, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(net, opt.weight_decay) }
+engine:set_progress(false)   -- a line per step is printed below
 
 local function accuracy(loader)
   local correct, total = 0, 0

@@ -88,6 +88,7 @@ local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.95, adam
                bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16' }
 local engine = zl.initialize { model = model, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(model, 0.1) }
+engine:set_progress(false)   -- a line per step is printed below
 
 -- Windows starting at the given 0-based offsets of src: inputs and the
 -- next-character targets, both [#starts, T].

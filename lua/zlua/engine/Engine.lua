@@ -185,6 +185,14 @@ function Engine:take_model_step()
   self.losses = 0.0
 end
 
+--- engine:set_progress(on): the one-line progress display on a terminal (on
+--- by default when stdout and stderr are terminals); a script that prints a
+--- line of its own every step turns it off.
+function Engine:set_progress(on)
+  self.report.progress = on and core.isatty(1) and core.isatty(2) or false
+  return self
+end
+
 function Engine:was_step_applied() return self.report.last_applied end
 
 function Engine:zero_grad() self.precision:zero_grads(self.optimizer) end

@@ -19,7 +19,9 @@ function report.new(engine, cfg)
   self.breakdown = cfg.wall_clock_breakdown
   self.fp16 = cfg.fp16.enabled
   self.quiet = engine.rank ~= 0
-  self.progress = not self.quiet and core.isatty(2) and os.getenv('ZLUA_NO_PROGRESS') == nil
+  -- Drawn on stderr, so a step log on stdout is not overwritten; only when a
+  -- person watches (stdout and stderr are terminals).
+  self.progress = not self.quiet and core.isatty(1) and core.isatty(2) and os.getenv('ZLUA_NO_PROGRESS') == nil
   self.timers = { forward = 0, backward = 0, step = 0 }
   self.window_start, self.window_samples = core.now(), 0
   self.last_applied = false
@@ -51,7 +53,7 @@ function R:step_done(loss, overflow)
   local now = core.now()
   local rate = self.window_samples / math.max(now - self.window_start, 1e-9)
   if self.progress then
-    io.stderr:write(fmt('\r\27[Kstep %d  loss %.4g  lr %.3g  %.1f samples/s', e.global_steps, loss,
+    io.stderr:write(fmt('\r\27[Kstep %d  loss %.4g  lr %.3g  %.1f samples/s\r', e.global_steps, loss,
       e:get_lr()[1], rate))
   end
   if self.every and e.global_steps % self.every == 0 then

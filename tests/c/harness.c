@@ -1,6 +1,9 @@
 /* Implementation of the test harness declared in harness.h. */
+#define _GNU_SOURCE
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include "harness.h"
 
 #define MAX_TESTS 512
@@ -24,6 +27,57 @@ void zt_fail(const char *file, int line, const char *fmt, ...)
 }
 
 int zt_failures_in_current(void) { return current_failures; }
+
+static char tmpdir[256];
+
+static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+static void remove_tmpdir(void)
+{
+    if (tmpdir[0]) nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *zt_tmp_path(char *buf, size_t n, const char *name)
+{
+    if (!tmpdir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/zlua_test_XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            zt_fail(__FILE__, __LINE__, "cannot create %s", tmpdir);
+            tmpdir[0] = '\0';
+            return strcpy(buf, "");
+        }
+        static bool registered;
+        if (!registered) atexit(remove_tmpdir);
+        registered = true;
+    }
+    snprintf(buf, n, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+void zt_tmp_reset(void)
+{
+    remove_tmpdir();
+    tmpdir[0] = '\0';
+}
+
+const char *zt_tmp_dir(void)
+{
+    char unused[8];
+    zt_tmp_path(unused, sizeof unused, "");
+    return tmpdir;
+}
+
+void zt_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n) zt_fail(__FILE__, __LINE__, "cannot write %s", path);
+    if (f) fclose(f);
+}
 
 zl_tensor *zt_randn(int ndim, const int64_t *shape) { return zl_tensor_randn(ZL_DTYPE_F32, ndim, shape, NULL); }
 

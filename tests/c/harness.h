@@ -31,6 +31,16 @@ int zt_failures_in_current(void);
          if (!strstr(zl_last_error(), (needle)))                              \
              zt_fail(__FILE__, __LINE__, "%s: expected an error containing \"%s\", got \"%s\"", #expr, (needle), zl_last_error()); } while (0)
 
+/* A path for `name` inside this run's own temporary folder (made on first use
+ * under $TMPDIR or /tmp, removed with everything in it at exit); buf holds it. */
+const char *zt_tmp_path(char *buf, size_t n, const char *name);
+/* That folder itself. */
+const char *zt_tmp_dir(void);
+/* Remove the folder and everything in it; the next zt_tmp_path makes a new one. */
+void zt_tmp_reset(void);
+/* Write n bytes to path, recording a failure if it cannot. */
+void zt_write_file(const char *path, const void *data, size_t n);
+
 /* Handy constructors for tests. */
 zl_tensor *zt_randn(int ndim, const int64_t *shape);
 zl_tensor *zt_from(int ndim, const int64_t *shape, const float *data);

@@ -8,46 +8,6 @@
 #include <zlib.h>
 #include "harness.h"
 
-static char tmpdir[256];
-
-/* Removes the temporary directory at exit, whichever tests ran. */
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    char p[600];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
-/* `name` inside this run's temporary directory, made on first use. */
-static const char *tmp_path(char *buf, size_t n, const char *name)
-{
-    if (!tmpdir[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/zlua_test_io_XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(tmpdir)) {
-            zt_fail(__FILE__, __LINE__, "cannot create %s", tmpdir);
-            return strcpy(buf, "");
-        }
-        atexit(remove_tmpdir);
-    }
-    snprintf(buf, n, "%s/%s", tmpdir, name);
-    return buf;
-}
-
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n) zt_fail(__FILE__, __LINE__, "cannot write %s", path);
-    if (f) fclose(f);
-}
-
 static void write_gz(const char *path, const char *text)
 {
     gzFile g = gzopen(path, "wb");
@@ -85,16 +45,16 @@ static void check_values(zl_tensor *t, int64_t rows, int64_t cols, const float *
 TEST(plain_small)
 {
     char p[512];
-    tmp_path(p, sizeof p, "small.csv");
+    zt_tmp_path(p, sizeof p, "small.csv");
     const char *text = "1,2.5,-3\n 4 , 5e-1 ,6\r\n\n7,8,9";   /* spaces, CRLF, a blank line, no final newline */
-    write_file(p, text, strlen(text));
+    zt_write_file(p, text, strlen(text));
     zl_tensor *t = zl_read_csv(p, false);
     check_values(t, 3, 3, (float[]){1, 2.5f, -3, 4, 0.5f, 6, 7, 8, 9});
     zl_tensor_release(t);
 
-    tmp_path(p, sizeof p, "header.csv");
+    zt_tmp_path(p, sizeof p, "header.csv");
     text = "a,b\n1,2\n3,4\n";
-    write_file(p, text, strlen(text));
+    zt_write_file(p, text, strlen(text));
     t = zl_read_csv(p, true);
     check_values(t, 2, 2, (float[]){1, 2, 3, 4});
     zl_tensor_release(t);
@@ -119,9 +79,9 @@ TEST(large_plain_and_gzip)
         }
     CHECK(len > 3 * 65536);
     char p[512], pg[512];
-    tmp_path(p, sizeof p, "large.csv");
-    tmp_path(pg, sizeof pg, "large.csv.gz");
-    write_file(p, text, len);
+    zt_tmp_path(p, sizeof p, "large.csv");
+    zt_tmp_path(pg, sizeof pg, "large.csv.gz");
+    zt_write_file(p, text, len);
     write_gz(pg, text);
     zl_tensor *a = zl_read_csv(p, false), *b = zl_read_csv(pg, false);
     check_values(a, ROWS, COLS, want);
@@ -135,7 +95,7 @@ TEST(large_plain_and_gzip)
 TEST(gzip_with_header)
 {
     char p[512];
-    tmp_path(p, sizeof p, "h.csv.gz");
+    zt_tmp_path(p, sizeof p, "h.csv.gz");
     write_gz(p, "x,y,label\n0.25,16,3\n");
     zl_tensor *t = zl_read_csv(p, true);
     check_values(t, 1, 3, (float[]){0.25f, 16, 3});
@@ -145,14 +105,14 @@ TEST(gzip_with_header)
 TEST(missing_and_directory)
 {
     char p[512];
-    tmp_path(p, sizeof p, "no_such.csv");
+    zt_tmp_path(p, sizeof p, "no_such.csv");
     char want[600];
     snprintf(want, sizeof want, "cannot open '%s': No such file or directory", p);
     zl_tensor *t;
     CHECK_ERR(t = zl_read_csv(p, false), want);
     CHECK(t == NULL);
-    snprintf(want, sizeof want, "cannot read '%s': Is a directory", tmpdir);
-    CHECK_ERR(t = zl_read_csv(tmpdir, false), want);
+    snprintf(want, sizeof want, "cannot read '%s': Is a directory", zt_tmp_dir());
+    CHECK_ERR(t = zl_read_csv(zt_tmp_dir(), false), want);
     CHECK(t == NULL);
     CHECK_ERR(zl_read_csv(NULL, false), "read_csv: path is NULL");
 }
@@ -160,7 +120,7 @@ TEST(missing_and_directory)
 TEST(truncated_gzip)
 {
     char p[512];
-    tmp_path(p, sizeof p, "trunc.csv.gz");
+    zt_tmp_path(p, sizeof p, "trunc.csv.gz");
     char text[4096];
     size_t len = 0;
     for (int i = 0; i < 200; i++) len += (size_t)sprintf(text + len, "%d,%d\n", i, i * i);
@@ -169,7 +129,7 @@ TEST(truncated_gzip)
     unsigned char *whole = read_whole(p, &n);
     CHECK(whole && n > 40);
     if (!whole) return;
-    write_file(p, whole, n / 2);
+    zt_write_file(p, whole, n / 2);
     char want[600];
     snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset ", p);
     zl_tensor *t;
@@ -181,7 +141,7 @@ TEST(truncated_gzip)
 TEST(corrupt_gzip)
 {
     char p[512];
-    tmp_path(p, sizeof p, "bad.csv.gz");
+    zt_tmp_path(p, sizeof p, "bad.csv.gz");
     write_gz(p, "1,2\n3,4\n5,6\n");
     size_t n;
     unsigned char *whole = read_whole(p, &n);
@@ -191,13 +151,13 @@ TEST(corrupt_gzip)
     /* The first deflate byte after the 10-byte header: block type 3 does not exist. */
     unsigned char first = whole[10];
     whole[10] = 0xff;
-    write_file(p, whole, n);
+    zt_write_file(p, whole, n);
     snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset 0: invalid block type", p);
     CHECK_ERR(zl_read_csv(p, false), want);
     /* The stored CRC-32 (the trailer's first four bytes) no longer matches. */
     whole[10] = first;
     whole[n - 8] ^= 0x5a;
-    write_file(p, whole, n);
+    zt_write_file(p, whole, n);
     snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset ", p);
     CHECK_ERR(zl_read_csv(p, false), want);
     CHECK(strstr(zl_last_error(), ": incorrect data check"));
@@ -207,23 +167,23 @@ TEST(corrupt_gzip)
 TEST(bad_number)
 {
     char p[512], want[600];
-    tmp_path(p, sizeof p, "num.csv");
+    zt_tmp_path(p, sizeof p, "num.csv");
     const char *text = "1,2,3\n4,5,6\n7,8,abc\n";
-    write_file(p, text, strlen(text));
+    zt_write_file(p, text, strlen(text));
     snprintf(want, sizeof want, "%s:3: field 3 is not a number: 'abc'", p);
     CHECK_ERR(zl_read_csv(p, false), want);
     text = "1,,3\n";
-    write_file(p, text, strlen(text));
+    zt_write_file(p, text, strlen(text));
     snprintf(want, sizeof want, "%s:1: field 2 is not a number: ''", p);
     CHECK_ERR(zl_read_csv(p, false), want);
     text = "1,2 3\n";
-    write_file(p, text, strlen(text));
+    zt_write_file(p, text, strlen(text));
     CHECK_ERR(zl_read_csv(p, false), "field 2 is not a number: '2 3'");
     text = "1,1e39\n";
-    write_file(p, text, strlen(text));
+    zt_write_file(p, text, strlen(text));
     snprintf(want, sizeof want, "%s:1: field 2 is out of range for f32: '1e39'", p);
     CHECK_ERR(zl_read_csv(p, false), want);
-    write_file(p, "1,2\n\0\0\x01,3\n", 11);
+    zt_write_file(p, "1,2\n\0\0\x01,3\n", 11);
     snprintf(want, sizeof want, "%s:2: contains a NUL byte", p);
     CHECK_ERR(zl_read_csv(p, false), want);
 }
@@ -231,14 +191,14 @@ TEST(bad_number)
 TEST(ragged_row)
 {
     char p[512], want[600];
-    tmp_path(p, sizeof p, "ragged.csv");
+    zt_tmp_path(p, sizeof p, "ragged.csv");
     const char *text = "1,2,3,4\n5,6,7,8\n\n9,10,11\n";
-    write_file(p, text, strlen(text));
+    zt_write_file(p, text, strlen(text));
     snprintf(want, sizeof want, "%s:4: row has 3 fields, expected 4 (as on line 1)", p);
     zl_tensor *t;
     CHECK_ERR(t = zl_read_csv(p, false), want);
     CHECK(t == NULL);
-    tmp_path(p, sizeof p, "ragged.csv.gz");
+    zt_tmp_path(p, sizeof p, "ragged.csv.gz");
     write_gz(p, "h1,h2\n1,2\n3,4,5\n");
     snprintf(want, sizeof want, "%s:3: row has 3 fields, expected 2 (as on line 2)", p);
     CHECK_ERR(zl_read_csv(p, true), want);
@@ -247,15 +207,15 @@ TEST(ragged_row)
 TEST(empty_file)
 {
     char p[512], want[600];
-    tmp_path(p, sizeof p, "empty.csv");
-    write_file(p, "", 0);
+    zt_tmp_path(p, sizeof p, "empty.csv");
+    zt_write_file(p, "", 0);
     snprintf(want, sizeof want, "%s: no data rows (the file is empty)", p);
     CHECK_ERR(zl_read_csv(p, false), want);
-    write_file(p, "\n  \n", 4);
+    zt_write_file(p, "\n  \n", 4);
     CHECK_ERR(zl_read_csv(p, false), want);
-    write_file(p, "a,b\n", 4);
+    zt_write_file(p, "a,b\n", 4);
     CHECK_ERR(zl_read_csv(p, true), "no data rows (the file is empty or holds only a header)");
-    tmp_path(p, sizeof p, "empty.csv.gz");
+    zt_tmp_path(p, sizeof p, "empty.csv.gz");
     write_gz(p, "");
     CHECK_ERR(zl_read_csv(p, false), "empty.csv.gz: no data rows");
 }
@@ -263,8 +223,8 @@ TEST(empty_file)
 TEST(out_of_memory)
 {
     char p[512];
-    tmp_path(p, sizeof p, "oom.csv");
-    write_file(p, "1,2\n", 4);
+    zt_tmp_path(p, sizeof p, "oom.csv");
+    zt_write_file(p, "1,2\n", 4);
     zl_mem_fail_after(1);
     zl_tensor *t;
     CHECK_ERR(t = zl_read_csv(p, false), "out of memory");
@@ -275,8 +235,8 @@ TEST(out_of_memory)
 TEST(interrupted)
 {
     char p[512];
-    tmp_path(p, sizeof p, "int.csv");
-    write_file(p, "1,2\n", 4);
+    zt_tmp_path(p, sizeof p, "int.csv");
+    zt_write_file(p, "1,2\n", 4);
     zl_interrupt_set(1);
     zl_tensor *t;
     CHECK_ERR(t = zl_read_csv(p, false), "read_csv: interrupted reading");

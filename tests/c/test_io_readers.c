@@ -8,42 +8,6 @@
 #include <zlib.h>
 #include "harness.h"
 
-static char tmpdir[256];
-
-static void remove_tmpdir(void)
-{
-    DIR *d = opendir(tmpdir);
-    if (!d) return;
-    char p[600];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(tmpdir);
-}
-
-/* `name` inside this run's temporary directory, made on first use. */
-static const char *tmp_path(char *buf, size_t n, const char *name)
-{
-    if (!tmpdir[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/zlua_test_readers_XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(tmpdir)) zt_fail(__FILE__, __LINE__, "cannot create %s", tmpdir);
-        atexit(remove_tmpdir);
-    }
-    snprintf(buf, n, "%s/%s", tmpdir, name);
-    return buf;
-}
-
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n) zt_fail(__FILE__, __LINE__, "cannot write %s", path);
-    if (f) fclose(f);
-}
-
 static void write_gz(const char *path, const void *data, size_t n)
 {
     gzFile g = gzopen(path, "wb");
@@ -70,9 +34,9 @@ static void write_both(char *p, char *pg, const char *name, const void *data, si
 {
     char gzname[128];
     snprintf(gzname, sizeof gzname, "%s.gz", name);
-    tmp_path(p, 512, name);
-    tmp_path(pg, 512, gzname);
-    write_file(p, data, n);
+    zt_tmp_path(p, 512, name);
+    zt_tmp_path(pg, 512, gzname);
+    zt_write_file(p, data, n);
     write_gz(pg, data, n);
 }
 
@@ -306,7 +270,7 @@ TEST(idx_bad_files)
     snprintf(want, sizeof want, "%s: idx header gives 0 dims at offset 3, expected 1 to 8", p);
     CHECK_ERR(zl_read_idx(p), want);
     bad[3] = 9;
-    write_file(p, bad, 16);
+    zt_write_file(p, bad, 16);
     CHECK_ERR(zl_read_idx(p), "idx header gives 9 dims at offset 3, expected 1 to 8");
 
     /* Dims whose product overflows, and dims claiming gigabytes that a small
@@ -536,8 +500,8 @@ TEST(text_encode_views_and_errors)
     CHECK(zl_text_vocab(tt, v, &size) == ZL_OK && size == 6 && memcmp(v, vocab, 6) == 0);
 
     char p[512], want[700];
-    tmp_path(p, sizeof p, "empty.txt");
-    write_file(p, "", 0);
+    zt_tmp_path(p, sizeof p, "empty.txt");
+    zt_write_file(p, "", 0);
     snprintf(want, sizeof want, "%s: the file is empty", p);
     CHECK_ERR(zl_read_text(p), want);
     zl_tensor_release(f);
@@ -550,7 +514,7 @@ TEST(text_encode_views_and_errors)
 TEST(missing_directory_null)
 {
     char p[512], want[700];
-    tmp_path(p, sizeof p, "no_such_file");
+    zt_tmp_path(p, sizeof p, "no_such_file");
     snprintf(want, sizeof want, "cannot open '%s': No such file or directory", p);
     zl_tensor *img, *lab;
     CHECK_ERR(zl_read_idx(p), want);
@@ -559,15 +523,15 @@ TEST(missing_directory_null)
     zl_status st;
     CHECK_ERR(st = zl_read_cifar10(p, &img, &lab), want);
     CHECK(st == ZL_EIO);
-    snprintf(want, sizeof want, "cannot read '%s': Is a directory", tmpdir);
-    CHECK_ERR(zl_read_idx(tmpdir), want);
-    CHECK_ERR(zl_read_tokens(tmpdir, 4), want);
-    CHECK_ERR(zl_read_text(tmpdir), want);
-    CHECK_ERR(zl_read_cifar10(tmpdir, &img, &lab), want);
+    snprintf(want, sizeof want, "cannot read '%s': Is a directory", zt_tmp_dir());
+    CHECK_ERR(zl_read_idx(zt_tmp_dir()), want);
+    CHECK_ERR(zl_read_tokens(zt_tmp_dir(), 4), want);
+    CHECK_ERR(zl_read_text(zt_tmp_dir()), want);
+    CHECK_ERR(zl_read_cifar10(zt_tmp_dir(), &img, &lab), want);
     CHECK_ERR(zl_read_idx(NULL), "read_idx: path is NULL");
     CHECK_ERR(zl_read_text(NULL), "read_text: path is NULL");
-    tmp_path(p, sizeof p, "empty.idx");
-    write_file(p, "", 0);
+    zt_tmp_path(p, sizeof p, "empty.idx");
+    zt_write_file(p, "", 0);
     snprintf(want, sizeof want, "%s: the file is empty", p);
     CHECK_ERR(zl_read_idx(p), want);
 }
@@ -584,7 +548,7 @@ TEST(corrupt_gzip)
     unsigned char *z = read_whole(pg, &n);
     CHECK(z && n > 1000);
     if (!z) return;
-    write_file(pg, z, n / 2);
+    zt_write_file(pg, z, n / 2);
     zl_tensor *img, *lab;
     char want[700];
     snprintf(want, sizeof want, "%s: corrupt gzip stream near uncompressed offset ", pg);
@@ -595,7 +559,7 @@ TEST(corrupt_gzip)
     CHECK(at > 0 && at < (long long)N * REC);
 
     z[10] = 0xff;   /* the first deflate block's header: block type 3 does not exist */
-    write_file(pg, z, n);
+    zt_write_file(pg, z, n);
     CHECK_ERR(zl_read_tokens(pg, 2), "corrupt gzip stream near uncompressed offset 0: invalid block type");
     free(z);
     free(recs);
@@ -661,13 +625,13 @@ TEST(out_of_memory)
     CHECK(zl_mem_stats_of(ZL_MEM_OTHER).current == before);
     zl_mem_fail_after(1);
     CHECK_ERR(zl_read_text(pg), "out of memory");
-    tmp_path(p, sizeof p, "oom.tok");
-    write_file(p, recs, 8);
+    zt_tmp_path(p, sizeof p, "oom.tok");
+    zt_write_file(p, recs, 8);
     zl_mem_fail_after(1);
     CHECK_ERR(zl_read_tokens(p, 2), "out of memory");
-    tmp_path(p, sizeof p, "oom.idx");
+    zt_tmp_path(p, sizeof p, "oom.idx");
     unsigned char idx[12];
-    write_file(p, idx, idx_header(idx, 0x08, 1, (uint32_t[]){4}) + 4);
+    zt_write_file(p, idx, idx_header(idx, 0x08, 1, (uint32_t[]){4}) + 4);
     zl_mem_fail_after(1);
     CHECK_ERR(zl_read_idx(p), "out of memory");
     zl_mem_fail_after(0);

@@ -16,38 +16,6 @@
 #include <unistd.h>
 #include "harness.h"
 
-static char tmpdir[256];
-
-static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) { return remove(p); }
-
-static void remove_tmpdir(void)
-{
-    if (tmpdir[0]) nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* `name` inside this run's temporary directory, made on first use. */
-static const char *tmp_path(char *buf, size_t n, const char *name)
-{
-    if (!tmpdir[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/zlua_test_st_XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(tmpdir)) {
-            zt_fail(__FILE__, __LINE__, "cannot create %s", tmpdir);
-            return strcpy(buf, "");
-        }
-        atexit(remove_tmpdir);
-    }
-    snprintf(buf, n, "%s/%s", tmpdir, name);
-    return buf;
-}
-
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n) zt_fail(__FILE__, __LINE__, "cannot write %s", path);
-    if (f) fclose(f);
-}
-
 static unsigned char *read_whole(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
@@ -71,14 +39,14 @@ static void write_st(const char *path, const char *header, const void *data, siz
     for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)h >> (8 * k));
     memcpy(b + 8, header, h);
     if (ndata) memcpy(b + 8 + h, data, ndata);
-    write_file(path, b, n);
+    zt_write_file(path, b, n);
     free(b);
 }
 
 /* Files in the temporary directory whose name contains `part`. */
 static int count_files(const char *part)
 {
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(zt_tmp_dir());
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));) n += strstr(e->d_name, part) != NULL;
     if (d) closedir(d);
@@ -120,7 +88,7 @@ static bool same_bits(const zl_tensor *a, const zl_tensor *b)
 TEST(exact_bytes)
 {
     char p[512];
-    tmp_path(p, sizeof p, "exact.safetensors");
+    zt_tmp_path(p, sizeof p, "exact.safetensors");
     zl_tensor *a = zl_tensor_from_data(ZL_DTYPE_F32, SHAPE(2), (float[]){1.0f, -2.0f});
     zl_tensor *b = zl_tensor_from_data(ZL_DTYPE_I64, 0, NULL, (int64_t[]){7});
     const char *names[] = {"w\"q", "b"};
@@ -156,7 +124,7 @@ TEST(exact_bytes)
 TEST(round_trip_every_dtype)
 {
     char p[512];
-    tmp_path(p, sizeof p, "all.safetensors");
+    zt_tmp_path(p, sizeof p, "all.safetensors");
     enum { N = 7 * 4 };
     zl_tensor *ts[N];
     char names[N][32];
@@ -216,7 +184,7 @@ TEST(round_trip_every_dtype)
 TEST(non_contiguous_source)
 {
     char p[512];
-    tmp_path(p, sizeof p, "view.safetensors");
+    zt_tmp_path(p, sizeof p, "view.safetensors");
     zl_tensor *a = zl_tensor_arange(ZL_DTYPE_F32, 6);
     zl_tensor *m = zl_tensor_view(a, SHAPE(2, 3));
     zl_tensor *t = zl_tensor_transpose(m, 0, 1);
@@ -243,7 +211,7 @@ TEST(non_contiguous_source)
 TEST(foreign_header)
 {
     char p[512];
-    tmp_path(p, sizeof p, "foreign.safetensors");
+    zt_tmp_path(p, sizeof p, "foreign.safetensors");
     const char *header =
         "{ \"z\\u00e9\\ud83d\\ude00\" : { \"data_offsets\" : [ 8 , 12 ] , \"shape\" : [ 2 ] , \"dtype\" : \"BF16\" } ,\n"
         "  \"d\" : {\"shape\":[1],\"dtype\":\"F64\",\"data_offsets\":[0,8]},\r\n"
@@ -279,7 +247,7 @@ TEST(foreign_header)
 TEST(read_into_ranges)
 {
     char p[512];
-    tmp_path(p, sizeof p, "range.safetensors");
+    zt_tmp_path(p, sizeof p, "range.safetensors");
     zl_tensor *a = zl_tensor_arange(ZL_DTYPE_F32, 10);
     zl_tensor *b = zl_tensor_arange(ZL_DTYPE_I64, 5);
     const char *names[] = {"flat", "ids"};
@@ -311,7 +279,7 @@ TEST(read_into_ranges)
 TEST(writer_streaming)
 {
     char p[512];
-    tmp_path(p, sizeof p, "stream.safetensors");
+    zt_tmp_path(p, sizeof p, "stream.safetensors");
     zl_safetensors_entry e[] = {
         {.name = "a", .dtype = ZL_DTYPE_F32, .ndim = 2, .shape = {2, 3}},
         {.name = "empty", .dtype = ZL_DTYPE_F32, .ndim = 1, .shape = {0}},
@@ -376,7 +344,7 @@ TEST(writer_streaming)
 TEST(writer_bad_entries)
 {
     char p[512];
-    tmp_path(p, sizeof p, "bad_entries.safetensors");
+    zt_tmp_path(p, sizeof p, "bad_entries.safetensors");
     zl_safetensors_entry e[] = {
         {.name = "x", .dtype = ZL_DTYPE_F32, .ndim = 1, .shape = {2}},
         {.name = "x", .dtype = ZL_DTYPE_F32, .ndim = 1, .shape = {2}},
@@ -416,7 +384,7 @@ TEST(writer_bad_entries)
 static void check_corrupt(const char *header, const void *data, size_t n, const char *want, int line)
 {
     char p[512], prefix[600];
-    tmp_path(p, sizeof p, "corrupt.safetensors");
+    zt_tmp_path(p, sizeof p, "corrupt.safetensors");
     write_st(p, header, data, n);
     snprintf(prefix, sizeof prefix, "%s: ", p);
     zl_clear_error();
@@ -496,8 +464,8 @@ TEST(corrupt_layout)
 TEST(corrupt_length_and_data)
 {
     char p[512], want[1200];
-    tmp_path(p, sizeof p, "short.safetensors");
-    write_file(p, "\x10\0\0", 3);
+    zt_tmp_path(p, sizeof p, "short.safetensors");
+    zt_write_file(p, "\x10\0\0", 3);
     snprintf(want, sizeof want, "%s: 3 bytes is too short for a safetensors file", p);
     CHECK_ERR(zl_safetensors_open(p), want);
 
@@ -510,16 +478,16 @@ TEST(corrupt_length_and_data)
     unsigned char *whole = read_whole(p, &n);
     uint64_t hlen = 0;
     for (int k = 7; k >= 0; k--) hlen = hlen << 8 | whole[k];
-    write_file(p, whole, 8 + hlen / 2);
+    zt_write_file(p, whole, 8 + hlen / 2);
     snprintf(want, sizeof want, "%s: the header length at offset 0 is %llu, larger than the rest of the file (%llu bytes)", p,
              (unsigned long long)hlen, (unsigned long long)(hlen / 2));
     CHECK_ERR(zl_safetensors_open(p), want);
-    write_file(p, whole, n - 10);
+    zt_write_file(p, whole, n - 10);
     snprintf(want, sizeof want, "%s: tensor 't' has data_offsets [0, 64], out of range: the data holds 54 bytes", p);
     CHECK_ERR(zl_safetensors_open(p), want);
     /* A length of 2^63 + 16 in an otherwise good file. */
     whole[7] = 0x80;
-    write_file(p, whole, n);
+    zt_write_file(p, whole, n);
     CHECK_ERR(zl_safetensors_open(p), "the header length at offset 0 is 9223372036854775");
     free(whole);
 
@@ -551,11 +519,11 @@ TEST(corrupt_length_and_data)
     CHECK_ERR(zl_safetensors_read(f, "m", ZL_MEM_OTHER), want);
     zl_safetensors_close(f);
 
-    tmp_path(p, sizeof p, "missing.safetensors");
+    zt_tmp_path(p, sizeof p, "missing.safetensors");
     snprintf(want, sizeof want, "cannot open '%s': No such file or directory", p);
     CHECK_ERR(zl_safetensors_open(p), want);
-    snprintf(want, sizeof want, "cannot read '%s': not a regular file", tmpdir);
-    CHECK_ERR(zl_safetensors_open(tmpdir), want);
+    snprintf(want, sizeof want, "cannot read '%s': not a regular file", zt_tmp_dir());
+    CHECK_ERR(zl_safetensors_open(zt_tmp_dir()), want);
     CHECK_ERR(zl_safetensors_open(NULL), "path is NULL");
     zl_safetensors_close(NULL);
 }
@@ -565,7 +533,7 @@ TEST(corrupt_length_and_data)
 TEST(write_atomic_small_files)
 {
     char p[512], want[1200];
-    tmp_path(p, sizeof p, "latest");
+    zt_tmp_path(p, sizeof p, "latest");
     CHECK(zl_file_write_atomic(p, "global_step50", 13) == ZL_OK);
     CHECK(zl_file_write_atomic(p, "global_step100\n", 15) == ZL_OK);
     size_t n;
@@ -580,7 +548,7 @@ TEST(write_atomic_small_files)
     CHECK(stat(p, &sb) == 0 && sb.st_size == 0);
     CHECK(count_files(".tmp.") == 0);
 
-    tmp_path(p, sizeof p, "no_such_dir/latest");
+    zt_tmp_path(p, sizeof p, "no_such_dir/latest");
     snprintf(want, sizeof want, "cannot write '%s': cannot create the temporary file '%s.tmp.", p, p);
     CHECK_ERR(zl_file_write_atomic(p, "x", 1), want);
     CHECK(strstr(zl_last_error(), "': No such file or directory"));
@@ -629,7 +597,7 @@ static zl_status save_big(const char *p, int64_t numel)
 TEST(failed_write_keeps_old_file)
 {
     char p[512], want[1200];
-    tmp_path(p, sizeof p, "model.safetensors");
+    zt_tmp_path(p, sizeof p, "model.safetensors");
     write_old(p);
     struct rlimit old_lim, lim;
     getrlimit(RLIMIT_FSIZE, &old_lim);
@@ -662,7 +630,7 @@ TEST(failed_write_keeps_old_file)
 TEST(full_disk_keeps_old_file)
 {
     char dir[512], p[600];
-    tmp_path(dir, sizeof dir, "tmpfs");
+    zt_tmp_path(dir, sizeof dir, "tmpfs");
     if (mkdir(dir, 0700) != 0) { zt_fail(__FILE__, __LINE__, "cannot create %s", dir); return; }
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     fflush(NULL);
@@ -698,7 +666,7 @@ TEST(full_disk_keeps_old_file)
 TEST(sigkill_mid_write)
 {
     char p[512];
-    tmp_path(p, sizeof p, "ckpt.safetensors");
+    zt_tmp_path(p, sizeof p, "ckpt.safetensors");
     write_old(p);
     int fds[2];
     CHECK(pipe(fds) == 0);
@@ -722,10 +690,9 @@ TEST(sigkill_mid_write)
     close(fds[1]);
     CHECK(old_intact(p));
     CHECK(count_files(".tmp.") == 1);   /* a crash leaves its temporary behind */
-    remove_tmpdir();
-    tmpdir[0] = '\0';
+    zt_tmp_reset();
 
-    tmp_path(p, sizeof p, "ckpt.safetensors");
+    zt_tmp_path(p, sizeof p, "ckpt.safetensors");
     write_old(p);
     fflush(NULL);
     pid = fork();

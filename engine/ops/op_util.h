@@ -8,6 +8,11 @@
 /* Below this many elements a kernel runs on one thread: forking costs more. */
 #define ZLI_PAR_MIN 32768
 
+/* Sum of n floats in double, in fixed 4096-element chunks added in order:
+ * the same bits for any thread count (and when memory for the partial sums
+ * is short, which only makes it serial). */
+ZLI_HIDDEN double zli_sum_fixed(const float *x, int64_t n);
+
 /* Result dtype of a binary op: equal dtypes keep theirs, a float beats an
  * integer, two different floats give f32, two different integers give i64. */
 ZLI_HIDDEN zl_dtype zli_promote(zl_dtype a, zl_dtype b);

@@ -6,36 +6,10 @@
 #include <string.h>
 #include "../op_util.h"
 
-#define CHUNK 4096
-
 static zl_status check_reduction(const char *op, zl_reduction red)
 {
     if (red == ZL_REDUCE_MEAN || red == ZL_REDUCE_SUM || red == ZL_REDUCE_NONE) return ZL_OK;
     return zl_error(ZL_EINVAL, "%s: unknown reduction %d (expected mean, sum or none)", op, (int)red);
-}
-
-/* Sum of v[0..n) in double: fixed 4096-element chunks summed in parallel, then
- * the chunk sums in order, so the result is the same for any thread count. */
-static double sum_fixed(const float *v, int64_t n)
-{
-    int64_t nchunks = (n + CHUNK - 1) / CHUNK;
-    double *part = nchunks > 1 ? malloc((size_t)nchunks * sizeof *part) : NULL;
-    if (!part) {
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += v[i];
-        return s;
-    }
-    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
-        double s = 0;
-        for (int64_t i = lo; i < hi; i++) s += v[i];
-        part[c] = s;
-    }
-    double s = 0;
-    for (int64_t c = 0; c < nchunks; c++) s += part[c];
-    free(part);
-    return s;
 }
 
 /* ---- cross_entropy ----
@@ -165,7 +139,7 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
             out = zl_tensor_retain(loss);
         } else {
             /* All rows ignored: the mean is 0/0 = NaN, as in PyTorch. */
-            double s = sum_fixed(pl, rows);
+            double s = zli_sum_fixed(pl, rows);
             double v = red == ZL_REDUCE_SUM ? s : s / (double)ctx->count;
             out = zli_new_f32(0, NULL);
             if (out) *(float *)zl_tensor_data(out) = (float)v;
@@ -255,7 +229,7 @@ zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red)
         if (red == ZL_REDUCE_NONE) {
             out = zl_tensor_retain(sq);
         } else {
-            double s = sum_fixed(zl_tensor_data(sq), cnt);
+            double s = zli_sum_fixed(zl_tensor_data(sq), cnt);
             out = zli_new_f32(0, NULL);
             if (out) *(float *)zl_tensor_data(out) = (float)(red == ZL_REDUCE_SUM ? s : s / (double)cnt);
         }

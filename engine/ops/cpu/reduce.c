@@ -10,34 +10,6 @@
 
 enum { R_SUM, R_MEAN, R_MAX, R_ARGMAX };
 static const char *const names[] = {"sum", "mean", "max", "argmax"};
-#define CHUNK 4096
-
-static double sum_all(const float *x, int64_t n)
-{
-    int64_t nchunks = (n + CHUNK - 1) / CHUNK;
-    if (nchunks <= 1) {
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += x[i];
-        return s;
-    }
-    double *part = malloc((size_t)nchunks * sizeof *part);
-    if (!part) {
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += x[i];
-        return s;
-    }
-    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
-    for (int64_t c = 0; c < nchunks; c++) {
-        int64_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
-        double s = 0;
-        for (int64_t i = lo; i < hi; i++) s += x[i];
-        part[c] = s;
-    }
-    double s = 0;
-    for (int64_t c = 0; c < nchunks; c++) s += part[c];
-    free(part);
-    return s;
-}
 
 /* x viewed as [outer, d, inner] (contiguous f32); out [outer, inner]. */
 static void reduce_dim(int kind, const float *restrict x, int64_t outer, int64_t d, int64_t inner,
@@ -106,7 +78,7 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
     }
     if (out) {
         if (d < 0 && (kind == R_SUM || kind == R_MEAN)) {
-            double s = sum_all(zl_tensor_data(xf), n);
+            double s = zli_sum_fixed(zl_tensor_data(xf), n);
             *(float *)zl_tensor_data(out) = (float)(kind == R_MEAN ? s / (double)n : s);
         } else {
             reduce_dim(kind, zl_tensor_data(xf), outer, len, inner, zl_tensor_data(out), idx);

@@ -3,6 +3,32 @@
 #include <string.h>
 #include "../op_util.h"
 
+#define SUM_CHUNK 4096
+
+static double chunk_sum(const float *x, int64_t n, int64_t c)
+{
+    int64_t lo = c * SUM_CHUNK, hi = lo + SUM_CHUNK < n ? lo + SUM_CHUNK : n;
+    double s = 0;
+    for (int64_t i = lo; i < hi; i++) s += x[i];
+    return s;
+}
+
+double zli_sum_fixed(const float *x, int64_t n)
+{
+    int64_t nchunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+    double *part = nchunks > 1 ? malloc((size_t)nchunks * sizeof *part) : NULL;
+    double s = 0;
+    if (!part) {
+        for (int64_t c = 0; c < nchunks; c++) s += chunk_sum(x, n, c);
+        return s;
+    }
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t c = 0; c < nchunks; c++) part[c] = chunk_sum(x, n, c);
+    for (int64_t c = 0; c < nchunks; c++) s += part[c];
+    free(part);
+    return s;
+}
+
 zl_dtype zli_promote(zl_dtype a, zl_dtype b)
 {
     if (a == b) return a;

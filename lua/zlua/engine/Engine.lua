@@ -73,7 +73,7 @@ function Engine.new(t, cfg, rank, world_size)
   if type(params) ~= 'table' then
     zl.raise(fmt('zlua.initialize: model_parameters must be an array of tensors or of param groups, got %s', type(params)))
   end
-  self.precision = precision.new(cfg, self.module, params)
+  self.precision = precision.new(cfg, self.module)
 
   -- The optimizer: the script's (an object, or a function of the parameters), else the config's.
   local opt = t.optimizer

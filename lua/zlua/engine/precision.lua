@@ -16,7 +16,7 @@ local precision = {}
 local P = {}
 P.__index = P
 
-function precision.new(cfg, module, params)
+function precision.new(cfg, module)
   local self = setmetatable({}, P)
   self.mode = cfg.bf16.enabled and 'bf16' or cfg.fp16.enabled and 'fp16' or 'f32'
   self.half = self.mode ~= 'f32' and self.mode or nil

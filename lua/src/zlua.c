@@ -1,6 +1,6 @@
 /* zlua: the executable. Shaped like Lua's own interpreter: main runs a
  * protected main and turns its result into the exit status; the options are
- * lua's (-e -l -i -v - --) plus the launcher's --nprocs; the global `zl` is set. */
+ * lua's (-e -l -i -v - --) plus the launcher's (launch.c); the global `zl` is set. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +12,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "zlua/embed.h"
+#include "launch.h"
 #include "repl.h"
 
 /* OpenBLAS's own report ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."); declared here
@@ -26,7 +27,7 @@ typedef struct options {
     bool interactive;    /* -i */
     bool version;        /* -v, or implied by -i as lua does */
     bool has_exec;       /* at least one -e */
-    int nprocs;          /* --nprocs N; 0 when not given */
+    zlx_launch launch;   /* --nprocs, --hostfile, ... */
 } options;
 
 static void print_usage(void)
@@ -39,7 +40,11 @@ static void print_usage(void)
         "  -l g=mod     require 'mod' and set the global 'g' to it\n"
         "  -i           enter the interactive prompt after the script\n"
         "  -v           print the version\n"
-        "  --nprocs N   run the script as N ranks\n"
+        "  --nprocs N   run the script as N ranks through mpirun\n"
+        "  --hostfile F run it on the hosts of F (lines 'host slots=N')\n"
+        "  --include S  only these hosts and slots of F (host[:slot,slot]@host...)\n"
+        "  --exclude S  all but these hosts and slots of F\n"
+        "  --bind_cores_to_rank  bind each rank to its share of the cores\n"
         "  --           stop reading options\n"
         "  -            stop reading options and run stdin\n",
         progname);
@@ -80,16 +85,12 @@ static int parse_options(int argc, char **argv, options *o)
             o->script = i + 1 < argc ? i + 1 : 0;
             return 0;
         }
-        if (strcmp(a, "--nprocs") == 0) {
-            if (i + 1 >= argc) return usage_error("'%s' needs a number of processes", a);
-            char *end;
-            errno = 0;
-            long n = strtol(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i] || n < 1 || n > 65536)
-                return usage_error("--nprocs needs a number of processes from 1 to 65536, got '%s'", argv[i]);
-            o->nprocs = (int)n;
-            continue;
+        int launch = zlx_launch_option(argc, argv, &i, &o->launch);
+        if (launch < 0) {
+            print_usage();
+            return -1;
         }
+        if (launch > 0) continue;
         switch (a[1]) {
         case 'i':
         case 'v':
@@ -107,15 +108,6 @@ static int parse_options(int argc, char **argv, options *o)
         }
     }
     return 0;
-}
-
-/* zlua --nprocs N script ...: the launcher, which starts N ranks of the
- * script, comes with issue 5. The option is parsed and checked already so
- * that command lines written for it fail clearly rather than run one rank. */
-static int launch_ranks(int argc, char **argv, const options *o)
-{
-    fprintf(stderr, "%s: --nprocs is not available yet (issue 5)\n", progname);
-    return EXIT_FAILURE;
 }
 
 /* Ctrl-C while Lua runs: the engine's loops poll zl_interrupt_pending, and
@@ -208,10 +200,6 @@ static bool run_options(lua_State *L, char **argv, int end)
 {
     for (int i = 1; i < end; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--nprocs") == 0) {
-            i++;
-            continue;
-        }
         if (a[1] != 'e' && a[1] != 'l') continue;
         const char *value = a[2] ? a + 2 : argv[++i];
         if (!(a[1] == 'e' ? run_chunk(L, value) : run_require(L, value))) return false;
@@ -285,11 +273,13 @@ static void choose_wait_policy(char **argv)
 
 int main(int argc, char **argv)
 {
+    zlx_launch_rank_env();
     choose_wait_policy(argv);
     keep_std_fds_open();
     options o;
     if (parse_options(argc, argv, &o) != 0) return EXIT_FAILURE;
-    if (o.nprocs > 0) return launch_ranks(argc, argv, &o);
+    if (zlx_launch_wanted(&o.launch))
+        return zlx_launch_ranks(&o.launch, argc, argv, o.script ? o.script : argc);
 
     zlua_state *s = zlua_open();
     if (s == NULL) {

@@ -112,9 +112,6 @@ run --bogus </dev/null
 check "an unknown long option gives the usage and status 1" eval '[ "$rc" = 1 ] && has "$err" "usage:"'
 run -e </dev/null
 check "-e without its chunk gives the usage" eval '[ "$rc" = 1 ] && has "$err" "needs an argument"'
-run --nprocs 2 args.lua </dev/null
-check "--nprocs is refused until the launcher lands" \
-    eval '[ "$rc" = 1 ] && has "$err" "--nprocs is not available yet (issue 5)"'
 run --nprocs zero args.lua </dev/null
 check "--nprocs checks its count" eval '[ "$rc" = 1 ] && has "$err" "got '"'"'zero'"'"'"'
 

@@ -1,0 +1,447 @@
+/* The launcher: `zlua --nprocs N script` and `zlua --hostfile FILE script`
+ * become one mpirun command that starts this executable once per rank. It
+ * owns DeepSpeed's hostfile and --include/--exclude syntax, their conversion
+ * into an Open MPI hostfile, and the rank variables each rank sets at start. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "launch.h"
+
+static const char *const progname = "zlua";
+
+#define MAX_SLOTS 65536
+
+typedef struct host {
+    char *name;
+    int slots;        /* slots as the hostfile gives them */
+    char *chosen;     /* [slots]: 1 where the slot survives --include/--exclude */
+} host;
+
+typedef struct pool {
+    host *hosts;
+    int n;
+} pool;
+
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", progname);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* A count from 1 to MAX_SLOTS, the whole string; -1 otherwise. */
+static int parse_count(const char *s, int min)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (errno || *end || end == s || n < min || n > MAX_SLOTS) return -1;
+    return (int)n;
+}
+
+int zlx_launch_option(int argc, char **argv, int *i, zlx_launch *l)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "--bind_cores_to_rank") == 0) {
+        l->bind_cores = true;
+        return 1;
+    }
+    const char **value = strcmp(a, "--hostfile") == 0 ? &l->hostfile
+                       : strcmp(a, "--include") == 0 ? &l->include
+                       : strcmp(a, "--exclude") == 0 ? &l->exclude : NULL;
+    if (value == NULL && strcmp(a, "--nprocs") != 0) return 0;
+    if (*i + 1 >= argc) {
+        fail("'%s' needs a value", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (value) {
+        *value = v;
+        return 1;
+    }
+    l->nprocs = parse_count(v, 1);
+    if (l->nprocs < 0) {
+        fail("--nprocs needs a number of processes from 1 to 65536, got '%s'", v);
+        return -1;
+    }
+    return 1;
+}
+
+bool zlx_launch_wanted(const zlx_launch *l)
+{
+    return l->nprocs > 0 || l->hostfile || l->include || l->exclude || l->bind_cores;
+}
+
+void zlx_launch_rank_env(void)
+{
+    static const char *const names[][2] = {
+        {"RANK", "OMPI_COMM_WORLD_RANK"},
+        {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
+        {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"},
+        {"LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    };
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        const char *ompi = getenv(names[k][1]);
+        if (ompi && !getenv(names[k][0])) setenv(names[k][0], ompi, 0);
+    }
+}
+
+static void pool_free(pool *p)
+{
+    for (int k = 0; k < p->n; k++) {
+        free(p->hosts[k].name);
+        free(p->hosts[k].chosen);
+    }
+    free(p->hosts);
+}
+
+static host *pool_find(const pool *p, const char *name, size_t len)
+{
+    for (int k = 0; k < p->n; k++)
+        if (strlen(p->hosts[k].name) == len && strncmp(p->hosts[k].name, name, len) == 0)
+            return &p->hosts[k];
+    return NULL;
+}
+
+/* One hostfile line, comment already cut: "" (nothing), or `host slots=N`.
+ * Returns 0, or -1 when the line is malformed. */
+static int parse_host_line(char *line, pool *p)
+{
+    const char *sep = " \t\r\n";
+    char *save;
+    char *name = strtok_r(line, sep, &save);
+    if (name == NULL) return 0;
+    char *slots = strtok_r(NULL, sep, &save);
+    if (slots == NULL || strtok_r(NULL, sep, &save) != NULL) return -1;
+    if (strncmp(slots, "slots=", 6) != 0) return -1;
+    int n = parse_count(slots + 6, 1);
+    if (n < 0 || pool_find(p, name, strlen(name))) return -1;
+    host *grown = realloc(p->hosts, (size_t)(p->n + 1) * sizeof *grown);
+    if (grown == NULL) return -1;
+    p->hosts = grown;
+    host *h = &p->hosts[p->n];
+    h->name = strdup(name);
+    h->chosen = malloc((size_t)n);
+    if (h->name == NULL || h->chosen == NULL) {
+        free(h->name);
+        free(h->chosen);
+        return -1;
+    }
+    h->slots = n;
+    memset(h->chosen, 1, (size_t)n);
+    p->n++;
+    return 0;
+}
+
+/* DeepSpeed's hostfile: `host slots=N` per line, '#' starts a comment, blank
+ * lines skipped, each host once. Returns 0, or -1 with a message naming the
+ * file and the line. */
+static int read_hostfile(const char *path, pool *p)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fail("cannot open hostfile '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int lineno = 0, status = 0;
+    while (status == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        if (parse_host_line(line, p) != 0) {
+            fprintf(stderr, "%s: %s:%d: expected 'host slots=N' (N from 1 to %d, each host once)\n",
+                    progname, path, lineno, MAX_SLOTS);
+            status = -1;
+        }
+    }
+    fclose(f);
+    if (status == 0 && p->n == 0) {
+        fail("hostfile '%s' names no hosts", path);
+        status = -1;
+    }
+    return status;
+}
+
+/* --include/--exclude as DeepSpeed reads them: `NODE[:slot,slot]@NODE...`.
+ * A node alone takes (or drops) all its slots; a node with slots those only.
+ * Returns 0, or -1 with a message naming the option and the culprit. */
+static int apply_filter(pool *p, const char *opt, const char *spec, bool include)
+{
+    if (include)
+        for (int k = 0; k < p->n; k++) memset(p->hosts[k].chosen, 0, (size_t)p->hosts[k].slots);
+    const char *s = spec;
+    for (;;) {
+        size_t len = strcspn(s, "@");
+        size_t name_len = strcspn(s, ":@");
+        host *h = pool_find(p, s, name_len);
+        if (h == NULL) {
+            fprintf(stderr, "%s: %s '%s': host '%.*s' is not in the hostfile\n",
+                    progname, opt, spec, (int)name_len, s);
+            return -1;
+        }
+        if (name_len == len) {
+            memset(h->chosen, include, (size_t)h->slots);
+        } else {
+            const char *t = s + name_len + 1;
+            while (t <= s + len) {
+                size_t slot_len = strcspn(t, ",@");
+                char num[16] = "";
+                if (slot_len < sizeof num) memcpy(num, t, slot_len), num[slot_len] = '\0';
+                int slot = parse_count(num, 0);
+                if (slot < 0 || slot >= h->slots) {
+                    fprintf(stderr, "%s: %s '%s': host '%s' has slots 0 to %d, not '%.*s'\n",
+                            progname, opt, spec, h->name, h->slots - 1, (int)slot_len, t);
+                    return -1;
+                }
+                h->chosen[slot] = include;
+                t += slot_len + 1;
+            }
+        }
+        if (s[len] == '\0') return 0;
+        s += len + 1;
+    }
+}
+
+static int chosen_slots(const host *h)
+{
+    int n = 0;
+    for (int k = 0; k < h->slots; k++) n += h->chosen[k];
+    return n;
+}
+
+/* Writes the chosen hosts as an Open MPI hostfile into a new temporary file
+ * whose name goes into path. Returns the total of the slots, or -1. */
+static int write_mpi_hostfile(const pool *p, char *path, size_t size)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, size, "%s/zlua-hosts-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fail("cannot create a hostfile for mpirun in '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    FILE *f = fdopen(fd, "w");
+    int total = 0;
+    for (int k = 0; f && k < p->n; k++) {
+        int n = chosen_slots(&p->hosts[k]);
+        if (n > 0) fprintf(f, "%s slots=%d\n", p->hosts[k].name, n);
+        total += n;
+    }
+    bool written = f && !ferror(f);
+    if (f ? fclose(f) != 0 : close(fd) != 0) written = false;
+    if (!written) {
+        fail("cannot write the hostfile for mpirun '%s'", path);
+        unlink(path);
+        return -1;
+    }
+    if (total == 0) {
+        fail("no slots are left after --include/--exclude");
+        unlink(path);
+        return -1;
+    }
+    return total;
+}
+
+/* mpirun's full path from PATH, or NULL. */
+static char *find_mpirun(void)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL) return NULL;
+    static char full[PATH_MAX];
+    while (*path) {
+        size_t len = strcspn(path, ":");
+        if (len > 0 && len + sizeof "/mpirun" <= sizeof full) {
+            memcpy(full, path, len);
+            strcpy(full + len, "/mpirun");
+            if (access(full, X_OK) == 0) return full;
+        }
+        path += len + (path[len] == ':');
+    }
+    return NULL;
+}
+
+/* The environment variables sent to every rank, remote ones included (local
+ * ranks inherit the whole environment anyway). */
+static bool forwarded(const char *var)
+{
+    static const char *const prefixes[] = {"ZLUA_", "OMP_", "LUA_PATH", "LUA_CPATH", "OPENBLAS_"};
+    for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++)
+        if (strncmp(var, prefixes[k], strlen(prefixes[k])) == 0) return true;
+    return false;
+}
+
+static pid_t child;
+
+static void forward_signal(int sig)
+{
+    kill(child, sig);
+}
+
+/* Runs mpirun and waits: the temporary hostfile is removed afterwards, which
+ * an exec in place could not do. Ctrl-C reaches mpirun through the terminal;
+ * a SIGTERM or SIGHUP sent to the launcher alone is passed on to it. */
+static int run_mpirun(char **cmd)
+{
+    fflush(NULL);
+    child = fork();
+    if (child < 0) {
+        fail("cannot start mpirun: %s", strerror(errno));
+        return EXIT_FAILURE;
+    }
+    if (child == 0) {
+        execv(cmd[0], cmd);
+        fprintf(stderr, "%s: cannot run '%s': %s\n", progname, cmd[0], strerror(errno));
+        _exit(127);
+    }
+    struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward_signal};
+    sigemptyset(&ign.sa_mask);
+    sigemptyset(&fwd.sa_mask);
+    sigaction(SIGINT, &ign, NULL);
+    sigaction(SIGQUIT, &ign, NULL);
+    sigaction(SIGTERM, &fwd, NULL);
+    sigaction(SIGHUP, &fwd, NULL);
+    int wstatus;
+    while (waitpid(child, &wstatus, 0) < 0)
+        if (errno != EINTR) return EXIT_FAILURE;
+    if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+    return 128 + WTERMSIG(wstatus);
+}
+
+/* Builds the mpirun command into cmd (room for argc + environ + 32 words).
+ * exe is this executable, hostfile NULL for a run on this host alone. */
+static void build_command(char **cmd, const zlx_launch *l, int np, bool oversubscribe,
+                          const char *hostfile, char *exe, int argc, char **argv, int end)
+{
+    extern char **environ;
+    static char np_text[16], pe_text[32];
+    int n = 0;
+    cmd[n++] = find_mpirun();
+    snprintf(np_text, sizeof np_text, "%d", np);
+    cmd[n++] = "-np";
+    cmd[n++] = np_text;
+    if (getuid() == 0) cmd[n++] = "--allow-run-as-root";
+    if (oversubscribe) cmd[n++] = "--oversubscribe";
+    if (hostfile) {
+        cmd[n++] = "--hostfile";
+        cmd[n++] = (char *)hostfile;
+    }
+    if (l->bind_cores) {
+        /* Each rank gets OMP_NUM_THREADS cores of its own. */
+        const char *threads = getenv("OMP_NUM_THREADS");
+        int pe = threads ? atoi(threads) : 1;
+        cmd[n++] = "--bind-to";
+        cmd[n++] = oversubscribe ? "core:overload-allowed" : "core";
+        cmd[n++] = "--map-by";
+        snprintf(pe_text, sizeof pe_text, "slot:PE=%d", pe);
+        cmd[n++] = pe > 1 ? pe_text : "core";
+    }
+    for (char **e = environ; *e; e++) {
+        if (!forwarded(*e)) continue;
+        char *name = strndup(*e, strcspn(*e, "="));
+        if (name == NULL) continue;
+        cmd[n++] = "-x";
+        cmd[n++] = name;
+    }
+    cmd[n++] = exe;
+    for (int i = 1; i < end; i++) {
+        zlx_launch skip = {0};
+        int at = i;
+        if (zlx_launch_option(end, argv, &at, &skip) == 1) {
+            i = at;
+            continue;
+        }
+        /* The value of -e or -l goes through even when it looks like an option. */
+        if ((strcmp(argv[i], "-e") == 0 || strcmp(argv[i], "-l") == 0) && i + 1 < end)
+            cmd[n++] = argv[i++];
+        cmd[n++] = argv[i];
+    }
+    for (int i = end; i < argc; i++) cmd[n++] = argv[i];
+    cmd[n] = NULL;
+}
+
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
+{
+    if (l->include && l->exclude) {
+        fail("--include and --exclude cannot be used together");
+        return EXIT_FAILURE;
+    }
+    if (!l->hostfile && (l->include || l->exclude)) {
+        fail("%s needs --hostfile", l->include ? "--include" : "--exclude");
+        return EXIT_FAILURE;
+    }
+    if (!l->hostfile && l->nprocs == 0) {
+        fail("--bind_cores_to_rank needs --nprocs or --hostfile");
+        return EXIT_FAILURE;
+    }
+    if (find_mpirun() == NULL) {
+        fail("--nprocs needs mpirun (Debian package openmpi-bin)");
+        return EXIT_FAILURE;
+    }
+    static char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len < 0) {
+        fail("cannot find the zlua executable (/proc/self/exe): %s", strerror(errno));
+        return EXIT_FAILURE;
+    }
+    exe[len] = '\0';
+
+    pool p = {0};
+    char hostfile[PATH_MAX] = "";
+    int slots = online_cores(), per_host = slots;
+    if (l->hostfile) {
+        int ok = read_hostfile(l->hostfile, &p) == 0
+              && (!l->include || apply_filter(&p, "--include", l->include, true) == 0)
+              && (!l->exclude || apply_filter(&p, "--exclude", l->exclude, false) == 0);
+        slots = ok ? write_mpi_hostfile(&p, hostfile, sizeof hostfile) : -1;
+        per_host = 1;
+        for (int k = 0; k < p.n; k++)
+            if (chosen_slots(&p.hosts[k]) > per_host) per_host = chosen_slots(&p.hosts[k]);
+        pool_free(&p);
+        if (slots < 0) return EXIT_FAILURE;
+    }
+    int np = l->nprocs > 0 ? l->nprocs : slots;
+    int ranks_here = l->hostfile ? (np < per_host ? np : per_host) : np;
+    if (l->bind_cores) {
+        char threads[16];
+        int share = online_cores() / ranks_here;
+        snprintf(threads, sizeof threads, "%d", share > 0 ? share : 1);
+        setenv("OMP_NUM_THREADS", threads, 1);
+    }
+    /* Each rank takes its own values from Open MPI; stale ones inherited
+     * from this process would hide them. */
+    unsetenv("RANK");
+    unsetenv("LOCAL_RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("LOCAL_SIZE");
+
+    extern char **environ;
+    size_t nenv = 0;
+    while (environ[nenv]) nenv++;
+    char **cmd = calloc((size_t)argc + 2 * nenv + 32, sizeof *cmd);
+    if (cmd == NULL) {
+        fail("out of memory building the mpirun command");
+        if (*hostfile) unlink(hostfile);
+        return EXIT_FAILURE;
+    }
+    build_command(cmd, l, np, np > slots, *hostfile ? hostfile : NULL, exe, argc, argv, end);
+    int status = run_mpirun(cmd);
+    free(cmd);
+    if (*hostfile) unlink(hostfile);
+    return status;
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The launcher (lua/src/launch.c): `zlua --nprocs N` and plain `mpirun zlua`
+# give each rank RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE and the script's
+# arguments; hostfile, --include/--exclude and exit-status errors.
+# Usage: test_launch.sh <path to zlua>. Each run is bounded by `timeout`.
+set -u
+ZLUA=${1:?usage: test_launch.sh <path to zlua>}
+case $ZLUA in   # the tests run in a temporary directory
+    /*) ;;
+    */*) ZLUA=$PWD/$ZLUA ;;
+esac
+if ! command -v mpirun >/dev/null; then
+    echo "skipped: no mpirun on PATH (Debian package openmpi-bin)"
+    exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+passed=0
+failed=0
+
+# run [command...]: stdout, stderr and status into $out, $err, $rc.
+run() {
+    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    out=$(sort "$tmp/out")
+    err=$(cat "$tmp/err")
+}
+
+check() {   # check <name> <command...>
+    local name=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL: $name"
+        echo "  status: $rc"
+        echo "  stdout: $(printf '%s' "$out" | head -20)"
+        echo "  stderr: $(printf '%s' "$err" | head -20)"
+    fi
+}
+
+has() { [[ $1 == *"$2"* ]]; }
+
+cat >env.lua <<'LUA'
+print(string.format('rank=%s local=%s world=%s lsize=%s arg1=%s',
+    os.getenv('RANK'), os.getenv('LOCAL_RANK'), os.getenv('WORLD_SIZE'),
+    os.getenv('LOCAL_SIZE'), tostring(arg[1])))
+LUA
+two_ranks() {   # two_ranks <arg1 as printed>
+    printf 'rank=0 local=0 world=2 lsize=2 arg1=%s\nrank=1 local=1 world=2 lsize=2 arg1=%s' "$1" "$1"
+}
+
+# Stale values in the launcher's environment must not reach the ranks.
+run env RANK=7 WORLD_SIZE=9 "$ZLUA" --nprocs 2 env.lua a
+check "--nprocs 2 gives each rank its RANK, LOCAL_RANK, WORLD_SIZE and arg" \
+    [ "$rc" = 0 -a "$out" = "$(two_ranks a)" ]
+
+run env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "$ZLUA" env.lua
+check "plain mpirun -np 2 zlua gives the same variables" \
+    [ "$rc" = 0 -a "$out" = "$(two_ranks nil)" ]
+
+run "$ZLUA" --nprocs 3 env.lua
+check "--nprocs above the cores oversubscribes" \
+    eval '[ "$rc" = 0 ] && has "$out" "rank=2 local=2 world=3 lsize=3"'
+
+run "$ZLUA" --nprocs 2 -e 'if os.getenv("RANK") == "1" then error("rank one fails") end' env.lua
+check "a rank that errors makes the launcher exit non-zero" \
+    eval '[ "$rc" != 0 ] && has "$err" "rank one fails"'
+
+run "$ZLUA" --nprocs 0 env.lua
+check "--nprocs 0 is an error" \
+    eval '[ "$rc" = 1 ] && has "$err" "--nprocs needs a number of processes from 1 to 65536, got '"'"'0'"'"'"'
+
+printf '# this host\n\nlocalhost slots=2   # two ranks\n' >hosts
+run "$ZLUA" --hostfile hosts env.lua a
+check "a hostfile with comments and blank lines runs its slots" \
+    [ "$rc" = 0 -a "$out" = "$(two_ranks a)" ]
+
+run "$ZLUA" --hostfile hosts --include localhost:1 env.lua
+check "--include host:slot keeps that slot only" \
+    [ "$rc" = 0 -a "$out" = "rank=0 local=0 world=1 lsize=1 arg1=nil" ]
+
+run "$ZLUA" --hostfile hosts --exclude localhost:0 env.lua
+check "--exclude host:slot drops that slot" \
+    [ "$rc" = 0 -a "$out" = "rank=0 local=0 world=1 lsize=1 arg1=nil" ]
+
+run "$ZLUA" --hostfile hosts --exclude localhost env.lua
+check "--exclude of every host leaves nothing to run" \
+    eval '[ "$rc" = 1 ] && has "$err" "no slots are left after --include/--exclude"'
+
+run "$ZLUA" --hostfile hosts --include localhost --exclude localhost:0 env.lua
+check "--include and --exclude together are an error" \
+    eval '[ "$rc" = 1 ] && has "$err" "--include and --exclude cannot be used together"'
+
+run "$ZLUA" --hostfile hosts --include elsewhere env.lua
+check "--include of a host not in the hostfile names it" \
+    eval '[ "$rc" = 1 ] && has "$err" "host '"'"'elsewhere'"'"' is not in the hostfile"'
+
+run "$ZLUA" --hostfile hosts --include localhost:2 env.lua
+check "--include of a slot the host lacks names it" \
+    eval '[ "$rc" = 1 ] && has "$err" "has slots 0 to 1, not '"'"'2'"'"'"'
+
+printf 'localhost slots=2\nlocalhost slots two\n' >badhosts
+run "$ZLUA" --hostfile badhosts env.lua
+check "a malformed hostfile line is named by file and line" \
+    eval '[ "$rc" = 1 ] && has "$err" "badhosts:2: expected '"'"'host slots=N'"'"'"'
+
+run "$ZLUA" --hostfile missing env.lua
+check "a missing hostfile is named" \
+    eval '[ "$rc" = 1 ] && has "$err" "cannot open hostfile '"'"'missing'"'"'"'
+
+run "$ZLUA" --nprocs 2 --bind_cores_to_rank -e 'print("threads=" .. os.getenv("OMP_NUM_THREADS"))' env.lua
+cores=$(getconf _NPROCESSORS_ONLN)
+share=$((cores / 2 > 0 ? cores / 2 : 1))
+check "--bind_cores_to_rank gives each rank its share of the cores" \
+    eval '[ "$rc" = 0 ] && [ "$(grep -c "^threads=$share$" "$tmp/out")" = 2 ]'
+
+run env PATH=/nonexistent "$ZLUA" --nprocs 2 env.lua
+check "a missing mpirun says which package has it" \
+    eval '[ "$rc" = 1 ] && has "$err" "--nprocs needs mpirun (Debian package openmpi-bin)"'
+
+echo "test_launch: $passed passed, $failed failed"
+[ "$failed" = 0 ]

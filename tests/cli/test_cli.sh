@@ -115,8 +115,17 @@ check "-e without its chunk gives the usage" eval '[ "$rc" = 1 ] && has "$err" "
 run --nprocs zero args.lua </dev/null
 check "--nprocs checks its count" eval '[ "$rc" = 1 ] && has "$err" "got '"'"'zero'"'"'"'
 
-timeout --preserve-status -k 10 -s INT 1 "$ZLUA" -e 'while true do end' >"$tmp/out" 2>"$tmp/err" </dev/null
+# SIGINT once the script runs (it says so), not at a fixed time: on a loaded
+# machine start-up can take longer than any fixed delay.
+"$ZLUA" -e 'io.stdout:write("running\n") io.stdout:flush() while true do end' >"$tmp/out" 2>"$tmp/err" </dev/null &
+pid=$!
+for _ in $(seq 100); do grep -q running "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$pid"
+( sleep 10; kill -KILL "$pid" 2>/dev/null ) &
+watchdog=$!
+wait "$pid"
 rc=$?
+kill "$watchdog" 2>/dev/null
 out=$(cat "$tmp/out")
 err=$(cat "$tmp/err")
 check "SIGINT stops a running script with 'interrupted!' and status 1" \

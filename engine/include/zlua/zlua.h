@@ -22,5 +22,6 @@
 #include "io.h"
 #include "safetensors.h"
 #include "optim.h"
+#include "comm.h"
 
 #endif

@@ -1,0 +1,67 @@
+/* Private to engine/comm: the communicator's layout and the backend vtable.
+ * comm.c checks arguments, converts half types to f32 and polls; a backend
+ * only moves contiguous buffers between ranks. */
+#ifndef ZL_COMM_BACKEND_H
+#define ZL_COMM_BACKEND_H
+
+#include "../core/tensor_impl.h"
+
+typedef enum zli_coll_kind {
+    ZLI_COLL_ALLREDUCE,
+    ZLI_COLL_REDUCE_SCATTER,
+    ZLI_COLL_ALLGATHER,
+    ZLI_COLL_BROADCAST,
+    ZLI_COLL_BARRIER,
+} zli_coll_kind;
+
+/* One collective on raw buffers. Reductions are always on f32 elements and
+ * never AVG (comm.c divides the sum); allgather and broadcast move bytes.
+ *  allreduce:      buf[count] f32, in place
+ *  reduce_scatter: send[size*count] f32 -> recv[count] f32
+ *  allgather:      send[count] bytes -> recv[size*count] bytes
+ *  broadcast:      buf[count] bytes from root */
+typedef struct zli_coll {
+    zli_coll_kind kind;
+    zl_comm_op op;
+    void *buf;
+    const void *send;
+    void *recv;
+    size_t count;
+    int root;
+} zli_coll;
+
+struct zl_comm;
+
+/* A backend, as a table of functions. Every field is required unless it says
+ * otherwise; `pending` is the backend's own handle for a started collective. */
+typedef struct zli_comm_backend {
+    const char *name;
+    /* Set c->rank, c->size, c->local_rank and c->state. */
+    zl_status (*open)(struct zl_comm *c);
+    /* Free c->state. `clean` is false when a collective was abandoned unfinished
+     * (after a timeout), so the backend must not block on the other ranks. */
+    void (*close)(struct zl_comm *c, bool clean);
+    /* Start `coll`. *pending is NULL when it completed at once. */
+    zl_status (*start)(struct zl_comm *c, const zli_coll *coll, void **pending);
+    /* Optional (NULL: start always completes at once). Set *done when `pending`
+     * has completed, and free it then. */
+    zl_status (*test)(struct zl_comm *c, void *pending, bool *done);
+} zli_comm_backend;
+
+struct zl_comm_request;
+
+struct zl_comm {
+    const zli_comm_backend *be;
+    int rank, size, local_rank;
+    double timeout_s;
+    void *state;                          /* the backend's */
+    int live_requests;                    /* started, not yet waited on */
+    bool closing;                         /* closed while requests were live */
+    char broken[192];                     /* why it is unusable; "" while fine */
+    struct zl_comm_request *abandoned;    /* timed out, still owned by the backend */
+};
+
+ZLI_HIDDEN extern const zli_comm_backend zli_comm_self;
+ZLI_HIDDEN extern const zli_comm_backend zli_comm_mpi;
+
+#endif

@@ -1,0 +1,425 @@
+/* engine/comm: the public communicator. It checks every argument (naming the
+ * collective, the rank, the shapes and dtypes), widens f16/bf16 to f32 buffers
+ * charged to ZL_MEM_COMM, hands raw buffers to a backend (backend.h), and waits
+ * by polling, so a timeout or Ctrl-C ends a collective that would never finish. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "backend.h"
+
+#define DEFAULT_TIMEOUT_S (30.0 * 60.0)
+
+struct zl_comm_request {
+    zl_comm *c;
+    const char *what;          /* the collective's name, for messages */
+    void *pending;             /* the backend's handle; NULL once complete */
+    double deadline;           /* monotonic seconds */
+    zl_tensor *keep[2];        /* retained until the request ends */
+    zl_tensor *dst;            /* receives the f32 result when it is widened */
+    float *wide_in, *wide_out; /* f32 buffers of half types (ZL_MEM_COMM) */
+    size_t in_bytes, out_bytes;
+    float *result;             /* the f32 result of a reduction */
+    size_t result_n;
+    bool avg;                  /* divide it by the world size */
+    struct zl_comm_request *next;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static zl_status parse_timeout(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !(v > 0))
+        return zl_error(ZL_EINVAL, "comm: ZLUA_COMM_TIMEOUT must be a positive number of seconds, got '%s'", s);
+    *out = v;
+    return ZL_OK;
+}
+
+zl_status zl_comm_open(const char *backend, zl_comm **out)
+{
+    if (!out) return zl_error(ZL_EINVAL, "comm_open: out is NULL");
+    *out = NULL;
+    const zli_comm_backend *be = NULL;
+    if (backend && strcmp(backend, "self") == 0) be = &zli_comm_self;
+    else if (backend && strcmp(backend, "mpi") == 0) be = &zli_comm_mpi;
+    else return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\" or \"mpi\")",
+                         backend ? backend : "(null)");
+    double timeout = DEFAULT_TIMEOUT_S;
+    const char *env = getenv("ZLUA_COMM_TIMEOUT");
+    if (env && *env && parse_timeout(env, &timeout)) return ZL_EINVAL;
+    zl_comm *c = calloc(1, sizeof *c);
+    if (!c) return zl_error(ZL_ENOMEM, "comm_open: out of memory");
+    c->be = be;
+    c->timeout_s = timeout;
+    zl_status st = be->open(c);
+    if (st) {
+        free(c);
+        return st;
+    }
+    *out = c;
+    return ZL_OK;
+}
+
+static void request_free(zl_comm_request *r)
+{
+    zl_mem_free(r->wide_in, r->in_bytes, ZL_MEM_COMM);
+    zl_mem_free(r->wide_out, r->out_bytes, ZL_MEM_COMM);
+    zl_tensor_release(r->keep[0]);
+    zl_tensor_release(r->keep[1]);
+    free(r);
+}
+
+/* Give abandoned collectives a moment to finish (the other ranks may have
+ * arrived late); those that do not are leaked, as MPI may still write into them. */
+static bool settle_abandoned(zl_comm *c)
+{
+    double until = now_s() + 1.0;
+    while (c->abandoned) {
+        zl_comm_request *r = c->abandoned;
+        bool done = false;
+        if (c->be->test(c, r->pending, &done)) return false;
+        if (done) {
+            c->abandoned = r->next;
+            request_free(r);
+            continue;
+        }
+        if (now_s() > until) return false;
+        sched_yield();
+    }
+    return true;
+}
+
+static void really_close(zl_comm *c)
+{
+    bool clean = settle_abandoned(c);
+    c->be->close(c, clean);
+    if (clean) free(c);
+}
+
+void zl_comm_close(zl_comm *c)
+{
+    if (!c || c->closing) return;
+    c->closing = true;
+    if (c->live_requests == 0) really_close(c);
+}
+
+int zl_comm_rank(const zl_comm *c) { return c ? c->rank : -1; }
+int zl_comm_size(const zl_comm *c) { return c ? c->size : -1; }
+int zl_comm_local_rank(const zl_comm *c) { return c ? c->local_rank : -1; }
+const char *zl_comm_backend(const zl_comm *c) { return c ? c->be->name : ""; }
+double zl_comm_timeout(const zl_comm *c) { return c ? c->timeout_s : 0.0; }
+
+zl_status zl_comm_set_timeout(zl_comm *c, double seconds)
+{
+    if (!c) return zl_error(ZL_EINVAL, "comm_set_timeout: comm is NULL");
+    if (!(seconds > 0))
+        return zl_error(ZL_EINVAL, "comm_set_timeout: seconds must be > 0, got %g", seconds);
+    c->timeout_s = seconds;
+    return ZL_OK;
+}
+
+/* ---- argument checks ---- */
+
+static zl_status check_comm(zl_comm *c, const char *what)
+{
+    if (!c) return zl_error(ZL_EINVAL, "%s: comm is NULL", what);
+    if (c->closing) return zl_error(ZL_ESTATE, "%s on rank %d: the communicator is closed", what, c->rank);
+    if (c->broken[0])
+        return zl_error(ZL_ESTATE, "%s on rank %d: the communicator is unusable: %s", what, c->rank, c->broken);
+    return ZL_OK;
+}
+
+static zl_status check_tensor(zl_comm *c, const char *what, const char *role, const zl_tensor *t, bool reduce)
+{
+    char buf[96];
+    if (!t) return zl_error(ZL_EINVAL, "%s on rank %d: %s is NULL", what, c->rank, role);
+    zl_dtype dt = zl_tensor_dtype(t);
+    if (reduce && dt != ZL_DTYPE_F32 && dt != ZL_DTYPE_F16 && dt != ZL_DTYPE_BF16)
+        return zl_error(ZL_EDTYPE, "%s on rank %d: %s has dtype %s; reductions take f32, f16 or bf16",
+                        what, c->rank, role, zl_dtype_name(dt));
+    if (zl_tensor_device(t) != ZL_DEVICE_CPU)
+        return zl_error(ZL_EINVAL, "%s on rank %d: %s must be a CPU tensor for backend %s",
+                        what, c->rank, role, c->be->name);
+    if (!zl_tensor_is_contiguous(t))
+        return zl_error(ZL_EINVAL, "%s on rank %d: %s %s is not contiguous", what, c->rank, role,
+                        zl_shape_str(zl_tensor_ndim(t), zl_tensor_shape(t), buf, sizeof buf));
+    return ZL_OK;
+}
+
+static bool check_op(zl_comm *c, const char *what, zl_comm_op op)
+{
+    if (op == ZL_COMM_SUM || op == ZL_COMM_MAX || op == ZL_COMM_MIN || op == ZL_COMM_AVG) return true;
+    zl_error(ZL_EINVAL, "%s on rank %d: unknown reduction %d (expected SUM, MAX, MIN or AVG)", what,
+             c->rank, (int)op);
+    return false;
+}
+
+/* ---- requests ---- */
+
+static zl_comm_request *request_new(zl_comm *c, const char *what)
+{
+    zl_comm_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        zl_error(ZL_ENOMEM, "%s on rank %d: out of memory", what, c->rank);
+        return NULL;
+    }
+    r->c = c;
+    r->what = what;
+    return r;
+}
+
+static float *wide_copy(const zl_tensor *t, size_t n, size_t *bytes)
+{
+    *bytes = (n ? n : 1) * sizeof(float);
+    float *w = zl_mem_alloc(*bytes, ZL_MEM_COMM);
+    if (!w) return NULL;
+    if (t) zl_convert(zl_tensor_data(t), zl_tensor_dtype(t), w, ZL_DTYPE_F32, n);
+    return w;
+}
+
+/* Start the collective; on failure the request is freed and NULL returned. */
+static zl_comm_request *request_start(zl_comm_request *r, const zli_coll *coll)
+{
+    zl_comm *c = r->c;
+    zl_status st = c->be->start(c, coll, &r->pending);
+    if (st) {
+        request_free(r);
+        return NULL;
+    }
+    r->deadline = now_s() + c->timeout_s;
+    c->live_requests++;
+    return r;
+}
+
+static void finish(zl_comm_request *r)
+{
+    if (r->avg) {
+        float inv = 1.0f / (float)r->c->size;
+        for (size_t i = 0; i < r->result_n; i++) r->result[i] *= inv;
+    }
+    if (r->dst) zl_convert(r->result, ZL_DTYPE_F32, zl_tensor_data(r->dst), zl_tensor_dtype(r->dst), r->result_n);
+}
+
+static void request_end(zl_comm_request *r)
+{
+    zl_comm *c = r->c;
+    request_free(r);
+    if (--c->live_requests == 0 && c->closing) really_close(c);
+}
+
+zl_status zl_comm_wait(zl_comm_request *r)
+{
+    if (!r) return zl_error(ZL_EINVAL, "comm_wait: request is NULL");
+    zl_comm *c = r->c;
+    zl_status st = ZL_OK;
+    unsigned spins = 0;
+    while (r->pending) {
+        bool done = false;
+        st = c->be->test(c, r->pending, &done);
+        if (st) break;
+        if (done) {
+            r->pending = NULL;
+            break;
+        }
+        if (zl_interrupt_pending()) {
+            st = zl_error(ZL_EINTERRUPT, "%s interrupted on rank %d", r->what, c->rank);
+            break;
+        }
+        if (now_s() > r->deadline) {
+            st = zl_error(ZL_EIO, "%s timed out after %g s on rank %d", r->what, c->timeout_s, c->rank);
+            break;
+        }
+        /* Spin briefly for short collectives, then sleep so a stalled one costs no CPU. */
+        if (++spins < 1000) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (r->pending) {
+        snprintf(c->broken, sizeof c->broken, "%s", zl_last_error());
+        c->live_requests--;
+        r->next = c->abandoned;
+        c->abandoned = r;
+        if (c->live_requests == 0 && c->closing) really_close(c);
+        return st;
+    }
+    finish(r);
+    request_end(r);
+    return ZL_OK;
+}
+
+/* ---- the collectives ---- */
+
+zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_comm_op op)
+{
+    const char *what = "allreduce";
+    if (check_comm(c, what) || check_tensor(c, what, "tensor", t, true) || !check_op(c, what, op)) return NULL;
+    zl_comm_request *r = request_new(c, what);
+    if (!r) return NULL;
+    size_t n = (size_t)zl_tensor_numel(t);
+    r->keep[0] = zl_tensor_retain(t);
+    zli_coll coll = {.kind = ZLI_COLL_ALLREDUCE, .op = op, .count = n};
+    if (zl_tensor_dtype(t) == ZL_DTYPE_F32) {
+        coll.buf = zl_tensor_data(t);
+    } else {
+        r->wide_in = wide_copy(t, n, &r->in_bytes);
+        if (!r->wide_in) {
+            request_free(r);
+            return NULL;
+        }
+        coll.buf = r->wide_in;
+        r->dst = t;
+    }
+    r->avg = op == ZL_COMM_AVG && c->size > 1;
+    r->result = coll.buf;
+    r->result_n = n;
+    return request_start(r, &coll);
+}
+
+zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, zl_tensor *out, zl_comm_op op)
+{
+    const char *what = "reduce_scatter";
+    if (check_comm(c, what) || check_tensor(c, what, "in", in, true) || check_tensor(c, what, "out", out, true) ||
+        !check_op(c, what, op))
+        return NULL;
+    char a[96], b[96];
+    zl_shape_str(zl_tensor_ndim(in), zl_tensor_shape(in), a, sizeof a);
+    zl_shape_str(zl_tensor_ndim(out), zl_tensor_shape(out), b, sizeof b);
+    if (zl_tensor_dtype(in) != zl_tensor_dtype(out)) {
+        zl_error(ZL_EDTYPE, "%s on rank %d: in is %s %s but out is %s %s", what, c->rank,
+                 zl_dtype_name(zl_tensor_dtype(in)), a, zl_dtype_name(zl_tensor_dtype(out)), b);
+        return NULL;
+    }
+    size_t n = (size_t)zl_tensor_numel(out);
+    if ((size_t)zl_tensor_numel(in) != n * (size_t)c->size) {
+        zl_error(ZL_ESHAPE, "%s on rank %d: in %s has %lld elements, expected size %d x out %s = %zu", what,
+                 c->rank, a, (long long)zl_tensor_numel(in), c->size, b, n * (size_t)c->size);
+        return NULL;
+    }
+    if (zl_tensor_shares_storage(in, out)) {
+        zl_error(ZL_EINVAL, "%s on rank %d: in and out share storage", what, c->rank);
+        return NULL;
+    }
+    zl_comm_request *r = request_new(c, what);
+    if (!r) return NULL;
+    r->keep[0] = zl_tensor_retain((zl_tensor *)in);
+    r->keep[1] = zl_tensor_retain(out);
+    zli_coll coll = {.kind = ZLI_COLL_REDUCE_SCATTER, .op = op, .count = n};
+    if (zl_tensor_dtype(out) == ZL_DTYPE_F32) {
+        coll.send = zl_tensor_data(in);
+        coll.recv = zl_tensor_data(out);
+    } else {
+        r->wide_in = wide_copy(in, n * (size_t)c->size, &r->in_bytes);
+        r->wide_out = r->wide_in ? wide_copy(NULL, n, &r->out_bytes) : NULL;
+        if (!r->wide_out) {
+            request_free(r);
+            return NULL;
+        }
+        coll.send = r->wide_in;
+        coll.recv = r->wide_out;
+        r->dst = out;
+    }
+    r->avg = op == ZL_COMM_AVG && c->size > 1;
+    r->result = coll.recv;
+    r->result_n = n;
+    return request_start(r, &coll);
+}
+
+zl_comm_request *zl_comm_allgather_async(zl_comm *c, const zl_tensor *in, zl_tensor *out)
+{
+    const char *what = "allgather";
+    if (check_comm(c, what) || check_tensor(c, what, "in", in, false) || check_tensor(c, what, "out", out, false))
+        return NULL;
+    char a[96], b[96];
+    zl_shape_str(zl_tensor_ndim(in), zl_tensor_shape(in), a, sizeof a);
+    zl_shape_str(zl_tensor_ndim(out), zl_tensor_shape(out), b, sizeof b);
+    if (zl_tensor_dtype(in) != zl_tensor_dtype(out)) {
+        zl_error(ZL_EDTYPE, "%s on rank %d: in is %s %s but out is %s %s", what, c->rank,
+                 zl_dtype_name(zl_tensor_dtype(in)), a, zl_dtype_name(zl_tensor_dtype(out)), b);
+        return NULL;
+    }
+    size_t n = (size_t)zl_tensor_numel(in);
+    if ((size_t)zl_tensor_numel(out) != n * (size_t)c->size) {
+        zl_error(ZL_ESHAPE, "%s on rank %d: out %s has %lld elements, expected size %d x in %s = %zu", what,
+                 c->rank, b, (long long)zl_tensor_numel(out), c->size, a, n * (size_t)c->size);
+        return NULL;
+    }
+    if (zl_tensor_shares_storage(in, out)) {
+        zl_error(ZL_EINVAL, "%s on rank %d: in and out share storage", what, c->rank);
+        return NULL;
+    }
+    zl_comm_request *r = request_new(c, what);
+    if (!r) return NULL;
+    r->keep[0] = zl_tensor_retain((zl_tensor *)in);
+    r->keep[1] = zl_tensor_retain(out);
+    zli_coll coll = {.kind = ZLI_COLL_ALLGATHER, .count = n * zl_dtype_size(zl_tensor_dtype(in)),
+                     .send = zl_tensor_data(in), .recv = zl_tensor_data(out)};
+    return request_start(r, &coll);
+}
+
+zl_comm_request *zl_comm_broadcast_async(zl_comm *c, zl_tensor *t, int root)
+{
+    const char *what = "broadcast";
+    if (check_comm(c, what) || check_tensor(c, what, "tensor", t, false)) return NULL;
+    if (root < 0 || root >= c->size) {
+        zl_error(ZL_EINVAL, "%s on rank %d: root %d out of range [0, %d)", what, c->rank, root, c->size);
+        return NULL;
+    }
+    zl_comm_request *r = request_new(c, what);
+    if (!r) return NULL;
+    r->keep[0] = zl_tensor_retain(t);
+    zli_coll coll = {.kind = ZLI_COLL_BROADCAST, .root = root, .buf = zl_tensor_data(t),
+                     .count = (size_t)zl_tensor_numel(t) * zl_dtype_size(zl_tensor_dtype(t))};
+    return request_start(r, &coll);
+}
+
+zl_comm_request *zl_comm_barrier_async(zl_comm *c)
+{
+    if (check_comm(c, "barrier")) return NULL;
+    zl_comm_request *r = request_new(c, "barrier");
+    if (!r) return NULL;
+    zli_coll coll = {.kind = ZLI_COLL_BARRIER};
+    return request_start(r, &coll);
+}
+
+static zl_status wait_or_error(zl_comm_request *r)
+{
+    return r ? zl_comm_wait(r) : zli_last_code();
+}
+
+zl_status zl_comm_allreduce(zl_comm *c, zl_tensor *t, zl_comm_op op)
+{
+    return wait_or_error(zl_comm_allreduce_async(c, t, op));
+}
+
+zl_status zl_comm_reduce_scatter(zl_comm *c, const zl_tensor *in, zl_tensor *out, zl_comm_op op)
+{
+    return wait_or_error(zl_comm_reduce_scatter_async(c, in, out, op));
+}
+
+zl_status zl_comm_allgather(zl_comm *c, const zl_tensor *in, zl_tensor *out)
+{
+    return wait_or_error(zl_comm_allgather_async(c, in, out));
+}
+
+zl_status zl_comm_broadcast(zl_comm *c, zl_tensor *t, int root)
+{
+    return wait_or_error(zl_comm_broadcast_async(c, t, root));
+}
+
+zl_status zl_comm_barrier(zl_comm *c)
+{
+    return wait_or_error(zl_comm_barrier_async(c));
+}

@@ -1,0 +1,82 @@
+/* zlua/comm.h — collectives between ranks: allreduce, reduce_scatter, allgather,
+ * broadcast and barrier on contiguous CPU tensors, blocking or as a request to
+ * wait on. Backends: "self" (one process) and "mpi" (OpenMPI). */
+#ifndef ZLUA_COMM_H
+#define ZLUA_COMM_H
+
+#include "base.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zl_comm zl_comm;
+typedef struct zl_comm_request zl_comm_request;
+
+/* Reductions. f16 and bf16 are reduced in f32 and rounded once at the end;
+ * AVG is the f32 sum divided by the world size. Values are stable. */
+typedef enum zl_comm_op {
+    ZL_COMM_SUM = 0,
+    ZL_COMM_MAX = 1,
+    ZL_COMM_MIN = 2,
+    ZL_COMM_AVG = 3,
+} zl_comm_op;
+
+/* Open a communicator over every rank of the job. backend is "self" (rank 0 of 1)
+ * or "mpi" (initialises MPI unless the host already did; collective: every rank
+ * must call it). The timeout starts at 30 minutes, or at $ZLUA_COMM_TIMEOUT
+ * seconds when set. *out receives a new handle; ZL_EINVAL for an unknown backend
+ * or a bad $ZLUA_COMM_TIMEOUT, ZL_EIO when MPI cannot start. */
+ZL_API zl_status zl_comm_open(const char *backend, zl_comm **out);
+/* Close (collective for "mpi"). NULL is a no-op. Requests not yet waited on keep
+ * the communicator alive until they are; MPI is finalised with the last mpi
+ * communicator only when zl_comm_open initialised it. */
+ZL_API void zl_comm_close(zl_comm *c);
+
+ZL_API int zl_comm_rank(const zl_comm *c);
+ZL_API int zl_comm_size(const zl_comm *c);
+/* Rank among the processes of this host. */
+ZL_API int zl_comm_local_rank(const zl_comm *c);
+/* "self" or "mpi"; borrowed. */
+ZL_API const char *zl_comm_backend(const zl_comm *c);
+
+/* A collective that has not completed after `seconds` (> 0) fails with ZL_EIO
+ * naming the collective and the rank; the communicator is then unusable
+ * (ZL_ESTATE), as the other ranks can no longer be matched. Ctrl-C
+ * (zl_interrupt_pending) ends the wait the same way with ZL_EINTERRUPT. */
+ZL_API zl_status zl_comm_set_timeout(zl_comm *c, double seconds);
+ZL_API double zl_comm_timeout(const zl_comm *c);
+
+/* Every rank passes tensors of the same dtype and numel, contiguous, on the CPU.
+ * Reductions accept f32, f16 and bf16; allgather and broadcast any dtype.
+ *  allreduce:      t = op over ranks of t, in place.
+ *  reduce_scatter: in holds size * numel(out) elements; out receives this rank's
+ *                  slice (elements [rank*n, (rank+1)*n)) of the reduction of in.
+ *  allgather:      out (size * numel(in) elements, same dtype) receives every
+ *                  rank's in, in rank order.
+ *  broadcast:      t on every rank receives root's t.
+ * Tensors are borrowed by the blocking forms; the _async forms retain them until
+ * the request is waited on, and the caller must not touch them before. */
+ZL_API zl_status zl_comm_allreduce(zl_comm *c, zl_tensor *t, zl_comm_op op);
+ZL_API zl_status zl_comm_reduce_scatter(zl_comm *c, const zl_tensor *in, zl_tensor *out, zl_comm_op op);
+ZL_API zl_status zl_comm_allgather(zl_comm *c, const zl_tensor *in, zl_tensor *out);
+ZL_API zl_status zl_comm_broadcast(zl_comm *c, zl_tensor *t, int root);
+ZL_API zl_status zl_comm_barrier(zl_comm *c);
+
+/* Non-blocking forms: a new request (NULL with zl_last_error() when the
+ * arguments are wrong), to be passed exactly once to zl_comm_wait. */
+ZL_API zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_comm_op op);
+ZL_API zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, zl_tensor *out,
+                                                     zl_comm_op op);
+ZL_API zl_comm_request *zl_comm_allgather_async(zl_comm *c, const zl_tensor *in, zl_tensor *out);
+ZL_API zl_comm_request *zl_comm_broadcast_async(zl_comm *c, zl_tensor *t, int root);
+ZL_API zl_comm_request *zl_comm_barrier_async(zl_comm *c);
+/* Wait for the request to complete and free it; its status is the collective's.
+ * NULL returns ZL_EINVAL. */
+ZL_API zl_status zl_comm_wait(zl_comm_request *req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

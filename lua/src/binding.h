@@ -68,6 +68,7 @@ void zlb_open_engine(lua_State *L);
 void zlb_open_io(lua_State *L);
 void zlb_open_checkpoint(lua_State *L);
 void zlb_open_optim(lua_State *L);
+void zlb_open_dist(lua_State *L);
 void zlb_open_amp(lua_State *L);
 
 #endif

@@ -72,6 +72,7 @@ static int open_core(lua_State *L)
     zlb_open_io(L);
     zlb_open_checkpoint(L);
     zlb_open_optim(L);
+    zlb_open_dist(L);
     zlb_open_amp(L);
     return 1;
 }

@@ -29,10 +29,11 @@ local M = {}
 local KNOWN = { model = true, model_parameters = true, config = true, config_params = true, args = true,
   training_data = true, collate_fn = true, optimizer = true, lr_scheduler = true, dist_init_required = true }
 
+-- Under a launcher (WORLD_SIZE > 1) the ranks come from zlua.dist.
 local function world()
-  local dist = package.loaded['zlua.dist']
-  if dist and dist.world_size then return dist.world_size(), dist.rank() end
-  return 1, 0
+  if (tonumber(os.getenv('WORLD_SIZE') or '1') or 1) <= 1 then return 1, 0 end
+  local dist = require 'zlua.dist'
+  return dist.world_size(), dist.rank()
 end
 
 function M.initialize(t)

@@ -1,0 +1,103 @@
+/* The binding of engine/comm for zlua.dist: one process-wide communicator per
+ * Lua state, opened on first use (the MPI backend when the process was started
+ * by mpirun, the self backend otherwise), and the blocking collectives on
+ * tensors. Requests (the async forms) are not bound yet (issue 5). */
+#include <stdlib.h>
+#include <string.h>
+#include "binding.h"
+
+#define ZLB_COMM_MT "zlua.Comm"             /* the metatable */
+#define ZLB_COMM_KEY "zlua.comm.default"     /* the registry slot of the communicator */
+
+typedef struct zlb_comm {
+    zl_comm *c;
+} zlb_comm;
+
+static int comm_gc(lua_State *L)
+{
+    zlb_comm *u = luaL_testudata(L, 1, ZLB_COMM_MT);
+    if (u && u->c) {
+        zl_comm_close(u->c);
+        u->c = NULL;
+    }
+    return 0;
+}
+
+/* The state's communicator: kept in the registry, closed with the state. */
+static zl_comm *comm_of(lua_State *L)
+{
+    if (lua_getfield(L, LUA_REGISTRYINDEX, ZLB_COMM_KEY) == LUA_TUSERDATA) {
+        zl_comm *c = ((zlb_comm *)lua_touserdata(L, -1))->c;
+        lua_pop(L, 1);
+        return c;
+    }
+    lua_pop(L, 1);
+    zlb_comm *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->c = NULL;
+    if (luaL_newmetatable(L, ZLB_COMM_MT)) {
+        lua_pushcfunction(L, comm_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    const char *backend = getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self";
+    if (zl_comm_open(backend, &u->c)) zlb_raise(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, ZLB_COMM_KEY);
+    return u->c;
+}
+
+static zl_comm_op check_op(lua_State *L, int idx)
+{
+    static const char *const names[] = {"sum", "max", "min", "avg", NULL};
+    static const zl_comm_op ops[] = {ZL_COMM_SUM, ZL_COMM_MAX, ZL_COMM_MIN, ZL_COMM_AVG};
+    return ops[luaL_checkoption(L, idx, "sum", names)];
+}
+
+static int status(lua_State *L, zl_status st)
+{
+    if (st) return zlb_raise(L);
+    return 0;
+}
+
+static int l_rank(lua_State *L) { lua_pushinteger(L, zl_comm_rank(comm_of(L))); return 1; }
+static int l_size(lua_State *L) { lua_pushinteger(L, zl_comm_size(comm_of(L))); return 1; }
+static int l_local_rank(lua_State *L) { lua_pushinteger(L, zl_comm_local_rank(comm_of(L))); return 1; }
+static int l_backend(lua_State *L) { lua_pushstring(L, zl_comm_backend(comm_of(L))); return 1; }
+static int l_barrier(lua_State *L) { return status(L, zl_comm_barrier(comm_of(L))); }
+
+static int l_allreduce(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    return status(L, zl_comm_allreduce(c, zlb_check_tensor(L, 1), check_op(L, 2)));
+}
+
+static int l_reduce_scatter(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    return status(L, zl_comm_reduce_scatter(c, zlb_check_tensor(L, 1), zlb_check_tensor(L, 2), check_op(L, 3)));
+}
+
+static int l_allgather(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    return status(L, zl_comm_allgather(c, zlb_check_tensor(L, 1), zlb_check_tensor(L, 2)));
+}
+
+static int l_broadcast(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    return status(L, zl_comm_broadcast(c, zlb_check_tensor(L, 1), (int)luaL_optinteger(L, 2, 0)));
+}
+
+static int l_set_timeout(lua_State *L) { return status(L, zl_comm_set_timeout(comm_of(L), luaL_checknumber(L, 1))); }
+
+/* Adds the dist functions to the core table on top of the stack. */
+void zlb_open_dist(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        {"dist_rank", l_rank},           {"dist_world_size", l_size},      {"dist_local_rank", l_local_rank},
+        {"dist_backend", l_backend},     {"dist_barrier", l_barrier},      {"dist_allreduce", l_allreduce},
+        {"dist_reduce_scatter", l_reduce_scatter}, {"dist_allgather", l_allgather},
+        {"dist_broadcast", l_broadcast}, {"dist_set_timeout", l_set_timeout}, {NULL, NULL},
+    };
+    luaL_setfuncs(L, fns, 0);
+}

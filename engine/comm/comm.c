@@ -288,30 +288,35 @@ zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_comm_op op
     return request_start(r, &coll);
 }
 
+/* The in/out pair of reduce_scatter (in is the large one) and allgather (out
+ * is): the same dtype, the large one size times the other, no shared storage. */
+static zl_status check_pair(zl_comm *c, const char *what, const zl_tensor *in, const zl_tensor *out, bool in_large)
+{
+    char a[96], b[96];
+    zl_shape_str(zl_tensor_ndim(in), zl_tensor_shape(in), a, sizeof a);
+    zl_shape_str(zl_tensor_ndim(out), zl_tensor_shape(out), b, sizeof b);
+    if (zl_tensor_dtype(in) != zl_tensor_dtype(out))
+        return zl_error(ZL_EDTYPE, "%s on rank %d: in is %s %s but out is %s %s", what, c->rank,
+                        zl_dtype_name(zl_tensor_dtype(in)), a, zl_dtype_name(zl_tensor_dtype(out)), b);
+    const zl_tensor *large = in_large ? in : out, *small = in_large ? out : in;
+    size_t n = (size_t)zl_tensor_numel(small);
+    if ((size_t)zl_tensor_numel(large) != n * (size_t)c->size)
+        return zl_error(ZL_ESHAPE, "%s on rank %d: %s %s has %lld elements, expected size %d x %s %s = %zu", what,
+                        c->rank, in_large ? "in" : "out", in_large ? a : b, (long long)zl_tensor_numel(large),
+                        c->size, in_large ? "out" : "in", in_large ? b : a, n * (size_t)c->size);
+    if (zl_tensor_shares_storage(in, out))
+        return zl_error(ZL_EINVAL, "%s on rank %d: in and out share storage", what, c->rank);
+    return ZL_OK;
+}
+
 zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, zl_tensor *out, zl_comm_op op)
 {
     const char *what = "reduce_scatter";
     if (check_comm(c, what) || check_tensor(c, what, "in", in, true) || check_tensor(c, what, "out", out, true) ||
         !check_op(c, what, op))
         return NULL;
-    char a[96], b[96];
-    zl_shape_str(zl_tensor_ndim(in), zl_tensor_shape(in), a, sizeof a);
-    zl_shape_str(zl_tensor_ndim(out), zl_tensor_shape(out), b, sizeof b);
-    if (zl_tensor_dtype(in) != zl_tensor_dtype(out)) {
-        zl_error(ZL_EDTYPE, "%s on rank %d: in is %s %s but out is %s %s", what, c->rank,
-                 zl_dtype_name(zl_tensor_dtype(in)), a, zl_dtype_name(zl_tensor_dtype(out)), b);
-        return NULL;
-    }
+    if (check_pair(c, what, in, out, true)) return NULL;
     size_t n = (size_t)zl_tensor_numel(out);
-    if ((size_t)zl_tensor_numel(in) != n * (size_t)c->size) {
-        zl_error(ZL_ESHAPE, "%s on rank %d: in %s has %lld elements, expected size %d x out %s = %zu", what,
-                 c->rank, a, (long long)zl_tensor_numel(in), c->size, b, n * (size_t)c->size);
-        return NULL;
-    }
-    if (zl_tensor_shares_storage(in, out)) {
-        zl_error(ZL_EINVAL, "%s on rank %d: in and out share storage", what, c->rank);
-        return NULL;
-    }
     zl_comm_request *r = request_new(c, what);
     if (!r) return NULL;
     r->keep[0] = zl_tensor_retain((zl_tensor *)in);
@@ -342,24 +347,8 @@ zl_comm_request *zl_comm_allgather_async(zl_comm *c, const zl_tensor *in, zl_ten
     const char *what = "allgather";
     if (check_comm(c, what) || check_tensor(c, what, "in", in, false) || check_tensor(c, what, "out", out, false))
         return NULL;
-    char a[96], b[96];
-    zl_shape_str(zl_tensor_ndim(in), zl_tensor_shape(in), a, sizeof a);
-    zl_shape_str(zl_tensor_ndim(out), zl_tensor_shape(out), b, sizeof b);
-    if (zl_tensor_dtype(in) != zl_tensor_dtype(out)) {
-        zl_error(ZL_EDTYPE, "%s on rank %d: in is %s %s but out is %s %s", what, c->rank,
-                 zl_dtype_name(zl_tensor_dtype(in)), a, zl_dtype_name(zl_tensor_dtype(out)), b);
-        return NULL;
-    }
+    if (check_pair(c, what, in, out, false)) return NULL;
     size_t n = (size_t)zl_tensor_numel(in);
-    if ((size_t)zl_tensor_numel(out) != n * (size_t)c->size) {
-        zl_error(ZL_ESHAPE, "%s on rank %d: out %s has %lld elements, expected size %d x in %s = %zu", what,
-                 c->rank, b, (long long)zl_tensor_numel(out), c->size, a, n * (size_t)c->size);
-        return NULL;
-    }
-    if (zl_tensor_shares_storage(in, out)) {
-        zl_error(ZL_EINVAL, "%s on rank %d: in and out share storage", what, c->rank);
-        return NULL;
-    }
     zl_comm_request *r = request_new(c, what);
     if (!r) return NULL;
     r->keep[0] = zl_tensor_retain((zl_tensor *)in);

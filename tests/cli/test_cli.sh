@@ -3,6 +3,7 @@
 # --, errors with tracebacks and exit statuses, usage on bad options.
 # Usage: test_cli.sh <path to zlua>. Each run is bounded by `timeout`.
 set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ZLUA=${1:?usage: test_cli.sh <path to zlua>}
 case $ZLUA in   # the tests run in a temporary directory
     /*) ;;
@@ -11,8 +12,7 @@ esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-passed=0
-failed=0
+. "$here/lib.sh"
 
 # run [zlua args...]: stdout, stderr and status into $out, $err, $rc; stdin
 # is /dev/null unless the caller redirects it.
@@ -23,21 +23,6 @@ run() {
     err=$(cat "$tmp/err")
 }
 
-check() {   # check <name> <command...>
-    local name=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL: $name"
-        echo "  status: $rc"
-        echo "  stdout: $(printf '%s' "$out" | head -20)"
-        echo "  stderr: $(printf '%s' "$err" | head -20)"
-    fi
-}
-
-has() { [[ $1 == *"$2"* ]]; }
 
 cat >args.lua <<'EOF'
 print(arg[0], arg[1], arg[2], #arg, select('#', ...), ...)

@@ -4,6 +4,7 @@
 # arguments; hostfile, --include/--exclude and exit-status errors.
 # Usage: test_launch.sh <path to zlua>. Each run is bounded by `timeout`.
 set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ZLUA=${1:?usage: test_launch.sh <path to zlua>}
 case $ZLUA in   # the tests run in a temporary directory
     /*) ;;
@@ -16,8 +17,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-passed=0
-failed=0
+. "$here/lib.sh"
 
 # run [command...]: stdout, stderr and status into $out, $err, $rc.
 run() {
@@ -27,21 +27,6 @@ run() {
     err=$(cat "$tmp/err")
 }
 
-check() {   # check <name> <command...>
-    local name=$1
-    shift
-    if "$@"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL: $name"
-        echo "  status: $rc"
-        echo "  stdout: $(printf '%s' "$out" | head -20)"
-        echo "  stderr: $(printf '%s' "$err" | head -20)"
-    fi
-}
-
-has() { [[ $1 == *"$2"* ]]; }
 
 cat >env.lua <<'LUA'
 print(string.format('rank=%s local=%s world=%s lsize=%s arg1=%s',

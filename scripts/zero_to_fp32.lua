@@ -1,9 +1,10 @@
 --[[ zero_to_fp32.lua CKPT_DIR OUT.safetensors [-t TAG]: the consolidated f32
   weights of a zlua checkpoint (the optimizer's f32 master copies, by parameter
-  name) as one safetensors file, as DeepSpeed's zero_to_fp32.py does. Tensors
-  are streamed one at a time: memory is bounded by the largest tensor, not the
-  model. A model trained without an optimizer state (or saved without one)
-  falls back to the model file's weights, converted to f32.
+  name) as one safetensors file, as DeepSpeed's zero_to_fp32.py does, from a
+  checkpoint of any world size and ZeRO stage: each parameter is put together
+  from the chunks every rank saved. Tensors are streamed a chunk at a time:
+  memory is bounded by the largest chunk, not the model. A model trained
+  without an optimizer state falls back to the model file's weights, in f32.
 
     zlua scripts/zero_to_fp32.lua ckpt/ model_fp32.safetensors
     zlua scripts/zero_to_fp32.lua ckpt/ model_fp32.safetensors -t global_step100 ]]
@@ -42,41 +43,46 @@ if not tag then tag = read(dir .. '/latest'):match('^%s*(.-)%s*$') end
 local path = dir .. '/' .. tag
 local ok, state = pcall(json.decode, read(path .. '/engine.json'), path .. '/engine.json')
 if not ok then die(tostring(state)) end
-if state.world_size ~= 1 then
-  die(string.format('%s was saved by %d ranks; consolidating ZeRO shards arrives with issue 5', path, state.world_size))
+local so = type(state) == 'table' and state.optimizer
+local zi = type(so) == 'table' and so.zero
+
+local entries, pieces = {}, {}
+local files = {}
+local function open_file(name)
+  if not files[name] then
+    local fpath = path .. '/' .. name
+    if not zl.core.exists(fpath) then die(fpath .. ' is missing') end
+    files[name] = zl.safetensors_open(fpath)
+  end
+  return files[name]
 end
 
--- name -> {file, tensor name inside it}, in the model's parameter order.
-local sources, entries = {}, {}
-local optim_file = path .. '/optim_rank0.safetensors'
-local have_optim = state.param_names and zl.core.exists(optim_file)
-local src = zl.safetensors_open(have_optim and optim_file or path .. '/model.safetensors')
-local info = src:info()
-local by_name = {}
-for _, e in ipairs(info) do by_name[e.name] = e end
-if have_optim then
-  for idx, name in ipairs(state.param_names) do
-    if name ~= json.null then
-      local e = by_name['param.' .. idx] or die(optim_file .. ' has no param.' .. idx)
-      sources[#sources + 1] = { name = name, key = 'param.' .. idx }
-      entries[#entries + 1] = { name = name, dtype = 'f32', shape = e.shape }
+if zi then
+  -- Parameter i: chunk q (zi.params[i].k elements) from optim_rank<q>, its real elements only.
+  for idx, sp in ipairs(zi.params) do
+    entries[#entries + 1] = { name = sp.name, dtype = 'f32', shape = sp.shape }
+    for q = 0, zi.partitions - 1 do
+      if sp.numel > q * sp.k then
+        pieces[#pieces + 1] = { file = string.format('optim_rank%d.safetensors', q), key = 'param.' .. idx }
+      end
     end
   end
 else
-  for _, e in ipairs(info) do
+  for _, e in ipairs(open_file('model.safetensors'):info()) do
     if e.dtype == 'f32' or e.dtype == 'bf16' or e.dtype == 'f16' then
-      sources[#sources + 1] = { name = e.name, key = e.name }
       entries[#entries + 1] = { name = e.name, dtype = 'f32', shape = e.shape }
+      pieces[#pieces + 1] = { file = 'model.safetensors', key = e.name }
     end
   end
 end
 
 local w = zl.safetensors_writer(out, entries, { format = 'pt', source = path })
-for _, s in ipairs(sources) do
-  local t = src:read(s.key)
+for _, s in ipairs(pieces) do
+  local t = open_file(s.file):read(s.key)
   w:write(t:float())
   t:release()
 end
 w:commit()
-src:close()
-print(string.format('zero_to_fp32: %d tensors from %s written to %s', #sources, path, out))
+for _, f in pairs(files) do f:close() end
+print(string.format('zero_to_fp32: %d tensors from %s (%d ranks, ZeRO stage %s) written to %s', #entries, path,
+  state.world_size, zi and tostring(zi.stage) or '-', out))

@@ -80,7 +80,7 @@ static zl_status add_pending(zl_tensor *t, zl_tensor *g, const char *op)
 static zl_status accumulate_leaf(zl_tensor *leaf, zl_tensor *g)
 {
     if (!leaf->grad) {
-        leaf->grad = zli_copy_as(g, leaf->dtype, ZL_MEM_GRADS);
+        leaf->grad = zli_copy_as(g, leaf->grad_f32 ? ZL_DTYPE_F32 : leaf->dtype, ZL_MEM_GRADS);
         return leaf->grad ? ZL_OK : ZL_ENOMEM;
     }
     accumulate_into(leaf->grad, g);
@@ -134,7 +134,8 @@ static zl_status run_node(zl_tensor *t, vec *ready)
         st = nd->backward(nd, t->bw_grad, gin);
         zl_grad_set_enabled(was);
     }
-    if (!st) st = zli_fire_use(nd->ninputs, nd->inputs, ZL_USE_AFTER_BACKWARD, nd->name);
+    /* The inputs' gradients are taken in before the AFTER event: a ZeRO-3
+     * hook releases a parameter's data there, and its shape with it. */
     for (int i = 0; i < nd->ninputs; i++) {
         zl_tensor *in = nd->inputs[i];
         if (!st && in->requires_grad) {
@@ -143,6 +144,7 @@ static zl_status run_node(zl_tensor *t, vec *ready)
         }
         zl_tensor_release(gin[i]);
     }
+    if (!st) st = zli_fire_use(nd->ninputs, nd->inputs, ZL_USE_AFTER_BACKWARD, nd->name);
     if (gin != gin_small) free(gin);
     return st;
 }
@@ -213,6 +215,16 @@ zl_status zl_backward(zl_tensor *root, zl_tensor *grad, bool retain_graph)
 }
 
 bool zl_tensor_requires_grad(const zl_tensor *t) { return t && t->requires_grad; }
+zl_status zl_tensor_set_grad_dtype(zl_tensor *t, zl_dtype dt)
+{
+    if (zli_check_arg("set_grad_dtype", "tensor", t)) return zli_last_code();
+    if (dt != ZL_DTYPE_F32 && dt != t->dtype)
+        return zl_error(ZL_EDTYPE, "set_grad_dtype: a %s tensor's gradient can be %s or f32, not %s",
+                        zl_dtype_name(t->dtype), zl_dtype_name(t->dtype), zl_dtype_name(dt));
+    t->grad_f32 = dt == ZL_DTYPE_F32;
+    return ZL_OK;
+}
+
 bool zl_tensor_is_leaf(const zl_tensor *t) { return t && !t->grad_fn; }
 zl_tensor *zl_tensor_grad(const zl_tensor *t) { return t ? t->grad : NULL; }
 const char *zl_tensor_grad_fn_name(const zl_tensor *t) { return t && t->grad_fn ? t->grad_fn->name : NULL; }

@@ -46,6 +46,10 @@ typedef struct zli_comm_backend {
     /* Optional (NULL: start always completes at once). Set *done when `pending`
      * has completed, and free it then. */
     zl_status (*test)(struct zl_comm *c, void *pending, bool *done);
+    /* Optional (NULL: losses are only found by the timeout). The rank of a peer
+     * whose process is known to have ended, with what is known of it ("process
+     * 1234 ended") in why; -1 while none is. Cheap: comm.c polls it while waiting. */
+    int (*lost)(struct zl_comm *c, char *why, size_t size);
 } zli_comm_backend;
 
 struct zl_comm_request;
@@ -58,8 +62,13 @@ struct zl_comm {
     int live_requests;                    /* started, not yet waited on */
     bool closing;                         /* closed while requests were live */
     char broken[192];                     /* why it is unusable; "" while fine */
+    bool peer_lost;                       /* broken because a rank's process ended */
     struct zl_comm_request *abandoned;    /* timed out, still owned by the backend */
 };
+
+/* The collective being waited on ("allreduce", ...), NULL between waits: read
+ * by the mpi backend's SIGTERM handler to say what was interrupted. */
+ZLI_HIDDEN extern const char *volatile zli_comm_waiting;
 
 ZLI_HIDDEN extern const zli_comm_backend zli_comm_self;
 ZLI_HIDDEN extern const zli_comm_backend zli_comm_mpi;

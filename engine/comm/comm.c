@@ -80,9 +80,11 @@ static void request_free(zl_comm_request *r)
 }
 
 /* Give abandoned collectives a moment to finish (the other ranks may have
- * arrived late); those that do not are leaked, as MPI may still write into them. */
+ * arrived late); those that do not are leaked, as MPI may still write into them.
+ * A lost rank never arrives, so then there is nothing to wait for. */
 static bool settle_abandoned(zl_comm *c)
 {
+    if (c->peer_lost && c->abandoned) return false;
     double until = now_s() + 1.0;
     while (c->abandoned) {
         zl_comm_request *r = c->abandoned;
@@ -217,16 +219,37 @@ static void request_end(zl_comm_request *r)
     if (--c->live_requests == 0 && c->closing) really_close(c);
 }
 
+/* A rank whose process ended never joins, so the wait would last until the
+ * timeout. The backend is asked every LOST_CHECK_S whether a peer is gone; as
+ * the peer may have sent its part before it ended, the request is polled for
+ * one more period before the loss is reported. */
+#define LOST_CHECK_S 0.1
+
+const char *volatile zli_comm_waiting;
+
+static zl_status lost_error(const zl_comm_request *r, int lost, const char *why)
+{
+    return zl_error(ZL_EIO, "rank %d: lost rank %d (%s) during %s", r->c->rank, lost, why, r->what);
+}
+
 zl_status zl_comm_wait(zl_comm_request *r)
 {
     if (!r) return zl_error(ZL_EINVAL, "comm_wait: request is NULL");
     zl_comm *c = r->c;
     zl_status st = ZL_OK;
     unsigned spins = 0;
+    double next_check = now_s() + LOST_CHECK_S;
+    int lost = -1;
+    char why[96] = "";
+    zli_comm_waiting = r->what;
     while (r->pending) {
         bool done = false;
         st = c->be->test(c, r->pending, &done);
-        if (st) break;
+        if (st) {
+            /* A transport that notices the loss reports it less plainly. */
+            if (c->be->lost && (lost = c->be->lost(c, why, sizeof why)) >= 0) st = lost_error(r, lost, why);
+            break;
+        }
         if (done) {
             r->pending = NULL;
             break;
@@ -235,7 +258,16 @@ zl_status zl_comm_wait(zl_comm_request *r)
             st = zl_error(ZL_EINTERRUPT, "%s interrupted on rank %d", r->what, c->rank);
             break;
         }
-        if (now_s() > r->deadline) {
+        double t = now_s();
+        if (c->be->lost && t >= next_check) {
+            next_check = t + LOST_CHECK_S;
+            if (lost >= 0) {
+                st = lost_error(r, lost, why);
+                break;
+            }
+            lost = c->be->lost(c, why, sizeof why);
+        }
+        if (t > r->deadline) {
             st = zl_error(ZL_EIO, "%s timed out after %g s on rank %d", r->what, c->timeout_s, c->rank);
             break;
         }
@@ -247,8 +279,10 @@ zl_status zl_comm_wait(zl_comm_request *r)
             nanosleep(&ts, NULL);
         }
     }
+    zli_comm_waiting = NULL;
     if (r->pending) {
         snprintf(c->broken, sizeof c->broken, "%s", zl_last_error());
+        c->peer_lost = lost >= 0;
         c->live_requests--;
         r->next = c->abandoned;
         c->abandoned = r;

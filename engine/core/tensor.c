@@ -223,7 +223,8 @@ zl_status zl_tensor_set_data(zl_tensor *t, zl_tensor *src)
     if (t->requires_grad && !zl_dtype_traits_of(src->dtype)->is_float)
         return zl_error(ZL_EDTYPE, "set_data: a tensor that requires grad cannot take %s data",
                         zl_dtype_name(src->dtype));
-    if (t->grad && (t->grad->dtype != src->dtype || t->grad->ndim != src->ndim ||
+    zl_dtype grad_dt = t->grad_f32 ? ZL_DTYPE_F32 : src->dtype;
+    if (t->grad && (t->grad->dtype != grad_dt || t->grad->ndim != src->ndim ||
                     memcmp(t->grad->shape, src->shape, (size_t)src->ndim * sizeof src->shape[0]) != 0)) {
         zl_tensor_release(t->grad);
         t->grad = NULL;

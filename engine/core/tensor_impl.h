@@ -39,6 +39,7 @@ struct zl_tensor {
     zl_storage *storage;
     /* autograd */
     bool requires_grad;
+    bool grad_f32;          /* a leaf's gradient kept in f32 whatever its dtype (zl_tensor_set_grad_dtype) */
     zl_tensor *grad;
     struct zl_node *grad_fn;
     zli_hook *hooks;

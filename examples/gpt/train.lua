@@ -13,13 +13,19 @@
   the options (--precision bf16 or fp16 turns mixed precision on); --out DIR
   saves checkpoints (every --save_every steps and at the end) and --resume
   continues from the latest one, bit for bit as if never stopped.
+  On several ranks (zlua --nprocs N) every rank draws the same --batch
+  windows and trains on its 1/N of them; --zero_stage picks the ZeRO stage
+  when no config is given. Only rank 0 prints; the loss printed is the mean
+  over all ranks, so the output is the same at any world size and stage.
     zlua examples/gpt/train.lua [--data book.txt] [--steps 400] [--n_layer 2] ...
+    zlua --nprocs 2 examples/gpt/train.lua --zero_stage 3 ...
   Output: `step <n> loss <loss>` per step, each sample between
   `--- sample after step <n> ---` and `---`, then `val loss <loss>`; the
   wall time goes to stderr, so that stdout is the same run to run. ]]
 
 local zl = require 'zlua'
 local nn = require 'zlua.nn'
+local dist = require 'zlua.dist'
 
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local options = dofile(here .. '/../common/options.lua')
@@ -39,7 +45,10 @@ local opt = options.parse('gpt', arg, options.with_engine {
   { 'sample_every', 200, 'print a sample every N steps (0: only at the end)', min = 0 },
   { 'sample_len', 200, 'characters per sample', min = 0 },
   { 'precision', 'f32', 'f32, bf16 or fp16 (when no --config)' },
+  { 'zero_stage', 0, 'ZeRO stage 0-3 (when no --config)', min = 0 },
 })
+local world, rank = dist.world_size(), dist.rank()
+local function say(...) if rank == 0 then print(...) end end
 io.stdout:setvbuf('line')
 if opt.threads > 0 then zl.set_num_threads(opt.threads) end
 if opt.n_embd % opt.n_head ~= 0 then
@@ -57,6 +66,11 @@ local ids = zl.text_encode(text, vocab)        -- i64 [n], ids 0..#vocab-1
 local n = ids:size(1)
 local ntrain = n - n // 10
 local T = opt.block_size
+if opt.batch % world ~= 0 then
+  io.stderr:write(('gpt: --batch %d does not split over %d ranks\n'):format(opt.batch, world))
+  os.exit(2)
+end
+local micro = opt.batch // world
 if ntrain <= T or n - ntrain <= T then
   io.stderr:write(('gpt: %s: %d characters are too few for --block_size %d (need more than %d)\n'):format(
     opt.data, n, T, 10 * (T + 1)))
@@ -68,7 +82,8 @@ zl.manual_seed(opt.seed)
 local model = nn.GPT{ vocab_size = #vocab, block_size = T, n_layer = opt.n_layer,
                       n_head = opt.n_head, n_embd = opt.n_embd }
 local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and opt.deepspeed_config or {
-  train_micro_batch_size_per_gpu = opt.batch,
+  train_micro_batch_size_per_gpu = micro,
+  zero_optimization = { stage = opt.zero_stage },
   gradient_clipping = opt.clip,
   optimizer = { type = 'AdamW', params = { lr = opt.lr, betas = { 0.9, 0.95 }, eps = 1e-8, weight_decay = 0.1 } },
   scheduler = { type = 'WarmupCosineLR', params = { total_num_steps = opt.steps, warmup_num_steps = opt.warmup,
@@ -83,7 +98,7 @@ end
 -- A DeepSpeed config's "auto" values are filled from these, as the Hugging
 -- Face trainer fills them from its arguments.
 local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_epsilon = 1e-8, weight_decay = 0.1,
-               per_device_train_batch_size = opt.batch, gradient_accumulation_steps = 1, max_grad_norm = opt.clip,
+               per_device_train_batch_size = micro, gradient_accumulation_steps = 1, max_grad_norm = opt.clip,
                max_steps = opt.steps, warmup_steps = opt.warmup, hidden_size = opt.n_embd,
                bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16' }
 local engine = zl.initialize { model = model, config = config, args = args,
@@ -109,7 +124,7 @@ local batches = zl.Generator(opt.seed)
 local function random_batch()
   local starts = {}
   for b = 1, opt.batch do starts[b] = batches:randint(ntrain - T) - 1 end
-  return windows(train_ids, starts)
+  return windows(train_ids, table.move(starts, rank * micro + 1, (rank + 1) * micro, 1, {}))
 end
 
 -- The mean loss over the held-out text cut into consecutive windows (at most
@@ -138,12 +153,12 @@ local start_id = (vocab:find('\n', 1, true) or 1) - 1
 local function sample(step)
   local out = model:generate(zl.tensor({ { start_id } }, 'i64'), opt.sample_len,
                              { temperature = 0.8, seed = opt.seed + step })
-  print(('--- sample after step %d ---'):format(step))
-  print(zl.text_decode(out:narrow(2, 2, opt.sample_len), vocab))
-  print('---')
+  say(('--- sample after step %d ---'):format(step))
+  say(zl.text_decode(out:narrow(2, 2, opt.sample_len), vocab))
+  say('---')
 end
 
-print(('gpt: %s, %d characters (%d for training), vocabulary of %d; %d layers, %d heads, %d wide, '
+say(('gpt: %s, %d characters (%d for training), vocabulary of %d; %d layers, %d heads, %d wide, '
        .. 'context %d; %d parameters'):format(opt.data, n, ntrain, #vocab, opt.n_layer, opt.n_head,
                                              opt.n_embd, T, model:num_parameters()))
 -- Checkpoints carry the step and the batch generator's position with them,
@@ -172,10 +187,11 @@ for step = first, opt.steps do
   local _, loss = engine(x, y)
   engine:backward(loss)
   engine:step()
-  print(('step %d loss %.9g'):format(step, loss:float():item()))
+  local l = dist.all_reduce(loss:float():reshape(1), 'avg')
+  say(('step %d loss %.9g'):format(step, l:item()))
   local due = (opt.sample_every > 0 and step % opt.sample_every == 0) or step == opt.steps
   if due and opt.sample_len > 0 then sample(step) end
   if opt.out ~= '' and ((opt.save_every > 0 and step % opt.save_every == 0) or step == opt.steps) then save(step) end
 end
-print(('val loss %.9g'):format(val_loss()))
-io.stderr:write(('gpt: %d steps in %d s\n'):format(opt.steps, os.time() - clock))
+say(('val loss %.9g'):format(val_loss()))
+if rank == 0 then io.stderr:write(('gpt: %d steps in %d s\n'):format(opt.steps, os.time() - clock)) end

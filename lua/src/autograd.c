@@ -155,6 +155,13 @@ static int set_requires_grad(lua_State *L)
     return 0;
 }
 
+static int set_grad_dtype(lua_State *L)
+{
+    zl_tensor *t = zlb_check_tensor(L, 1);
+    if (zl_tensor_set_grad_dtype(t, zlb_opt_dtype(L, 2, zl_tensor_dtype(t)))) return zlb_raise(L);
+    return 0;
+}
+
 static int is_leaf(lua_State *L)
 {
     lua_pushboolean(L, zl_tensor_is_leaf(zlb_check_tensor(L, 1)));
@@ -188,6 +195,7 @@ void zlb_open_autograd(lua_State *L)
     static const luaL_Reg fns[] = {
         {"backward", backward}, {"grad", grad}, {"set_grad", set_grad},
         {"requires_grad", requires_grad}, {"set_requires_grad", set_requires_grad},
+        {"set_grad_dtype", set_grad_dtype},
         {"is_leaf", is_leaf}, {"grad_fn", grad_fn}, {"set_grad_enabled", set_grad_enabled},
         {"is_grad_enabled", is_grad_enabled}, {"add_grad_ready_hook", add_grad_ready_hook},
         {"add_use_hook", add_use_hook}, {"remove_hook", remove_hook},

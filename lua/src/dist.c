@@ -1,13 +1,14 @@
 /* The binding of engine/comm for zlua.dist: one process-wide communicator per
  * Lua state, opened on first use (the MPI backend when the process was started
- * by mpirun, the self backend otherwise), and the blocking collectives on
- * tensors. Requests (the async forms) are not bound yet (issue 5). */
+ * by mpirun, the self backend otherwise), and the collectives on tensors,
+ * blocking or as a request userdata to wait on. */
 #include <stdlib.h>
 #include <string.h>
 #include "binding.h"
 
 #define ZLB_COMM_MT "zlua.Comm"             /* the metatable */
 #define ZLB_COMM_KEY "zlua.comm.default"     /* the registry slot of the communicator */
+#define ZLB_REQUEST_MT "zlua.CommRequest"    /* the metatable of a request */
 
 typedef struct zlb_comm {
     zl_comm *c;
@@ -90,6 +91,117 @@ static int l_broadcast(lua_State *L)
 
 static int l_set_timeout(lua_State *L) { return status(L, zl_comm_set_timeout(comm_of(L), luaL_checknumber(L, 1))); }
 
+/* ---- requests ----
+ * A request userdata owns its engine request until it is waited on. One that
+ * is collected unwaited is waited on by __gc, since MPI may still be writing
+ * into its tensors (which the engine keeps alive until then); an error there
+ * has nowhere to go and is dropped. */
+
+typedef struct zlb_request {
+    zl_comm_request *r;   /* NULL once waited on (or before the engine call) */
+    const char *what;     /* the collective, for messages */
+} zlb_request;
+
+static int request_gc(lua_State *L)
+{
+    zlb_request *u = luaL_testudata(L, 1, ZLB_REQUEST_MT);
+    if (u && u->r) {
+        zl_comm_request *r = u->r;
+        u->r = NULL;
+        zl_comm_wait(r);
+    }
+    return 0;
+}
+
+/* req:wait(): true once the collective has completed; raises its error. */
+static int request_wait(lua_State *L)
+{
+    zlb_request *u = luaL_checkudata(L, 1, ZLB_REQUEST_MT);
+    if (!u->r) return zlb_error(L, "%s request was already waited on", u->what);
+    zl_comm_request *r = u->r;
+    u->r = NULL;
+    if (zl_comm_wait(r)) return zlb_raise(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int request_tostring(lua_State *L)
+{
+    zlb_request *u = luaL_checkudata(L, 1, ZLB_REQUEST_MT);
+    lua_pushfstring(L, "%s request (%s)", u->what, u->r ? "not waited on" : "waited on");
+    return 1;
+}
+
+/* Push an empty request box; call it before the engine call (as
+ * zlb_new_tensor), after the arguments are checked. */
+static zlb_request *new_request(lua_State *L, const char *what)
+{
+    zlb_request *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->r = NULL;
+    u->what = what;
+    if (luaL_newmetatable(L, ZLB_REQUEST_MT)) {
+        static const luaL_Reg methods[] = {{"wait", request_wait}, {NULL, NULL}};
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, request_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, request_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_setmetatable(L, -2);
+    return u;
+}
+
+/* The request box on top of the stack, or the engine's error. */
+static int started(lua_State *L, zlb_request *u, zl_comm_request *r)
+{
+    if (!r) return zlb_raise(L);
+    u->r = r;
+    return 1;
+}
+
+static int l_barrier_async(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    zlb_request *u = new_request(L, "barrier");
+    return started(L, u, zl_comm_barrier_async(c));
+}
+
+static int l_allreduce_async(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_comm_op op = check_op(L, 2);
+    zlb_request *u = new_request(L, "allreduce");
+    return started(L, u, zl_comm_allreduce_async(c, t, op));
+}
+
+static int l_reduce_scatter_async(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    zl_tensor *in = zlb_check_tensor(L, 1), *out = zlb_check_tensor(L, 2);
+    zl_comm_op op = check_op(L, 3);
+    zlb_request *u = new_request(L, "reduce_scatter");
+    return started(L, u, zl_comm_reduce_scatter_async(c, in, out, op));
+}
+
+static int l_allgather_async(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    zl_tensor *in = zlb_check_tensor(L, 1), *out = zlb_check_tensor(L, 2);
+    zlb_request *u = new_request(L, "allgather");
+    return started(L, u, zl_comm_allgather_async(c, in, out));
+}
+
+static int l_broadcast_async(lua_State *L)
+{
+    zl_comm *c = comm_of(L);
+    zl_tensor *t = zlb_check_tensor(L, 1);
+    int root = (int)luaL_optinteger(L, 2, 0);
+    zlb_request *u = new_request(L, "broadcast");
+    return started(L, u, zl_comm_broadcast_async(c, t, root));
+}
+
 /* Adds the dist functions to the core table on top of the stack. */
 void zlb_open_dist(lua_State *L)
 {
@@ -97,7 +209,10 @@ void zlb_open_dist(lua_State *L)
         {"dist_rank", l_rank},           {"dist_world_size", l_size},      {"dist_local_rank", l_local_rank},
         {"dist_backend", l_backend},     {"dist_barrier", l_barrier},      {"dist_allreduce", l_allreduce},
         {"dist_reduce_scatter", l_reduce_scatter}, {"dist_allgather", l_allgather},
-        {"dist_broadcast", l_broadcast}, {"dist_set_timeout", l_set_timeout}, {NULL, NULL},
+        {"dist_broadcast", l_broadcast}, {"dist_set_timeout", l_set_timeout},
+        {"dist_barrier_async", l_barrier_async},   {"dist_allreduce_async", l_allreduce_async},
+        {"dist_reduce_scatter_async", l_reduce_scatter_async}, {"dist_allgather_async", l_allgather_async},
+        {"dist_broadcast_async", l_broadcast_async}, {NULL, NULL},
     };
     luaL_setfuncs(L, fns, 0);
 }

@@ -762,6 +762,35 @@ static int copy_(lua_State *L)
     return 1;
 }
 
+static void check_range(lua_State *L, int idx, zl_tensor *t, lua_Integer off, lua_Integer n)
+{
+    if (zl_tensor_ndim(t) != 1) luaL_argerror(L, idx, "copy_range needs 1-d tensors");
+    if (off < 0 || n < 0 || off + n > zl_tensor_numel(t))
+        luaL_error(L, "copy_range: [%I, %I) is outside a tensor of %I elements", off, off + n,
+                   (lua_Integer)zl_tensor_numel(t));
+}
+
+/* copy_range(dst, dst_off, src, src_off, n [, alpha]): dst[dst_off..+n) =
+ * src[src_off..+n) (converted), or += alpha * src when alpha is given; 1-d
+ * tensors, 0-based offsets. The views live only in this call, so no Lua
+ * garbage keeps a gradient or a gathered parameter alive after its release. */
+static int copy_range(lua_State *L)
+{
+    zl_tensor *dst = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 3);
+    lua_Integer doff = luaL_checkinteger(L, 2), soff = luaL_checkinteger(L, 4), n = luaL_checkinteger(L, 5);
+    bool add = !lua_isnoneornil(L, 6);
+    double alpha = add ? luaL_checknumber(L, 6) : 1.0;
+    check_range(L, 1, dst, doff, n);
+    check_range(L, 3, src, soff, n);
+    zl_tensor *d = zl_tensor_narrow(dst, 0, doff, n);
+    zl_tensor *s = d ? zl_tensor_narrow(src, 0, soff, n) : NULL;
+    bool ok = d && s && !(add ? zl_tensor_add_(d, s, alpha) : zl_tensor_copy_(d, s));
+    zl_tensor_release(d);
+    zl_tensor_release(s);
+    if (!ok) return zlb_raise(L);
+    return 0;
+}
+
 static int fill_(lua_State *L)
 {
     zl_tensor *t = zlb_check_tensor(L, 1);
@@ -785,7 +814,8 @@ void zlb_open_tensor(lua_State *L)
         {"totable", totable}, {"reshape", reshape}, {"view", view}, {"expand", expand},
         {"transpose", transpose}, {"permute", permute}, {"narrow", narrow}, {"select", select_},
         {"squeeze", squeeze}, {"unsqueeze", unsqueeze}, {"contiguous", contiguous},
-        {"clone", clone}, {"detach", detach}, {"to", to}, {"copy_", copy_}, {"add_", add_}, {"fill_", fill_},
+        {"clone", clone}, {"detach", detach}, {"to", to}, {"copy_", copy_}, {"add_", add_},
+        {"copy_range", copy_range}, {"fill_", fill_},
         {"release", tensor_release}, {"is_released", is_released}, {"set_gc_step", set_gc_step},
         {NULL, NULL},
     };

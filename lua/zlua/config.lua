@@ -99,7 +99,6 @@ local UNIMPLEMENTED = {
   dump_state = 'dump_state',
   graph_harvesting = 'CUDA graph harvesting',
   sequence_parallel_size = 'sequence parallelism',
-  ['data_types.grad_accum_dtype'] = 'a separate gradient accumulation dtype',
   ['fp16.auto_cast'] = 'casting forward inputs to fp16 (auto_cast)',
   ['fp16.fp16_master_weights_and_grads'] = 'fp16 master weights and gradients',
   ['amp.enabled'] = 'Apex AMP',

@@ -557,6 +557,8 @@ function methods.backward(t, grad, retain_graph)
 end
 
 function methods.zero_grad(t) core.set_grad(t, nil) end
+--- t:set_grad_dtype(dtype): keep t's gradient in dtype (t's own or 'f32').
+methods.set_grad_dtype = core.set_grad_dtype
 
 --- t:register_hook(fn): fn(t) runs once per backward, when t's gradient is
 --- complete (t must be a leaf). Returns a handle for t:remove_hook. An error

@@ -18,3 +18,21 @@ check() {   # check <name> <command...>
 }
 
 has() { [[ $1 == *"$2"* ]]; }
+
+# mpi_test_setup <zlua> <script name>: $ZLUA made absolute (the tests run in a
+# temporary folder, entered here and removed at exit); without mpirun the test
+# is skipped.
+mpi_test_setup() {
+    ZLUA=${1:?usage: $2 <path to zlua>}
+    case $ZLUA in
+        /*) ;;
+        */*) ZLUA=$PWD/$ZLUA ;;
+    esac
+    if ! command -v mpirun >/dev/null; then
+        echo "skipped: no mpirun on PATH (Debian package openmpi-bin)"
+        exit 0
+    fi
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cd "$tmp" || exit 1
+}

@@ -5,19 +5,8 @@
 # Usage: test_launch.sh <path to zlua>. Each run is bounded by `timeout`.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ZLUA=${1:?usage: test_launch.sh <path to zlua>}
-case $ZLUA in   # the tests run in a temporary directory
-    /*) ;;
-    */*) ZLUA=$PWD/$ZLUA ;;
-esac
-if ! command -v mpirun >/dev/null; then
-    echo "skipped: no mpirun on PATH (Debian package openmpi-bin)"
-    exit 0
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
 . "$here/lib.sh"
+mpi_test_setup "${1:-}" test_launch.sh
 
 # run [command...]: stdout, stderr and status into $out, $err, $rc.
 run() {

@@ -86,6 +86,30 @@ function H.test(name, fn)
   if not ok then fail(2, 'test ' .. name .. ' raised: ' .. tostring(err)) end
 end
 
+--- Shell-quote s for os.execute / io.popen.
+function H.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+--- The zlua running this test (arg's lowest index), to run scripts with.
+H.exe = (function()
+  local i = 0
+  while arg[i - 1] do i = i - 1 end
+  return arg[i]
+end)()
+
+--- The source tree (tests run from tests/lua).
+H.source_dir = os.getenv('ZLUA_SOURCE_DIR') or '../..'
+
+--- Runs a Lua script with this zlua; returns its exit status and its output
+--- (stdout and stderr together).
+function H.run_script(script, ...)
+  local args = { H.quote(H.exe), H.quote(script) }
+  for _, a in ipairs({ ... }) do args[#args + 1] = H.quote(a) end
+  local p = io.popen(table.concat(args, ' ') .. ' 2>&1')
+  local out = p:read('a')
+  local _, _, status = p:close()
+  return status, out
+end
+
 function H.done()
   print(string.format('%d passed, %d failed', passed, failed))
   if failed > 0 or passed == 0 then os.exit(1) end

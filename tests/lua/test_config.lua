@@ -379,7 +379,6 @@ test('unimplemented', function()
       .. 'type for gradient collectives is not implemented in zlua yet (remove the key)' },
     { { sequence_parallel_size = 2 }, 'sequence_parallel_size = 2: sequence parallelism is not '
       .. 'implemented in zlua yet (remove the key or set it to 1)' },
-    { { data_types = { grad_accum_dtype = 'fp32' } }, 'data_types.grad_accum_dtype = "fp32"' },
     { { fp16 = { enabled = true, fp16_master_weights_and_grads = true } },
       'fp16.fp16_master_weights_and_grads = true: fp16 master weights and gradients is not implemented' },
     { { amp = { enabled = true, opt_level = 'O1' } }, 'amp.enabled = true: Apex AMP is not implemented' },

@@ -396,7 +396,7 @@ test('zero_to_fp32_and_16bit_model', function()
   local names = {}
   for name, p in m:named_parameters() do
     names[#names + 1] = name
-    local master = e.precision:master_of(p)
+    local master = e:get_full_fp32_param(p)
     check(w[name] ~= nil and w[name]:dtype() == 'f32', name .. ' is consolidated as f32')
     check(w[name] and table.concat(H.flat(w[name]), ',') == table.concat(H.flat(master), ','),
       name .. ' equals the f32 master exactly')

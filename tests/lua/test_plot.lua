@@ -10,16 +10,8 @@ local test, check, check_eq = H.test, H.check, H.check_eq
 
 local fmt = string.format
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
--- The zlua running this test (arg's lowest index), and the script beside the tests.
-local exe
-do
-  local i = 0
-  while arg[i - 1] do i = i - 1 end
-  exe = arg[i]
-end
-local src = os.getenv('ZLUA_SOURCE_DIR') or '../..'
+local q = H.quote
+local src = H.source_dir
 local PLOT = src .. '/scripts/plot.lua'
 
 local root = os.tmpname()
@@ -40,15 +32,7 @@ local function write(path, s)
   f:close()
 end
 
--- Runs plot.lua; returns its exit status and its output (stdout and stderr).
-local function plot(...)
-  local args = { q(exe), q(PLOT) }
-  for _, a in ipairs({ ... }) do args[#args + 1] = q(a) end
-  local p = io.popen(table.concat(args, ' ') .. ' 2>&1')
-  local out = p:read('a')
-  local _, _, status = p:close()
-  return status, out
-end
+local function plot(...) return H.run_script(PLOT, ...) end
 
 -- Well-formed enough for a browser: every tag closed in order, attributes quoted,
 -- no stray '<' or unescaped '&' in text. Returns nil or the first problem.

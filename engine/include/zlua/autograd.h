@@ -14,6 +14,10 @@ ZL_API zl_status zl_tensor_set_requires_grad(zl_tensor *t, bool on);
 ZL_API bool zl_tensor_requires_grad(const zl_tensor *t);
 /* True when t has no recorded history (created by the user, not by an op). */
 ZL_API bool zl_tensor_is_leaf(const zl_tensor *t);
+/* The dtype a leaf's gradient is kept in: its own (the default) or f32, so
+ * that a bf16/f16 parameter's gradient reaches its hooks unrounded (ZeRO
+ * reduces it in f32 and rounds once, after the sum over ranks). */
+ZL_API zl_status zl_tensor_set_grad_dtype(zl_tensor *t, zl_dtype dt);
 /* The accumulated gradient of a leaf: a borrowed reference, or NULL. */
 ZL_API zl_tensor *zl_tensor_grad(const zl_tensor *t);
 /* Replace the gradient (retains g; NULL clears it). Shape must match. */

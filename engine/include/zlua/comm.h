@@ -44,7 +44,18 @@ ZL_API const char *zl_comm_backend(const zl_comm *c);
 /* A collective that has not completed after `seconds` (> 0) fails with ZL_EIO
  * naming the collective and the rank; the communicator is then unusable
  * (ZL_ESTATE), as the other ranks can no longer be matched. Ctrl-C
- * (zl_interrupt_pending) ends the wait the same way with ZL_EINTERRUPT. */
+ * (zl_interrupt_pending) ends the wait the same way with ZL_EINTERRUPT.
+ *
+ * Lost ranks ("mpi"): a rank whose process ends on this machine (killed,
+ * crashed, exited) is noticed by the ranks waiting on it within a fraction of
+ * a second; their collective fails with ZL_EIO "rank 0: lost rank 1 (process
+ * 1234 ended) during allreduce", and the communicator is unusable as after a
+ * timeout. A rank on another machine is noticed only by the timeout. mpirun
+ * sends SIGTERM to every rank once one has died: while an mpi communicator is
+ * open and unless the host set its own SIGTERM handler first, a rank that then
+ * finds peers on its machine ended prints "zlua: rank 2: lost rank 1 (process
+ * 1234 ended)[ during allreduce]; stopping" to stderr and exits with status 1;
+ * any other SIGTERM ends the process as it would have. */
 ZL_API zl_status zl_comm_set_timeout(zl_comm *c, double seconds);
 ZL_API double zl_comm_timeout(const zl_comm *c);
 

@@ -1,7 +1,8 @@
 --[[ zlua.engine.Engine: the object zlua.initialize returns. It owns the model's
   training step as DeepSpeed's engine does: the loss divided by the gradient
   accumulation steps, the optimizer stepped only at an accumulation boundary,
-  mixed precision (zlua.engine.precision), gradient clipping, the scheduler
+  mixed precision (zlua.engine.precision), ZeRO stages 0-3 over the ranks
+  (zlua.zero.state owns the model states), gradient clipping, the scheduler
   stepped once per applied optimizer step, counters, the step log, monitors
   and checkpoints (zlua.engine.checkpoint). ]]
 
@@ -11,6 +12,7 @@ local lr = require 'zlua.lr'
 local data = require 'zlua.data'
 local monitor = require 'zlua.monitor'
 local precision = require 'zlua.engine.precision'
+local zero_state = require 'zlua.zero.state'
 local report = require 'zlua.engine.report'
 
 local core = zl.core
@@ -26,12 +28,8 @@ local function need_optimizer(self, what)
 end
 
 -- Features of later issues: named in an error until they land, never ignored.
-local function check_supported(cfg, world_size)
+local function check_supported(cfg)
   local z = cfg.zero_optimization
-  if world_size > 1 then
-    zl.raise(fmt('zlua.initialize: training on %d ranks needs the communication backend and ZeRO over MPI '
-      .. '(issue 5), not available yet', world_size))
-  end
   for _, which in ipairs({ 'offload_optimizer', 'offload_param' }) do
     if z[which].device == 'nvme' then
       zl.raise(fmt('zlua.initialize: zero_optimization.%s.device = "nvme" needs the NVMe offload engine (issue 6), '
@@ -57,7 +55,7 @@ local function optimizer_from_config(oc, params)
 end
 
 function Engine.new(t, cfg, rank, world_size)
-  check_supported(cfg, world_size)
+  check_supported(cfg)
   local self = setmetatable({}, Engine)
   self.module = t.model
   self.config = cfg
@@ -83,9 +81,14 @@ function Engine.new(t, cfg, rank, world_size)
     if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' or type(opt.step) ~= 'function' then
       zl.raise('zlua.initialize: optimizer must be a zlua.optim optimizer or a function returning one')
     end
-    self.precision:attach(opt)
   end
   self.optimizer = opt
+  self.dist = require 'zlua.dist'
+  if opt then
+    self.zero = zero_state.new { optimizer = opt, module = self.module, config = cfg, rank = rank, world = world_size,
+      half = self.precision.half, dist = self.dist }
+  end
+  self.precision:convert_rest()
 
   local sched = t.lr_scheduler
   if type(sched) == 'function' then sched = sched(opt) end
@@ -121,6 +124,7 @@ end
 --- precision float tensor inputs are cast to the working dtype first.
 function Engine:forward(...)
   local t0 = core.now()
+  if self.zero then self.zero:begin_forward() end
   local out = table.pack(self.module(self.precision:cast_inputs(...)))
   self.report:add('forward', core.now() - t0)
   return table.unpack(out, 1, out.n)
@@ -148,6 +152,7 @@ function Engine:backward(loss, opts)
   self.losses = self.losses + scaled:item()
   local to_backprop = self.precision:scale_loss(scaled)
   to_backprop:backward(nil, opts and opts.retain_graph)
+  if self.zero then self.zero:finish_backward() end
   self.report:add('backward', core.now() - t0)
   return scaled
 end
@@ -165,20 +170,20 @@ function Engine:step()
 end
 
 function Engine:take_model_step()
-  local prec = self.precision
-  local overflow, norm = prec:check_grads(self.optimizer)
+  local prec, z = self.precision, self.zero
+  local overflow = prec.scaler ~= nil and z:overflow()
+  local norm = overflow and math.huge or math.sqrt(z:grad_norm_sq()) / prec:loss_scale_value()
   self.global_grad_norm = norm
   if overflow then
     self.skipped_steps = self.skipped_steps + 1
   else
     local coef = 1.0
     if self.clip > 0 and norm > self.clip then coef = self.clip / (norm + 1e-6) end
-    prec:before_step(self.optimizer)
-    self.optimizer:step { grad_scale = coef / prec:loss_scale_value() }
+    z:step(coef / prec:loss_scale_value())
     if self.lr_scheduler then self.lr_scheduler:step() end
   end
   prec:update_scale(overflow)
-  prec:zero_grads(self.optimizer)
+  z:zero_grads()
   self.global_steps = self.global_steps + 1
   self.global_samples = self.global_samples + self.train_batch_size
   self.report:step_done(self.losses, overflow)
@@ -195,7 +200,32 @@ end
 
 function Engine:was_step_applied() return self.report.last_applied end
 
-function Engine:zero_grad() self.precision:zero_grads(self.optimizer) end
+function Engine:zero_grad()
+  if self.zero then self.zero:zero_grads() end
+end
+
+--- engine:memory_report(): this rank's bytes by kind: params (working
+--- copies, 16-bit under bf16/fp16), grads, master (f32 copies), moments
+--- (optimizer state), buffers (the bucket buffers, named in bucket_buffers),
+--- model_states (the first four), and the allocator's current/peak bytes by
+--- category (allocator).
+function Engine:memory_report()
+  local rep = self.zero and self.zero:memory_report() or {}
+  rep.stage = self.config.zero_optimization.stage
+  rep.world_size, rep.rank = self.world_size, self.rank
+  rep.allocator = zl.memory()
+  return rep
+end
+
+--- engine:get_full_fp32_param(p): the f32 master of parameter p, whole
+--- (DeepSpeed's safe_get_full_fp32_param; every rank calls it).
+function Engine:get_full_fp32_param(p)
+  need_optimizer(self, 'get_full_fp32_param')
+  return self.zero:full_master(p)
+end
+
+--- Seconds spent in collectives since the engine started (ZeRO buckets and gathers).
+function Engine:comm_time() return self.zero and self.zero.comm_time or 0 end
 
 function Engine:get_lr()
   need_optimizer(self, 'get_lr')

@@ -1,32 +1,46 @@
 --[[ zlua.engine.checkpoint: engine:save_checkpoint / load_checkpoint /
-  save_16bit_model. Layout of a checkpoint folder:
+  save_16bit_model. Every rank calls them. Layout of a checkpoint folder:
 
     DIR/latest                        the newest tag (text), written last
-    DIR/TAG/model.safetensors         the module's state_dict (working dtype)
-    DIR/TAG/optim_rank<R>.safetensors the optimizer's f32 parameters (the masters
-                                      under mixed precision) as param.<i>, and its
-                                      per-parameter state as state.<i>.<key>
+    DIR/TAG/model.safetensors         the module's state_dict in its working
+                                      dtype (stage 3 gathers one parameter at a
+                                      time for rank 0 to write)
+    DIR/TAG/optim_rank<R>.safetensors rank R's chunks (zlua.zero.layout) of
+                                      each trained parameter: the f32 master as
+                                      param.<i>, the optimizer state as
+                                      state.<i>.<key>, real elements only (stage
+                                      0 keeps everything, written by rank 0)
     DIR/TAG/engine.json (+ .crc32)    counters, hyperparameters, scheduler, loss
-                                      scaler, RNG and dataloader position, the
-                                      client state, parameter names, and a manifest
+                                      scaler, every rank's RNG, the dataloader
+                                      position, the client state, the partition
+                                      (stage, partitions, each parameter's name,
+                                      shape and chunk length) and a manifest
                                       (bytes and CRC-32 of every file)
+
+  Loading re-partitions: each rank reads the element ranges of its own chunks
+  from whichever saved chunks hold them, so a checkpoint saved at one world
+  size and stage resumes at any other with no conversion step.
 
   Crash safety: a checkpoint is written into a hidden temporary folder, every
   file fsynced, and the folder renamed to TAG (swapped with an existing TAG
-  in one atomic exchange); `latest` is replaced atomically after that. A save killed at any point leaves the previous checkpoint and
-  `latest` as they were. Loading parses only JSON and safetensors (nothing is
-  executed) and checks every file against the manifest first, so a truncated or
-  damaged file is named before anything is changed. ]]
+  in one atomic exchange); `latest` is replaced atomically after that. A save
+  killed at any point leaves the previous checkpoint and `latest` as they
+  were. The ranks agree on every outcome, so one rank's failure is every
+  rank's error. Loading parses only JSON and safetensors (nothing is
+  executed) and checks every file against the manifest first, so a truncated
+  or damaged file is named before anything is changed. ]]
 
 local zl = require 'zlua'
 local json = require 'zlua.json'
+local layout = require 'zlua.zero.layout'
+local wire = require 'zlua.zero.wire'
 
 local core = zl.core
 local fmt = string.format
 
 local M = {}
 
-local FORMAT = 'zlua-checkpoint-1'
+local FORMAT = 'zlua-checkpoint-2'
 
 local function join(a, b) return a:sub(-1) == '/' and a .. b or a .. '/' .. b end
 
@@ -43,44 +57,6 @@ local function check_tag(tag)
     zl.raise(fmt('save_checkpoint: tag must be a non-empty name without "/" that does not start with ".", got %s',
       tostring(tag)))
   end
-end
-
--- Parameter names in the optimizer's order, from the module (f32 masters map
--- back to their working parameters).
-local function optimizer_param_names(engine)
-  local by_id = {}
-  for name, p in engine.module:named_parameters() do by_id[engine.precision:master_of(p):id()] = name end
-  local names = {}
-  for _, g in ipairs(engine.optimizer.param_groups) do
-    for _, p in ipairs(g.params) do names[#names + 1] = by_id[p:id()] or json.null end
-  end
-  return names
-end
-
--- The optimizer's state_dict split into tensors (for safetensors) and the
--- rest (for JSON).
-local function split_optimizer(opt)
-  local sd = opt:state_dict()
-  local tensors, scalars = {}, {}
-  local idx = 0
-  for _, g in ipairs(opt.param_groups) do
-    for _, p in ipairs(g.params) do
-      idx = idx + 1
-      tensors[#tensors + 1] = { 'param.' .. idx, p }
-    end
-  end
-  for i, st in pairs(sd.state) do
-    local rest = {}
-    local keys = {}
-    for k in pairs(st) do keys[#keys + 1] = k end
-    table.sort(keys)
-    for _, k in ipairs(keys) do
-      local v = st[k]
-      if zl.is_tensor(v) then tensors[#tensors + 1] = { fmt('state.%d.%s', i, k), v } else rest[k] = v end
-    end
-    scalars[tostring(i)] = rest
-  end
-  return tensors, { state = scalars, param_groups = sd.param_groups }
 end
 
 local function check_client_state(v, path)
@@ -104,6 +80,122 @@ local function check_client_state(v, path)
   end
 end
 
+-- The ranks' agreement: true when ok is true on every rank.
+local function all_ok(engine, ok)
+  if engine.world_size == 1 then return ok end
+  local t = zl.full({ 1 }, ok and 1 or 0)
+  engine.dist.all_reduce(t, 'min')
+  return t:item() > 0
+end
+
+-- Rank 0's value of a number, on every rank.
+local function from_rank0(engine, v)
+  return wire.all_gather(engine.dist, engine.world_size, { v })[1][1]
+end
+
+-- The module's entries for model.safetensors: {name, dtype, shape, get()},
+-- get() giving the whole tensor (gathered for stage 3) and a cleanup.
+local function model_entries(engine)
+  local registry = require 'zlua.zero.registry'
+  local sd, order = engine.module:state_dict()
+  local out = {}
+  for _, name in ipairs(order) do
+    local t = sd[name]
+    local r = registry.get(t)
+    if r and r.state and r.state.params then
+      local z, e = r.state, r.entry
+      out[#out + 1] = { name = name, dtype = z.wdtype, shape = e.shape, get = function()
+        z.params:gather(e)
+        return t, function() if not e.persistent then z.params:release(e) end end
+      end }
+    else
+      out[#out + 1] = { name = name, dtype = t:dtype(), shape = t:shape(), get = function() return t, nil end }
+    end
+  end
+  return out
+end
+
+-- model.safetensors: rank 0 writes, every rank takes part in the gathers.
+local function write_model(engine, path, format)
+  local entries = model_entries(engine)
+  local w
+  local ok, err = true, nil
+  if engine.rank == 0 then
+    local info = {}
+    for i, e in ipairs(entries) do info[i] = { name = e.name, dtype = e.dtype, shape = e.shape } end
+    ok, err = pcall(function() w = zl.safetensors_writer(path, info, { format = format or FORMAT }) end)
+  end
+  for _, e in ipairs(entries) do
+    local t, done = e.get()
+    if w and ok then ok, err = pcall(w.write, w, t) end
+    if done then done() end
+  end
+  if w and ok then ok, err = pcall(w.commit, w) end
+  if w and not ok then pcall(w.abort, w) end
+  return ok, err
+end
+
+-- This rank's chunks of the masters and of the optimizer state.
+local function write_shard(engine, path)
+  local z, opt = engine.zero, engine.optimizer
+  if z.layout.P == 1 and engine.rank ~= 0 then return nil end
+  local tensors = {}
+  for i, e in ipairs(z.entries) do
+    if e.own > 0 then
+      tensors[#tensors + 1] = { 'param.' .. i, e.mv:narrow(1, 1, e.own) }
+      local st = opt.state[e.mv:id()]
+      if st then
+        local keys = {}
+        for k, v in pairs(st) do if zl.is_tensor(v) then keys[#keys + 1] = k end end
+        table.sort(keys)
+        for _, k in ipairs(keys) do tensors[#tensors + 1] = { fmt('state.%d.%s', i, k), st[k]:narrow(1, 1, e.own) } end
+      end
+    end
+  end
+  zl.save_safetensors(path, tensors, { format = FORMAT })
+  return path
+end
+
+-- What engine.json says about the optimizer: type, groups, per-parameter
+-- scalars (the step), the names of its state tensors, the partition.
+local function optimizer_json(engine)
+  local z, opt = engine.zero, engine.optimizer
+  local sd = opt:state_dict()
+  local groups = {}
+  for gi, g in ipairs(sd.param_groups) do
+    local h = {}
+    for k, v in pairs(g) do if k ~= 'params' then h[k] = v end end
+    groups[gi] = h
+  end
+  local params, scalars = {}, {}
+  local tensor_keys
+  for i, e in ipairs(z.entries) do
+    params[i] = { name = e.name, shape = e.shape, numel = e.n, group = e.group, k = e.k }
+    local st = opt.state[e.mv:id()]
+    if st then
+      local sc, keys = {}, {}
+      for k, v in pairs(st) do
+        if zl.is_tensor(v) then keys[#keys + 1] = k else sc[k] = v end
+      end
+      table.sort(keys)
+      tensor_keys = tensor_keys or keys
+      scalars[tostring(i)] = sc
+    end
+  end
+  return { type = opt.__name, param_groups = groups, state = scalars, tensor_keys = tensor_keys or {},
+    zero = { stage = z.stage, world_size = engine.world_size, partitions = z.layout.P, align = layout.ALIGN,
+      params = params } }
+end
+
+-- Every rank's generator state, in rank order.
+local function rng_states(engine)
+  local out = {}
+  for r, row in ipairs(wire.all_gather(engine.dist, engine.world_size, { core.generator_state() })) do
+    out[r] = { seed = row[1], offset = row[2] }
+  end
+  return out
+end
+
 --- engine:save_checkpoint(dir [, tag [, client_state [, {save_latest=true}]]]) -> path
 function M.save(engine, dir, tag, client_state, opts)
   if type(dir) ~= 'string' or dir == '' then zl.raise('save_checkpoint: dir must be a folder path') end
@@ -117,57 +209,72 @@ function M.save(engine, dir, tag, client_state, opts)
     zl.raise(fmt('save_checkpoint: %d micro-steps into an accumulation window of %d (micro step %d); save after '
       .. 'engine:step() at a boundary', engine.micro_steps % engine.gas, engine.gas, engine.micro_steps))
   end
-  core.mkdirs(dir)
+  local rank = engine.rank
   local final = join(dir, tag)
-  local tmp = join(dir, fmt('.%s.tmp-%d', tag, core.getpid()))
-  core.remove_tree(tmp)
-  core.mkdirs(tmp)
-  local ok, err = pcall(M.write_into, engine, tmp, tag, client_state)
-  if not ok then
-    core.remove_tree(tmp)
-    error(err, 0)
+  local ok, err = true, nil
+  if rank == 0 then ok, err = pcall(core.mkdirs, dir) end
+  local token = from_rank0(engine, core.getpid())
+  local tmp = join(dir, fmt('.%s.tmp-%d', tag, token))
+  if rank == 0 and ok then
+    ok, err = pcall(function()
+      core.remove_tree(tmp)
+      core.mkdirs(tmp)
+    end)
   end
-  if core.exists(final) then
-    -- One atomic swap: at no moment is there no folder named TAG.
-    core.exchange(tmp, final)
-    core.remove_tree(tmp)
-  else
-    core.rename(tmp, final)
+  if not all_ok(engine, ok) then
+    error(err or fmt('save_checkpoint: rank 0 could not create %s', tmp), 0)
   end
-  if not opts or opts.save_latest ~= false then core.write_file_atomic(join(dir, 'latest'), tag) end
+  local rng = rng_states(engine)
+  ok, err = write_model(engine, join(tmp, 'model.safetensors'))
+  if ok and engine.zero then
+    ok, err = pcall(write_shard, engine, join(tmp, fmt('optim_rank%d.safetensors', rank)))
+  end
+  if not all_ok(engine, ok) then
+    if rank == 0 then core.remove_tree(tmp) end
+    error(err or 'save_checkpoint: another rank failed to write its part of the checkpoint (its message names it)', 0)
+  end
+  if rank == 0 then
+    ok, err = pcall(M.finish, engine, tmp, tag, client_state, rng)
+    if ok then
+      ok, err = pcall(function()
+        if core.exists(final) then
+          -- One atomic swap: at no moment is there no folder named TAG.
+          core.exchange(tmp, final)
+          core.remove_tree(tmp)
+        else
+          core.rename(tmp, final)
+        end
+        if not opts or opts.save_latest ~= false then core.write_file_atomic(join(dir, 'latest'), tag) end
+      end)
+    end
+    if not ok then core.remove_tree(tmp) end
+  end
+  if not all_ok(engine, ok) then
+    error(err or fmt('save_checkpoint: rank 0 failed to complete %s (its message says why)', final), 0)
+  end
   return final
 end
 
--- Every file of a checkpoint into the folder tmp.
-function M.write_into(engine, tmp, tag, client_state)
-
-  local model_sd, order = engine.module:state_dict()
-  local entries = {}
-  for _, name in ipairs(order) do entries[#entries + 1] = { name, model_sd[name] } end
-  local files = { 'model.safetensors' }
-  zl.save_safetensors(join(tmp, 'model.safetensors'), entries, { format = FORMAT })
-
+-- Rank 0: engine.json with the manifest of every file the ranks wrote.
+function M.finish(engine, tmp, tag, client_state, rng)
   local state = {
-    format = FORMAT, tag = tag, rank = engine.rank, world_size = engine.world_size,
+    format = FORMAT, tag = tag, world_size = engine.world_size,
     precision = engine.precision.mode,
     global_steps = engine.global_steps, global_samples = engine.global_samples,
     skipped_steps = engine.skipped_steps, micro_steps = engine.micro_steps,
-    client_state = client_state, config = engine.config.source or json.null,
+    client_state = client_state, config = engine.config.source or json.null, rng = rng,
   }
-  if engine.optimizer then
-    state.optimizer_type = engine.optimizer.__name
-    local tensors, rest = split_optimizer(engine.optimizer)
-    local name = fmt('optim_rank%d.safetensors', engine.rank)
-    zl.save_safetensors(join(tmp, name), tensors, { format = FORMAT })
-    files[#files + 1] = name
-    state.optimizer = rest
-    state.param_names = optimizer_param_names(engine)
+  local files = { 'model.safetensors' }
+  if engine.zero then
+    state.optimizer = optimizer_json(engine)
+    for r = 0, engine.zero.layout.P - 1 do files[#files + 1] = fmt('optim_rank%d.safetensors', r) end
   end
   if engine.lr_scheduler then state.lr_scheduler = engine.lr_scheduler:state_dict() end
   if engine.precision.scaler then state.loss_scaler = engine.precision.scaler:state() end
-  local seed, offset = core.generator_state()
-  state.rng = { seed = seed, offset = offset }
-  if engine.training_dataloader then state.dataloader = engine.training_dataloader:state_dict() end
+  if engine.training_dataloader then
+    state.dataloader = engine.training_dataloader:state_dict()
+    state.dataloader.micro_batch_size, state.dataloader.world_size = engine.micro_batch_size, engine.world_size
+  end
   state.manifest = {}
   for _, f in ipairs(files) do
     local crc, bytes = core.file_crc32(join(tmp, f))
@@ -193,11 +300,16 @@ local function open_checkpoint(path)
     zl.raise(fmt('load_checkpoint: %s is not a zlua checkpoint (format %s, expected %s)', jpath,
       type(state) == 'table' and tostring(state.format) or '?', FORMAT))
   end
-  for _, key in ipairs({ 'global_steps', 'global_samples', 'skipped_steps', 'micro_steps', 'world_size', 'rank' }) do
+  for _, key in ipairs({ 'global_steps', 'global_samples', 'skipped_steps', 'micro_steps', 'world_size' }) do
     if math.type(state[key]) ~= 'integer' then zl.raise(fmt('load_checkpoint: %s: %s is missing or not an integer', jpath, key)) end
   end
-  if type(state.rng) ~= 'table' or math.type(state.rng.seed) ~= 'integer' or math.type(state.rng.offset) ~= 'integer' then
-    zl.raise(fmt('load_checkpoint: %s: rng is missing or malformed', jpath))
+  if type(state.rng) ~= 'table' or #state.rng ~= state.world_size then
+    zl.raise(fmt('load_checkpoint: %s: rng is missing or does not list %d ranks', jpath, state.world_size))
+  end
+  for r, g in ipairs(state.rng) do
+    if type(g) ~= 'table' or math.type(g.seed) ~= 'integer' or math.type(g.offset) ~= 'integer' then
+      zl.raise(fmt('load_checkpoint: %s: rng of rank %d is malformed', jpath, r - 1))
+    end
   end
   for f, want in pairs(state.manifest or {}) do
     local fpath = join(path, f)
@@ -214,60 +326,142 @@ local function open_checkpoint(path)
   return state
 end
 
-local function load_optimizer(engine, path, state)
-  local opt = engine.optimizer
-  if state.optimizer_type ~= opt.__name then
-    zl.raise(fmt('load_checkpoint: %s holds the state of a %s optimizer; this engine has %s', path,
-      tostring(state.optimizer_type), tostring(opt.__name)))
+local function bad(path, what, ...) zl.raise(fmt('load_checkpoint: %s: ' .. what, path, ...)) end
+
+-- The saved partition against this engine's parameters.
+local function check_partition(path, so, z)
+  local zi = so.zero
+  if type(zi) ~= 'table' or math.type(zi.partitions) ~= 'integer' or zi.partitions < 1 or type(zi.params) ~= 'table' then
+    bad(path, 'engine.json has no valid partition description')
   end
-  local names = optimizer_param_names(engine)
-  for i, name in ipairs(names) do
-    if state.param_names[i] ~= name then
-      zl.raise(fmt('load_checkpoint: %s: optimizer parameter %d is %s in the checkpoint and %s now (the model '
-        .. 'defines its parameters in another order)', path, i, tostring(state.param_names[i]), tostring(name)))
+  if #zi.params ~= #z.entries then
+    bad(path, 'the optimizer held %d parameters, it has %d now', #zi.params, #z.entries)
+  end
+  for i, e in ipairs(z.entries) do
+    local sp = zi.params[i]
+    if type(sp) ~= 'table' or sp.name ~= e.name then
+      bad(path, 'optimizer parameter %d is %s in the checkpoint and %s now (the model defines its parameters in '
+        .. 'another order)', i, tostring(type(sp) == 'table' and sp.name), e.name)
+    end
+    if sp.numel ~= e.n or math.type(sp.k) ~= 'integer' or sp.k * zi.partitions < e.n then
+      bad(path, '%s has %s elements in the checkpoint and %d now', e.name, tostring(sp.numel), e.n)
     end
   end
-  local fpath = join(path, fmt('optim_rank%d.safetensors', state.rank))
-  local tensors = zl.load_safetensors(fpath)
-  local sd = { state = {}, param_groups = state.optimizer.param_groups }
-  local idx = 0
-  for gi, g in ipairs(opt.param_groups) do
-    local saved = sd.param_groups[gi]
-    if not saved or #saved.params ~= #g.params then
-      zl.raise(fmt('load_checkpoint: %s: param group %d holds %d parameters in the checkpoint, %d now', fpath, gi,
-        saved and #saved.params or 0, #g.params))
-    end
-    for _, p in ipairs(g.params) do
-      idx = idx + 1
-      local v = tensors['param.' .. idx]
-      if not v then zl.raise(fmt('load_checkpoint: %s has no param.%d', fpath, idx)) end
-      if table.concat(v:shape(), 'x') ~= table.concat(p:shape(), 'x') then
-        zl.raise(fmt('load_checkpoint: %s: param.%d has shape %s, the parameter %s', fpath, idx,
-          table.concat(v:shape(), 'x'), table.concat(p:shape(), 'x')))
+  return zi
+end
+
+-- Elements [a, b) of parameter i's tensor `name` into dst, from the saved
+-- chunks that hold them (each in the file of the rank that owned it).
+local function read_range(path, files, zi, i, name, a, b, dst)
+  local sp = zi.params[i]
+  for q = a // sp.k, (b - 1) // sp.k do
+    local lo, own = layout.owned(sp.numel, sp.k, q)
+    local s0, s1 = math.max(a, lo), math.min(b, lo + own)
+    if s1 > s0 then
+      local f = files[q]
+      if not f then
+        f = zl.safetensors_open(join(path, fmt('optim_rank%d.safetensors', q)))
+        files[q] = f
       end
-      zl.no_grad(function() p:copy_(v:reshape(p:shape())) end)
+      dst:narrow(1, s0 - a + 1, s1 - s0):copy_(f:read(name, s0 - lo, s1 - s0))
     end
   end
-  for i, rest in pairs(state.optimizer.state) do
-    local st = {}
-    for k, v in pairs(rest) do st[k] = v end
-    sd.state[tonumber(i)] = st
+end
+
+local function load_optimizer(engine, path, state)
+  local opt, z, so = engine.optimizer, engine.zero, state.optimizer
+  if so.type ~= opt.__name then
+    bad(path, 'it holds the state of a %s optimizer; this engine has %s', tostring(so.type), tostring(opt.__name))
   end
-  for name, t in pairs(tensors) do
-    local i, key = name:match('^state%.(%d+)%.(.+)$')
-    if i then
-      local st = sd.state[tonumber(i)] or {}
-      st[key] = t
-      sd.state[tonumber(i)] = st
+  local zi = check_partition(path, so, z)
+  if type(so.param_groups) ~= 'table' or #so.param_groups ~= #opt.param_groups then
+    bad(path, 'the optimizer had %s param groups, it has %d now', tostring(type(so.param_groups) == 'table'
+      and #so.param_groups), #opt.param_groups)
+  end
+  local files = {}
+  local ok, err = pcall(function()
+    zl.no_grad(function()
+      for i, e in ipairs(z.entries) do
+        if e.own > 0 then read_range(path, files, zi, i, 'param.' .. i, e.lo, e.lo + e.own, e.mv:narrow(1, 1, e.own)) end
+        local sc = so.state[tostring(i)]
+        if type(sc) == 'table' then
+          local st = opt:init_state(e.mv)
+          for k, v in pairs(sc) do st[k] = v end
+          for _, key in ipairs(so.tensor_keys) do
+            if not zl.is_tensor(st[key]) then bad(path, 'the %s optimizer has no state %q', opt.__name, key) end
+            if e.own > 0 then
+              read_range(path, files, zi, i, fmt('state.%d.%s', i, key), e.lo, e.lo + e.own, st[key]:narrow(1, 1, e.own))
+            end
+          end
+          opt.state[e.mv:id()] = st
+        else
+          opt.state[e.mv:id()] = nil
+        end
+      end
+    end)
+  end)
+  for _, f in pairs(files) do f:close() end
+  if not ok then error(err, 0) end
+  for gi, h in ipairs(so.param_groups) do
+    for k, v in pairs(h) do opt.param_groups[gi][k] = v end
+  end
+  z:sync_working()
+end
+
+-- The working weights from model.safetensors: this rank's chunks of the
+-- trained parameters into their masters, everything else whole.
+local function load_module(engine, path, strict)
+  local z = engine.zero
+  local fpath = join(path, 'model.safetensors')
+  if not z then
+    engine.module:load_state_dict(zl.load_safetensors(fpath), strict)
+    return
+  end
+  local f = zl.safetensors_open(fpath)
+  local have = {}
+  for _, it in ipairs(f:info()) do have[it.name] = it end
+  local owned = {}
+  local ok, err = pcall(zl.no_grad, function()
+    for _, e in ipairs(z.entries) do
+      owned[e.p] = true
+      local it = have[e.name]
+      if not it then bad(path, 'model.safetensors has no %s', e.name) end
+      if it.numel ~= e.n then bad(path, 'model.safetensors holds %d elements of %s, the parameter has %d', it.numel, e.name, e.n) end
+      if e.own > 0 then e.mv:narrow(1, 1, e.own):copy_(f:read(e.name, e.lo, e.own)) end
     end
+    local sd, order = engine.module:state_dict()
+    for _, name in ipairs(order) do
+      local t = sd[name]
+      if not owned[t] then
+        if have[name] then
+          t:copy_(f:read(name):reshape(t:shape()))
+        elseif strict then
+          bad(path, 'model.safetensors has no %s', name)
+        end
+      end
+    end
+  end)
+  f:close()
+  if not ok then error(err, 0) end
+  z:sync_working()
+end
+
+-- The dataloader's position, converted to this run's ranks and micro-batch.
+local function load_dataloader(engine, path, sd)
+  local ws, mb = sd.world_size or engine.world_size, sd.micro_batch_size or engine.micro_batch_size
+  local samples = (sd.batches or 0) * ws * mb
+  local per = engine.world_size * engine.micro_batch_size
+  if samples % per ~= 0 then
+    bad(path, 'the dataloader had given %d samples of its pass (%d ranks x %d per batch); this run takes %d per '
+      .. 'step of its %d ranks, which does not divide it', samples, ws, mb, per, engine.world_size)
   end
-  opt:load_state_dict(sd)
-  engine.precision:sync_working(opt)
+  engine.training_dataloader:load_state_dict { epoch = sd.epoch, batches = samples // per }
 end
 
 --- engine:load_checkpoint(dir [, tag [, {load_optimizer_states=true,
 --- load_lr_scheduler_states=true, load_module_only=false, load_module_strict=true}]])
 --- -> path, client_state (nil, nil when dir has no `latest` and no tag is given).
+--- Any world size and stage loads a checkpoint of any other.
 function M.load(engine, dir, tag, opts)
   opts = opts or {}
   if tag == nil then
@@ -281,20 +475,14 @@ function M.load(engine, dir, tag, opts)
   local path = join(dir, tag)
   if not core.exists(path) then zl.raise(fmt('load_checkpoint: %s does not exist', path)) end
   local state = open_checkpoint(path)
-  if state.world_size ~= engine.world_size then
-    zl.raise(fmt('load_checkpoint: %s was saved by %d ranks and this run has %d; loading at another world size '
-      .. 'arrives with ZeRO (issue 5)', path, state.world_size, engine.world_size))
-  end
-  local model = zl.load_safetensors(join(path, 'model.safetensors'))
-  engine.module:load_state_dict(model, opts.load_module_strict ~= false)
-  if opts.load_module_only then
-    engine.precision:sync_masters()
-    return path, state.client_state
-  end
-  if engine.optimizer and state.optimizer and opts.load_optimizer_states ~= false then
-    load_optimizer(engine, path, state)
+  local strict = opts.load_module_strict ~= false
+  if opts.load_module_only or not (engine.optimizer and state.optimizer and opts.load_optimizer_states ~= false) then
+    load_module(engine, path, strict)
+    if opts.load_module_only then return path, state.client_state end
   else
-    engine.precision:sync_masters()
+    load_optimizer(engine, path, state)
+    -- load_from_fp32_weights = false: the masters restart from the 16-bit weights.
+    if engine.config.zero_optimization.load_from_fp32_weights == false then load_module(engine, path, strict) end
   end
   if engine.lr_scheduler and state.lr_scheduler and opts.load_lr_scheduler_states ~= false then
     engine.lr_scheduler:load_state_dict(state.lr_scheduler)
@@ -302,22 +490,33 @@ function M.load(engine, dir, tag, opts)
   if engine.precision.scaler and state.loss_scaler then engine.precision.scaler:load(state.loss_scaler) end
   engine.global_steps, engine.global_samples = state.global_steps, state.global_samples
   engine.skipped_steps, engine.micro_steps = state.skipped_steps, state.micro_steps
-  core.generator_seed(nil, state.rng.seed)
-  core.generator_set_offset(nil, state.rng.offset)
-  if engine.training_dataloader and state.dataloader then engine.training_dataloader:load_state_dict(state.dataloader) end
+  local g = state.rng[engine.rank + 1] or state.rng[1]
+  core.generator_seed(nil, g.seed)
+  core.generator_set_offset(nil, g.offset)
+  if engine.training_dataloader and state.dataloader then load_dataloader(engine, path, state.dataloader) end
   return path, state.client_state
 end
 
 --- engine:save_16bit_model(dir [, name = 'model.safetensors']): the module's
---- weights in their working dtype, one safetensors file. Returns its path.
+--- weights in their working dtype, one safetensors file written by rank 0
+--- (stage 3 gathers each parameter in turn, when
+--- stage3_gather_16bit_weights_on_model_save is set; false otherwise, as in
+--- DeepSpeed). Returns its path.
 function M.save_16bit_model(engine, dir, name)
   name = name or 'model.safetensors'
-  core.mkdirs(dir)
-  local sd, order = engine.module:state_dict()
-  local entries = {}
-  for _, k in ipairs(order) do entries[#entries + 1] = { k, sd[k] } end
+  local zc = engine.config.zero_optimization
+  if zc.stage == 3 and not zc.stage3_gather_16bit_weights_on_model_save then
+    if engine.rank == 0 then
+      io.stderr:write('zlua: save_16bit_model: nothing saved: at stage 3 it needs '
+        .. 'zero_optimization.stage3_gather_16bit_weights_on_model_save = true (as in DeepSpeed)\n')
+    end
+    return false
+  end
   local path = join(dir, name)
-  zl.save_safetensors(path, entries, { format = 'pt' })
+  local ok, err = true, nil
+  if engine.rank == 0 then ok, err = pcall(core.mkdirs, dir) end
+  if ok then ok, err = write_model(engine, path, 'pt') end
+  if not all_ok(engine, ok) then error(err or 'save_16bit_model: rank 0 failed to write ' .. path, 0) end
   return path
 end
 

@@ -19,6 +19,7 @@ local Dropout = require 'zlua.nn.Dropout'
 local ModuleList = require 'zlua.nn.ModuleList'
 local TransformerBlock = require 'zlua.nn.TransformerBlock'
 local check = require 'zlua.nn.check'
+local zero = require 'zlua.zero'
 
 local fmt = string.format
 
@@ -49,26 +50,29 @@ function GPT:__init(cfg)
   self.lm_head = Linear(c, v, false)
   self.lm_head.weight = self.wte.weight
 
-  -- In place on parameters: outside autograd.
-  zl.no_grad(function()
-    self:apply(function(m)
-      if Module.is_instance(m, Linear) then
-        m.weight:normal_(0, 0.02)
-        if m.bias then m.bias:zero_() end
-      elseif Module.is_instance(m, Embedding) then
-        m.weight:normal_(0, 0.02)
-      end
-    end)
-    local std = 0.02 / math.sqrt(2 * l)
-    for _, block in ipairs(self.blocks) do
-      for _, proj in ipairs(block:residual_projections()) do proj.weight:normal_(0, std) end
+  -- In place on parameters, outside autograd; one parameter whole at a time
+  -- when zlua.zero.Init has partitioned them.
+  local function init(p, fn) zero.GatheredParameters({ p }, function() zl.no_grad(fn) end, 0) end
+  self:apply(function(m)
+    if Module.is_instance(m, Linear) then
+      init(m.weight, function() m.weight:normal_(0, 0.02) end)
+      if m.bias then init(m.bias, function() m.bias:zero_() end) end
+    elseif Module.is_instance(m, Embedding) then
+      init(m.weight, function() m.weight:normal_(0, 0.02) end)
     end
   end)
+  local std = 0.02 / math.sqrt(2 * l)
+  for _, block in ipairs(self.blocks) do
+    for _, proj in ipairs(block:residual_projections()) do
+      init(proj.weight, function() proj.weight:normal_(0, std) end)
+    end
+  end
 end
 
 --- model(idx [, targets]): logits [B, T, vocab_size] for 0-based token ids
 --- idx [B, T] (T <= block_size); with targets [B, T], also the mean
---- cross-entropy loss (targets of -100 are ignored).
+--- cross-entropy loss (targets of -100 are ignored), taken in f32 whatever
+--- the logits' dtype, as autocast does: a bf16 loss keeps 3 digits.
 function GPT:forward(idx, targets)
   if not zl.is_tensor(idx) or idx:dim() ~= 2 then
     check.error(fmt('GPT: expected token ids [B, T], got %s',
@@ -83,7 +87,9 @@ function GPT:forward(idx, targets)
   local logits = self.lm_head(self.ln_f(x))
   if targets == nil then return logits end
   local v = self.config.vocab_size
-  local loss = zl.cross_entropy(logits:reshape(b * t, v), targets:reshape(b * t))
+  local flat = logits:reshape(b * t, v)
+  if flat:dtype() ~= 'f32' then flat = flat:float() end
+  local loss = zl.cross_entropy(flat, targets:reshape(b * t))
   return logits, loss
 end
 

@@ -507,6 +507,18 @@ end
 
 local metamethods = { '__index', '__newindex', '__tostring', '__len' }
 
+-- Set while zlua.zero.Init builds a model: it partitions each module's own
+-- parameters as soon as the module's constructor returns.
+local post_init = nil
+
+--- Module.set_post_init(fn): fn(module) runs after every constructor
+--- (zlua.zero.Init's hook); returns the previous one. nil removes it.
+function Module.set_post_init(fn)
+  local before = post_init
+  post_init = fn
+  return before
+end
+
 -- Calling a class makes an instance: the tables first, then cls.__init.
 local function new(cls, ...)
   local self = setmetatable({
@@ -514,6 +526,7 @@ local function new(cls, ...)
     training = true,
   }, cls)
   self:__init(...)
+  if post_init then post_init(self) end
   return self
 end
 

@@ -1,0 +1,142 @@
+--[[ zlua.zero: DeepSpeed's zero.Init and zero.GatheredParameters.
+
+  local model = zlua.zero.Init(config, function() return nn.GPT{...} end)
+    Builds the model with every parameter partitioned as it is made (at the
+    end of its module's constructor): each rank keeps only its chunk, so no
+    rank ever holds the whole model. Every rank draws the same random numbers
+    as a one-process build with the same seed, so the values are identical.
+    Partitions only when the config says stage 3 (otherwise fn just runs).
+
+  zlua.zero.GatheredParameters(params, fn [, modifier_rank])
+    Gathers the parameters (a tensor or a list), runs fn, then partitions
+    them again. With modifier_rank, that rank's changes are broadcast and kept
+    (in the f32 masters too when an engine owns the parameters); without it
+    changes are discarded, as in DeepSpeed. Returns fn's results. ]]
+
+local zl = require 'zlua'
+local layout = require 'zlua.zero.layout'
+local registry = require 'zlua.zero.registry'
+
+local fmt = string.format
+
+local zero = {}
+
+local function world()
+  if (tonumber(os.getenv('WORLD_SIZE') or '1') or 1) <= 1 then return 1, 0, nil end
+  local dist = require 'zlua.dist'
+  return dist.world_size(), dist.rank(), dist
+end
+
+local function comm(n)
+  if n > 1 then return require 'zlua.dist' end
+  return { all_gather = function(out, t) out:copy_(t) return out end, broadcast = function(t) return t end }
+end
+
+-- Keep this rank's chunk of p (f32) and release p's data.
+local function partition(p, P, q)
+  local n, shape = p:numel(), p:shape()
+  local k = layout.chunk(n, P)
+  local lo, own = layout.owned(n, k, q)
+  -- The chunk becomes the rank's f32 master when an engine takes the model over.
+  local chunk = zl.zeros(k)
+  chunk:set_category('optimizer')
+  if own > 0 then
+    local d = p:detach()
+    local flat = d:reshape(n)
+    zl.core.copy_range(chunk, 0, flat, lo, own)
+    flat:release()
+    d:release()
+  end
+  zl.no_grad(function() p:set_data(zl.empty(0)) end)
+  registry.set_init(p, { chunk = chunk, n = n, shape = shape, dtype = 'f32', P = P, k = k })
+end
+
+function zero.Init(cfg_src, fn)
+  if type(fn) ~= 'function' then zl.raise('zero.Init(config, fn): fn must be a function that builds the model') end
+  local n, q = world()
+  local cfg = require('zlua.config').load(cfg_src, { world_size = n })
+  if cfg.zero_optimization.stage ~= 3 then return fn() end
+  local Module = require 'zlua.nn.Module'
+  local before = Module.set_post_init(function(m)
+    for _, p in pairs(m._parameters) do
+      if not registry.get(p) and p:numel() > 0 then partition(p, n, q) end
+    end
+  end)
+  local res = table.pack(pcall(fn))
+  Module.set_post_init(before)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+-- Whole values of p for the duration of fn: from an Init record or a stage-3 engine.
+local function gather(p, d)
+  local r = registry.get(p)
+  if not r then return nil end
+  if r.chunk then
+    local full = zl.empty(r.P * r.k)
+    d.all_gather(full, r.chunk)
+    zl.no_grad(function() p:set_data(full:narrow(1, 1, r.n):view(r.shape)) end)
+    return r
+  end
+  if r.state.params then r.state.params:gather(r.entry) end
+  return r
+end
+
+-- fn's changes (broadcast from the modifier) become p's chunk again.
+local function scatter(p, r, d, modifier)
+  if modifier ~= nil then
+    local flat = zl.no_grad(function() return p:detach():reshape(p:numel()) end)
+    d.broadcast(flat, modifier)
+    if r and r.chunk then
+      local lo, own = layout.owned(r.n, r.k, select(2, world()))
+      if own > 0 then zl.no_grad(function() r.chunk:narrow(1, 1, own):copy_(flat:narrow(1, lo + 1, own)) end) end
+    elseif r then
+      local z, e = r.state, r.entry
+      zl.no_grad(function()
+        if e.own > 0 then e.mv:narrow(1, 1, e.own):copy_(flat:narrow(1, e.lo + 1, e.own)) end
+        if z.half and e.own > 0 then e.wv:copy_(e.mv) end
+      end)
+    end
+  end
+  if r and r.chunk then
+    zl.no_grad(function() p:set_data(zl.empty(0)) end)
+  elseif r and r.state.params then
+    local e = r.entry
+    if not e.persistent then r.state.params:release(e) end
+    if modifier ~= nil and e.persistent then
+      r.state.params:release(e)
+      r.state.params:gather(e)
+    end
+  end
+end
+
+function zero.GatheredParameters(params, fn, modifier_rank)
+  if zl.is_tensor(params) then params = { params } end
+  if type(params) ~= 'table' then zl.raise('zero.GatheredParameters: params must be a tensor or a list of tensors') end
+  if type(fn) ~= 'function' then zl.raise('zero.GatheredParameters: fn must be a function') end
+  local n = world()
+  if modifier_rank ~= nil and (math.type(modifier_rank) ~= 'integer' or modifier_rank < 0 or modifier_rank >= n) then
+    zl.raise(fmt('zero.GatheredParameters: modifier_rank must be a rank in 0..%d, got %s', n - 1,
+      tostring(modifier_rank)))
+  end
+  local d = comm(n)
+  local recs = {}
+  for i, p in ipairs(params) do
+    if not zl.is_tensor(p) then zl.raise(fmt('zero.GatheredParameters: entry %d is not a tensor', i)) end
+    recs[i] = gather(p, d) or false
+  end
+  local res = table.pack(pcall(fn))
+  for i, p in ipairs(params) do
+    if recs[i] then scatter(p, recs[i], d, modifier_rank) end
+  end
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+--- True when p is partitioned by zero.Init or a stage-3 engine.
+function zero.is_partitioned(p)
+  local r = registry.get(p)
+  return r ~= nil and (r.chunk ~= nil or r.state.params ~= nil)
+end
+
+return zero

@@ -1,0 +1,305 @@
+--[[ zlua.zero.state: the model states of one rank under ZeRO stage 0-3, and
+  the optimizer step over them. Buffers (S = the rank's partition, P chunks
+  per parameter, see zlua.zero.layout):
+    master  f32 [S]      this rank's chunks of every trained parameter; the
+                         optimizer steps one view per parameter (its chunk)
+    moments              the optimizer's own state, made for those views
+    grads   [S] or [P*S] stages 0-1: the full gradient (partition q at q*S);
+                         stages 2-3: this rank's partition only
+    full    [P*S]        stages 0-2: the working parameters, each padded to
+                         P*k so that every chunk is one slice; the modules'
+                         parameters are views of it (in f32 at stage 0 it is
+                         the master itself)
+    work    [S]          stage 3 in bf16/fp16: this rank's working chunks
+  Under bf16/fp16 the optimizer writes each chunk's rounded value into the
+  working buffer in its own pass (set_half); stages 1-2 then all-gather the
+  chunks in buckets of allgather_bucket_size, stage 3 gathers a parameter
+  when an op is about to read it (zlua.zero.params). ]]
+
+local zl = require 'zlua'
+local layout = require 'zlua.zero.layout'
+local reduce = require 'zlua.zero.reduce'
+local registry = require 'zlua.zero.registry'
+local wire = require 'zlua.zero.wire'
+
+local core = zl.core
+local fmt = string.format
+local copy_range = core.copy_range
+
+local Z = {}
+Z.__index = Z
+
+local DTYPES = { fp32 = 'f32', fp16 = 'f16', bf16 = 'bf16' }
+local SIZE = { f32 = 4, f16 = 2, bf16 = 2 }
+
+-- A flat view of a parameter's data, outside autograd (to be released).
+local function flat_of(p, n)
+  local d = p:detach()
+  local f = d:view(n)
+  d:release()
+  return f
+end
+
+--- Z.new{optimizer=, module=, config=, rank=, world=, half=, dist=}
+function Z.new(o)
+  local self = setmetatable({}, Z)
+  local cfg = o.config
+  local zc = cfg.zero_optimization
+  self.stage, self.world, self.rank = zc.stage, o.world, o.rank
+  self.dist, self.opt, self.half = o.dist, o.optimizer, o.half
+  self.wdtype = o.half or 'f32'
+  self.gdtype = DTYPES[cfg.data_types and cfg.data_types.grad_accum_dtype] or self.wdtype
+  self.comm_time = 0
+  self.allgather_cap = math.max(layout.ALIGN, math.floor(zc.allgather_bucket_size))
+  local P = self.stage == 0 and 1 or self.world
+  local q = self.stage == 0 and 0 or self.rank
+
+  if self.stage >= 1 and self.opt.__name == 'Lamb' then
+    zl.raise(fmt('zlua.initialize: Lamb scales each parameter by its own trust ratio, which needs the whole '
+      .. 'parameter; ZeRO stage %d splits parameters over ranks (use stage 0, or Adam/AdamW/SGD)', self.stage))
+  end
+
+  local names = {}
+  for name, p in o.module:named_parameters() do names[p:id()] = name end
+  local list = {}
+  for gi, g in ipairs(self.opt.param_groups) do
+    for _, p in ipairs(g.params) do
+      local info = registry.init_record(p)
+      local dt = info and info.dtype or p:dtype()
+      if dt ~= 'f32' then
+        zl.raise(fmt('zlua.initialize: parameter %s is %s; the engine makes its working copies from f32 parameters',
+          names[p:id()] or '?', dt))
+      end
+      list[#list + 1] = { tensor = p, numel = info and info.n or p:numel(), shape = info and info.shape or p:shape(),
+        group = gi, name = names[p:id()] or ('param' .. (#list + 1)) }
+    end
+  end
+  local L = layout.new(list, P, q)
+  self.layout, self.entries = L, L.entries
+  local S = L.size
+
+  self.master = zl.zeros(S)
+  self.master:set_category('optimizer')
+  for _, e in ipairs(self.entries) do
+    if e.own > 0 then
+      local info = registry.init_record(e.p)
+      local flat = info and info.chunk or flat_of(e.p, e.n)
+      copy_range(self.master, e.off, flat, info and 0 or e.lo, e.own)
+      if not info then flat:release() end
+    end
+  end
+
+  local gsize = self.stage == 1 and P * S or S
+  self.grads = zl.zeros(gsize, self.gdtype)
+  self.grads:set_category('grads')
+  self.gbase = self.stage == 1 and q * S or 0
+
+  if self.stage <= 2 then
+    if self.stage == 0 and not self.half then
+      self.full = self.master
+    else
+      self.full = zl.zeros(P * S, self.wdtype)
+      self.full:set_category('params')
+    end
+  elseif self.half then
+    self.work = self.master:to(self.half)
+    self.work:set_category('params')
+  end
+
+  -- The optimizer steps one chunk view per parameter, in its groups' order.
+  local idx = 0
+  for _, g in ipairs(self.opt.param_groups) do
+    for i in ipairs(g.params) do
+      idx = idx + 1
+      local e = self.entries[idx]
+      e.mv = self.master:narrow(1, e.off + 1, e.k)
+      e.gv = self.grads:narrow(1, self.gbase + e.off + 1, e.k)
+      e.wv = self:chunk_of(e)
+      g.params[i] = e.mv
+      if self.half then self.opt:set_half(e.mv, e.wv) end
+    end
+  end
+
+  if self.stage <= 2 then
+    zl.no_grad(function()
+      for _, e in ipairs(self.entries) do
+        if registry.init_record(e.p) then
+          zl.raise(fmt('zlua.initialize: %s was built by zlua.zero.Init (partitioned for stage 3) and the config '
+            .. 'asks for stage %d', e.name, self.stage))
+        end
+        local base = P * e.off
+        if self.full ~= self.master then
+          local flat = flat_of(e.p, e.n)
+          copy_range(self.full, base, flat, 0, e.n)
+          flat:release()
+        end
+        local region = self.full:narrow(1, base + 1, e.n)
+        local data = region:view(e.shape)
+        e.p:set_data(data)
+        region:release()
+        data:release()
+      end
+    end)
+  else
+    self.params = require('zlua.zero.params').new(self, zc)
+  end
+
+  self.reducer = reduce.new(self, zc)
+  for _, e in ipairs(self.entries) do
+    -- Gradients reach the bucket unrounded; they are rounded once, after the sum over ranks.
+    e.p:set_grad_dtype('f32')
+    e.p:register_hook(function() self.reducer:add(e) end)
+    registry.bind(e.p, self, e)
+  end
+  return self
+end
+
+--- The working chunk of e that the optimizer writes (a k-element slice).
+function Z:chunk_of(e)
+  local P, q = self.layout.P, self.layout.q
+  if self.full then return self.full:narrow(1, P * e.off + q * e.k + 1, e.k) end
+  return self.work and self.work:narrow(1, e.off + 1, e.k) or e.mv
+end
+
+--- f32 at stages 1-2: the masters' chunks become the working chunks.
+function Z:refresh_full()
+  zl.no_grad(function()
+    for _, e in ipairs(self.entries) do self:chunk_of(e):copy_(e.mv) end
+  end)
+end
+
+-- Stages 1-2: every rank's chunks into every rank's full buffer, in buckets
+-- of at most allgather_bucket_size elements (the send and receive buffers).
+function Z:allgather_full()
+  local P, q, es = self.layout.P, self.layout.q, self.entries
+  if P == 1 then return end
+  local cap = math.max(layout.ALIGN, self.allgather_cap // P)
+  local i = 1
+  local t0 = core.now()
+  while i <= #es do
+    local j, len = i, es[i].k
+    while j < #es and len + es[j + 1].k <= cap do j, len = j + 1, len + es[j + 1].k end
+    if not self.gsend or self.gsend:numel() < len then
+      self.gsend = zl.empty(len, self.wdtype)
+      self.grecv = zl.empty(P * len, self.wdtype)
+      self.gsend:set_category('comm')
+      self.grecv:set_category('comm')
+    end
+    local send, recv = self.gsend:narrow(1, 1, len), self.grecv:narrow(1, 1, P * len)
+    local base = es[i].off
+    for k = i, j do
+      local e = es[k]
+      copy_range(send, e.off - base, self.full, P * e.off + q * e.k, e.k)
+    end
+    self.dist.all_gather(recv, send)
+    for k = i, j do
+      local e = es[k]
+      for r = 0, P - 1 do
+        if r ~= q then copy_range(self.full, P * e.off + r * e.k, recv, r * len + e.off - base, e.k) end
+      end
+    end
+    i = j + 1
+  end
+  self.comm_time = self.comm_time + (core.now() - t0)
+end
+
+--- After backward: the last bucket reduced and every collective waited for.
+function Z:finish_backward() self.reducer:drain() end
+
+--- Stage 3: a new forward begins (the parameter trace restarts).
+function Z:begin_forward()
+  if self.params then self.params:begin_forward() end
+end
+
+-- This rank's share of the gradient: what it checks and what its optimizer reads.
+function Z:own_grads()
+  if self.stage == 1 then return self.grads:narrow(1, self.gbase + 1, self.layout.size) end
+  return self.grads
+end
+
+--- fp16: an inf or NaN on any rank (every rank gets the same answer).
+function Z:overflow()
+  local found = core.grad_nonfinite({ self:own_grads() })
+  if self.world == 1 then return found end
+  local t = zl.full({ 1 }, found and 1 or 0)
+  self.dist.all_reduce(t, 'max')
+  return t:item() > 0
+end
+
+--- The squared L2 norm of the whole (averaged, still loss-scaled) gradient:
+--- each rank's partition summed in f64, the partitions added in rank order.
+function Z:grad_norm_sq()
+  local s = core.grad_norm_sq({ self:own_grads() })
+  if self.layout.P == 1 then return s end
+  local sum = 0.0
+  for _, row in ipairs(wire.all_gather(self.dist, self.world, { s })) do sum = sum + row[1] end
+  return sum
+end
+
+--- One optimizer step over this rank's chunks, then the working parameters
+--- brought up to date on every rank.
+function Z:step(grad_scale)
+  for _, e in ipairs(self.entries) do e.mv.grad = e.gv end
+  self.opt:step { grad_scale = grad_scale }
+  for _, e in ipairs(self.entries) do e.mv.grad = nil end
+  self:publish()
+end
+
+--- The working parameters from the masters (after a step or a load).
+function Z:publish()
+  if self.full then
+    if self.full ~= self.master and not self.half then self:refresh_full() end
+    self:allgather_full()
+  else
+    self.params:after_step()
+  end
+end
+
+--- After masters were loaded: the working chunks take their rounded values.
+function Z:sync_working()
+  if self.half then
+    zl.no_grad(function()
+      for _, e in ipairs(self.entries) do e.wv:copy_(e.mv) end
+    end)
+  end
+  self:publish()
+end
+
+function Z:zero_grads() self.grads:zero_() end
+
+--- The whole f32 master of a trained parameter (gathered from every rank's
+--- chunk; collective when the masters are partitioned).
+function Z:full_master(p)
+  local e = require('zlua.zero.registry').get(p)
+  e = e and e.state == self and e.entry
+  if not e then zl.raise('get_full_fp32_param: the tensor is not a parameter this engine trains') end
+  local full = zl.empty(self.layout.P * e.k)
+  self.dist.all_gather(full, e.mv)
+  return full:narrow(1, 1, e.n):view(e.shape)
+end
+
+--- Bytes this rank holds, by kind (the categories of the ZeRO paper).
+function Z:memory_report()
+  local ws, gs = SIZE[self.wdtype], SIZE[self.gdtype]
+  local rep = { params = 0, grads = self.grads:numel() * gs, master = 0, moments = 0, buffers = 0 }
+  if self.full then
+    rep.params = self.full:numel() * ws
+    if self.full ~= self.master then rep.master = self.master:numel() * 4 end
+  else
+    rep.params = (self.work and self.work:numel() * ws or 0) + self.params:gathered_bytes()
+    rep.master = self.master:numel() * 4
+  end
+  for _, st in pairs(self.opt.state) do
+    for _, v in pairs(st) do
+      if zl.is_tensor(v) then rep.moments = rep.moments + v:numel() * 4 end
+    end
+  end
+  rep.buffers = self.reducer:bytes() + (self.gsend and (self.gsend:numel() + self.grecv:numel()) * ws or 0)
+  rep.bucket_buffers = { reduce = self.reducer:bytes(),
+    allgather = self.gsend and (self.gsend:numel() + self.grecv:numel()) * ws or 0 }
+  rep.model_states = rep.params + rep.grads + rep.master + rep.moments
+  rep.partition_elements = self.layout.size
+  return rep
+end
+
+return Z

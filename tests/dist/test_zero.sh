@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ZeRO across real ranks (CTest: dist.test_zero). For each mode (f32, gradient
-# accumulation 2, clipping, bf16, fp16): stages 0-3 on 2 ranks give
+# accumulation 2, clipping, bf16, fp16, fp16 overflowing): stages 0-3 on 2 ranks give
 # byte-identical per-step losses over 50 steps and match one rank on the same
 # global batch to 1e-5 relative; stage 3 with zero.Init gives the same losses
 # as without; a checkpoint saved at 2 ranks stage 2 resumes at 1 rank stage 0
@@ -48,7 +48,7 @@ close() {   # close A B TOL WHAT [FIRST_STEP]: B's steps equal A's to TOL relati
   case $verdict in ok*) ;; *) fails=$((fails + 1)) ;; esac
 }
 
-for mode in f32 gas2 clip bf16 fp16; do
+for mode in f32 gas2 clip bf16 fp16 overflow; do
   run "$TMP/ref_$mode" "$ZLUA" "$HERE/zero_run.lua" --stage 0 --mode "$mode"
   for stage in 0 1 2 3; do
     run "$TMP/${mode}_$stage" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage "$stage" --mode "$mode"
@@ -56,6 +56,21 @@ for mode in f32 gas2 clip bf16 fp16; do
   for stage in 1 2 3; do same "$TMP/${mode}_0" "$TMP/${mode}_$stage" "$mode: 2 ranks, stage $stage == stage 0 bit for bit"; done
   close "$TMP/ref_$mode" "$TMP/${mode}_0" 1e-5 "$mode: 2 ranks vs 1 rank, same global batch"
 done
+
+grep -q skipped "$TMP/overflow_3" && echo "ok   overflow: the first steps were skipped on every rank" ||
+  { echo "FAIL overflow: no step was skipped"; fails=$((fails + 1)); }
+
+# The other ways to reduce and gather give the same bits.
+run "$TMP/rs_off" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 2 --mode bf16 --zero reduce_scatter=false
+same "$TMP/bf16_0" "$TMP/rs_off" "bf16 stage 2 with reduce_scatter = false"
+run "$TMP/ar_fetch" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 3 --mode bf16 \
+  --zero stage3_use_all_reduce_for_fetch_params=true,stage3_param_persistence_threshold=0,overlap_comm=false
+same "$TMP/bf16_0" "$TMP/ar_fetch" "bf16 stage 3 fetching by all-reduce, nothing persistent, no overlap"
+run "$TMP/s1_overlap" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 1 --mode bf16 --zero overlap_comm=true,reduce_bucket_size=50
+same "$TMP/bf16_0" "$TMP/s1_overlap" "bf16 stage 1 with overlap_comm and small buckets"
+run "$TMP/s3_live" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 3 --mode bf16 \
+  --zero stage3_max_live_parameters=100,stage3_max_reuse_distance=0,stage3_prefetch_bucket_size=0
+same "$TMP/bf16_0" "$TMP/s3_live" "bf16 stage 3 with no prefetch, no reuse and 100 live elements"
 
 run "$TMP/init" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 3 --mode bf16 --init
 same "$TMP/bf16_3" "$TMP/init" "bf16 stage 3: zero.Init builds the same model"

@@ -4,8 +4,11 @@
   that every world size and stage sees the same global batch. Prints one line
   per step, "step N loss L", L the global mean loss in %.9g, from rank 0.
 
-    zlua [--nprocs N] zero_run.lua --stage S --mode f32|gas2|clip|bf16|fp16
-        [--steps 50] [--init] [--save DIR --save_at K] [--load DIR] [--memory] ]]
+    zlua [--nprocs N] zero_run.lua --stage S --mode f32|gas2|clip|bf16|fp16|overflow
+        [--steps 50] [--init] [--save DIR --save_at K] [--load DIR] [--memory]
+        [--zero key=value,...]   (zero_optimization keys over the defaults below)
+  Mode overflow is fp16 starting at a loss scale of 2^40, so that the first
+  steps overflow on every rank and are skipped. ]]
 
 local zl = require 'zlua'
 local nn = require 'zlua.nn'
@@ -13,7 +16,7 @@ local dist = require 'zlua.dist'
 local zero = require 'zlua.zero'
 
 local args = zl.args(nil, { stage = 0, mode = 'f32', steps = 50, init = false, save = '', save_at = 0, load = '',
-  memory = false, width = 32 })
+  memory = false, width = 32, zero = '' })
 local N, rank = dist.world_size(), dist.rank()
 local GLOBAL = 8
 local gas = args.mode == 'gas2' and 2 or 1
@@ -24,7 +27,8 @@ local cfg = {
   optimizer = { type = 'AdamW', params = { lr = 1e-2, weight_decay = 0.01 } },
   gradient_clipping = args.mode == 'clip' and 0.05 or 0,
   bf16 = { enabled = args.mode == 'bf16' },
-  fp16 = { enabled = args.mode == 'fp16', initial_scale_power = 12, loss_scale_window = 20 },
+  fp16 = { enabled = args.mode == 'fp16' or args.mode == 'overflow',
+    initial_scale_power = args.mode == 'overflow' and 40 or 12, loss_scale_window = 20 },
   zero_optimization = {
     stage = args.stage, reduce_bucket_size = 300, allgather_bucket_size = 500,
     overlap_comm = args.stage >= 2,
@@ -33,6 +37,9 @@ local cfg = {
   },
   steps_per_print = 1000000,
 }
+for key, value in args.zero:gmatch('([%w_]+)=([^,]+)') do
+  cfg.zero_optimization[key] = value == 'true' or (value ~= 'false' and (tonumber(value) or value))
+end
 
 local W = args.width
 local function build()
@@ -75,7 +82,9 @@ for s = first, args.steps do
   end
   local t = zl.full({ 1 }, total)
   dist.all_reduce(t)
-  if rank == 0 then print(string.format('step %d loss %.9g', s, t:item() / (N * gas))) end
+  if rank == 0 then
+    print(string.format('step %d loss %.9g%s', s, t:item() / (N * gas), engine:was_step_applied() and '' or ' skipped'))
+  end
   if args.save ~= '' and s == args.save_at then engine:save_checkpoint(args.save, 'ckpt') end
   if args.memory and s == 2 then
     local x2, y2 = batch(s + 1)

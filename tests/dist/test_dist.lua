@@ -86,4 +86,21 @@ test('engine_on_two_ranks', function()
     optimizer = { type = 'Lamb' }, zero_optimization = { stage = 1 } } } end, 'Lamb scales each parameter')
 end)
 
+test('training_data_shares', function()
+  -- zlua.initialize{training_data=} gives each rank its own samples; together they are all of them.
+  local data = require 'zlua.data'
+  local ds = data.TensorDataset(zl.arange(12):float():view(12, 1), zl.arange(12):float())
+  local _, _, loader = zl.initialize { model = nn.Linear(1, 1), training_data = ds,
+    config = { train_micro_batch_size_per_gpu = 2, optimizer = { type = 'SGD', params = { lr = 0.1 } } } }
+  local mine = {}
+  for x in loader() do
+    for _, v in ipairs(H.flat(x)) do mine[#mine + 1] = v end
+  end
+  check(#mine == 12 // n, 'each rank gets 12 / world size samples')
+  local all = dist.all_gather(zl.zeros(#mine * n), zl.tensor(mine))
+  local seen = {}
+  for _, v in ipairs(all:totable()) do seen[v] = (seen[v] or 0) + 1 end
+  for v = 0, 11 do check(seen[v] == 1, 'sample ' .. v .. ' reaches exactly one rank') end
+end)
+
 H.done()

@@ -7,6 +7,7 @@
     zlua [--nprocs N] zero_run.lua --stage S --mode f32|gas2|clip|bf16|fp16|overflow
         [--steps 50] [--init] [--save DIR --save_at K] [--load DIR] [--memory]
         [--zero key=value,...]   (zero_optimization keys over the defaults below)
+        [--dump FILE]            (the whole f32 masters at the end, by name, from rank 0)
   Mode overflow is fp16 starting at a loss scale of 2^40, so that the first
   steps overflow on every rank and are skipped. ]]
 
@@ -16,7 +17,7 @@ local dist = require 'zlua.dist'
 local zero = require 'zlua.zero'
 
 local args = zl.args(nil, { stage = 0, mode = 'f32', steps = 50, init = false, save = '', save_at = 0, load = '',
-  memory = false, width = 32, zero = '' })
+  memory = false, width = 32, zero = '', dump = '' })
 local N, rank = dist.world_size(), dist.rank()
 local GLOBAL = 8
 local gas = args.mode == 'gas2' and 2 or 1
@@ -119,4 +120,10 @@ for s = first, args.steps do
     end
     engine:zero_grad()
   end
+end
+
+if args.dump ~= '' then
+  local entries = {}
+  for name, p in model:named_parameters() do entries[#entries + 1] = { name, engine:get_full_fp32_param(p) } end
+  if rank == 0 then zl.save_safetensors(args.dump, entries) end
 end

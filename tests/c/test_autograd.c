@@ -197,3 +197,53 @@ TEST(failed_before_hook_releases_earlier_inputs)
     zl_tensor_release(a);
     zl_tensor_release(b);
 }
+
+/* ZeRO-3's pattern: a parameter whose data is swapped in before each use and
+ * swapped out (empty) after it, in forward and in backward. */
+typedef struct { zl_tensor *full, *empty; int swaps; } swap_state;
+
+static zl_status swap_data(zl_tensor *t, zl_use_event ev, const char *op, void *user)
+{
+    (void)op;
+    swap_state *s = user;
+    bool before = ev == ZL_USE_BEFORE_FORWARD || ev == ZL_USE_BEFORE_BACKWARD;
+    s->swaps++;
+    return zl_tensor_set_data(t, before ? s->full : s->empty);
+}
+
+TEST(released_parameter_gets_whole_gradient)
+{
+    zl_tensor *w = leaf(SHAPE(3, 4)), *x = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(2, 4), NULL);
+    swap_state st = {zl_tensor_detach(w), zl_tensor_new(ZL_DTYPE_F32, 1, (int64_t[]){0}, ZL_MEM_PARAMS), 0};
+    CHECK(zl_tensor_set_data(w, st.empty) == ZL_OK);
+    zl_tensor_add_use_hook(w, swap_data, &st, NULL);
+    /* w read by two ops (a tied weight): released in between, in forward and backward. */
+    zl_tensor *y1 = zl_linear(x, w, NULL), *y2 = zl_linear(x, w, NULL), *y = zl_add(y1, y2);
+    zl_tensor *s = zl_sum(y, ZL_ALL_DIMS, false);
+    CHECK(zl_tensor_numel(w) == 0);
+    CHECK(zl_backward(s, NULL, false) == ZL_OK);
+    CHECK(st.swaps == 8 && zl_tensor_numel(w) == 0);
+    zl_tensor *g = zl_tensor_grad(w);
+    CHECK(g && zl_tensor_numel(g) == 12);
+    /* d/dw sum(2 x w^T) = 2 * (column sums of x), the same for every row of w. */
+    for (int j = 0; j < 4; j++) {
+        double want = 2 * (zl_tensor_get(x, j) + zl_tensor_get(x, 4 + j));
+        for (int i = 0; i < 3; i++) CHECK_CLOSE(zl_tensor_get(g, i * 4 + j), want, 1e-5);
+    }
+    zl_tensor *all[] = {w, x, st.full, st.empty, y1, y2, y, s};
+    for (int k = 0; k < 8; k++) zl_tensor_release(all[k]);
+}
+
+TEST(grad_dtype)
+{
+    zl_tensor *r = zl_tensor_randn(ZL_DTYPE_F32, SHAPE(4), NULL), *w = zl_tensor_to(r, ZL_DTYPE_BF16);
+    zl_tensor_release(r);
+    zl_tensor_set_requires_grad(w, true);
+    CHECK_ERR(zl_tensor_set_grad_dtype(w, ZL_DTYPE_F16), "gradient can be bf16 or f32, not f16");
+    CHECK(zl_tensor_set_grad_dtype(w, ZL_DTYPE_F32) == ZL_OK);
+    zl_tensor *s = zl_sum(w, ZL_ALL_DIMS, false);
+    CHECK(zl_backward(s, NULL, false) == ZL_OK);
+    CHECK(zl_tensor_dtype(zl_tensor_grad(w)) == ZL_DTYPE_F32 && zl_tensor_get(zl_tensor_grad(w), 0) == 1.0);
+    zl_tensor_release(s);
+    zl_tensor_release(w);
+}

@@ -135,24 +135,41 @@ local function write_model(engine, path, format)
   return ok, err
 end
 
--- This rank's chunks of the masters and of the optimizer state.
+-- This rank's chunks of the masters and of the optimizer state, streamed
+-- (with NVMe offload they come in a sub-group at a time).
 local function write_shard(engine, path)
-  local z, opt = engine.zero, engine.optimizer
+  local z = engine.zero
   if z.layout.P == 1 and engine.rank ~= 0 then return nil end
-  local tensors = {}
+  local keys = z:state_keys()
+  local info = {}
   for i, e in ipairs(z.entries) do
     if e.own > 0 then
-      tensors[#tensors + 1] = { 'param.' .. i, e.mv:narrow(1, 1, e.own) }
-      local st = opt.state[e.mv:id()]
-      if st then
-        local keys = {}
-        for k, v in pairs(st) do if zl.is_tensor(v) then keys[#keys + 1] = k end end
-        table.sort(keys)
-        for _, k in ipairs(keys) do tensors[#tensors + 1] = { fmt('state.%d.%s', i, k), st[k]:narrow(1, 1, e.own) } end
+      info[#info + 1] = { name = 'param.' .. i, dtype = 'f32', shape = { e.own } }
+      if z:state_of(e) then
+        for _, k in ipairs(keys) do info[#info + 1] = { name = fmt('state.%d.%s', i, k), dtype = 'f32', shape = { e.own } } end
       end
     end
   end
-  zl.save_safetensors(path, tensors, { format = FORMAT })
+  local w = zl.safetensors_writer(path, info, { format = FORMAT })
+  local ok, err = pcall(z.each_master, z, function(e, st)
+    if e.own > 0 then
+      local piece = e.mv:narrow(1, 1, e.own)
+      w:write(piece)
+      piece:release()
+      if st then
+        for _, k in ipairs(keys) do
+          local v = st[k]:narrow(1, 1, e.own)
+          w:write(v)
+          v:release()
+        end
+      end
+    end
+  end)
+  if ok then ok, err = pcall(w.commit, w) end
+  if not ok then
+    pcall(w.abort, w)
+    error(err, 0)
+  end
   return path
 end
 
@@ -160,29 +177,25 @@ end
 -- scalars (the step), the names of its state tensors, the partition.
 local function optimizer_json(engine)
   local z, opt = engine.zero, engine.optimizer
-  local sd = opt:state_dict()
   local groups = {}
-  for gi, g in ipairs(sd.param_groups) do
+  for gi, g in ipairs(opt.param_groups) do
     local h = {}
-    for k, v in pairs(g) do if k ~= 'params' then h[k] = v end end
+    for k, v in pairs(g) do
+      if k ~= 'params' then h[k] = type(v) == 'table' and { table.unpack(v) } or v end
+    end
     groups[gi] = h
   end
   local params, scalars = {}, {}
-  local tensor_keys
   for i, e in ipairs(z.entries) do
     params[i] = { name = e.name, shape = e.shape, numel = e.n, group = e.group, k = e.k }
-    local st = opt.state[e.mv:id()]
+    local st = z:state_of(e)
     if st then
-      local sc, keys = {}, {}
-      for k, v in pairs(st) do
-        if zl.is_tensor(v) then keys[#keys + 1] = k else sc[k] = v end
-      end
-      table.sort(keys)
-      tensor_keys = tensor_keys or keys
+      local sc = {}
+      for k, v in pairs(st) do if not zl.is_tensor(v) then sc[k] = v end end
       scalars[tostring(i)] = sc
     end
   end
-  return { type = opt.__name, param_groups = groups, state = scalars, tensor_keys = tensor_keys or {},
+  return { type = opt.__name, param_groups = groups, state = scalars, tensor_keys = z:state_keys(),
     zero = { stage = z.stage, world_size = engine.world_size, partitions = z.layout.P, align = layout.ALIGN,
       params = params } }
 end
@@ -379,27 +392,24 @@ local function load_optimizer(engine, path, state)
       and #so.param_groups), #opt.param_groups)
   end
   local files = {}
-  local ok, err = pcall(function()
-    zl.no_grad(function()
-      for i, e in ipairs(z.entries) do
-        if e.own > 0 then read_range(path, files, zi, i, 'param.' .. i, e.lo, e.lo + e.own, e.mv:narrow(1, 1, e.own)) end
-        local sc = so.state[tostring(i)]
-        if type(sc) == 'table' then
-          local st = opt:init_state(e.mv)
-          for k, v in pairs(sc) do st[k] = v end
-          for _, key in ipairs(so.tensor_keys) do
-            if not zl.is_tensor(st[key]) then bad(path, 'the %s optimizer has no state %q', opt.__name, key) end
-            if e.own > 0 then
-              read_range(path, files, zi, i, fmt('state.%d.%s', i, key), e.lo, e.lo + e.own, st[key]:narrow(1, 1, e.own))
-            end
-          end
-          opt.state[e.mv:id()] = st
-        else
-          opt.state[e.mv:id()] = nil
+  local ok, err = pcall(z.each_master, z, function(e)
+    local i = e.index
+    if e.own > 0 then read_range(path, files, zi, i, 'param.' .. i, e.lo, e.lo + e.own, e.mv:narrow(1, 1, e.own)) end
+    local sc = so.state[tostring(i)]
+    if type(sc) == 'table' then
+      local st = z:ensure_state(e)
+      for k, v in pairs(sc) do st[k] = v end
+      for _, key in ipairs(so.tensor_keys) do
+        if not zl.is_tensor(st[key]) then bad(path, 'the %s optimizer has no state %q', opt.__name, key) end
+        st[key]:zero_()
+        if e.own > 0 then
+          read_range(path, files, zi, i, fmt('state.%d.%s', i, key), e.lo, e.lo + e.own, st[key]:narrow(1, 1, e.own))
         end
       end
-    end)
-  end)
+    else
+      z:drop_state(e)
+    end
+  end, true)
   for _, f in pairs(files) do f:close() end
   if not ok then error(err, 0) end
   for gi, h in ipairs(so.param_groups) do
@@ -421,14 +431,14 @@ local function load_module(engine, path, strict)
   local have = {}
   for _, it in ipairs(f:info()) do have[it.name] = it end
   local owned = {}
-  local ok, err = pcall(zl.no_grad, function()
-    for _, e in ipairs(z.entries) do
-      owned[e.p] = true
-      local it = have[e.name]
-      if not it then bad(path, 'model.safetensors has no %s', e.name) end
-      if it.numel ~= e.n then bad(path, 'model.safetensors holds %d elements of %s, the parameter has %d', it.numel, e.name, e.n) end
-      if e.own > 0 then e.mv:narrow(1, 1, e.own):copy_(f:read(e.name, e.lo, e.own)) end
-    end
+  local ok, err = pcall(z.each_master, z, function(e)
+    owned[e.p] = true
+    local it = have[e.name]
+    if not it then bad(path, 'model.safetensors has no %s', e.name) end
+    if it.numel ~= e.n then bad(path, 'model.safetensors holds %d elements of %s, the parameter has %d', it.numel, e.name, e.n) end
+    if e.own > 0 then zl.core.copy_range(e.mv, 0, f:read(e.name, e.lo, e.own), 0, e.own) end
+  end, true)
+  if ok then ok, err = pcall(zl.no_grad, function()
     local sd, order = engine.module:state_dict()
     for _, name in ipairs(order) do
       local t = sd[name]
@@ -440,7 +450,7 @@ local function load_module(engine, path, strict)
         end
       end
     end
-  end)
+  end) end
   f:close()
   if not ok then error(err, 0) end
   z:sync_working()

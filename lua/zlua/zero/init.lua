@@ -92,10 +92,10 @@ local function scatter(p, r, d, modifier)
       if own > 0 then zl.no_grad(function() r.chunk:narrow(1, 1, own):copy_(flat:narrow(1, lo + 1, own)) end) end
     elseif r then
       local z, e = r.state, r.entry
-      zl.no_grad(function()
-        if e.own > 0 then e.mv:narrow(1, 1, e.own):copy_(flat:narrow(1, e.lo + 1, e.own)) end
-        if z.half and e.own > 0 then e.wv:copy_(e.mv) end
-      end)
+      z:each_master(function()
+        if e.own > 0 then zl.core.copy_range(e.mv, 0, flat, e.lo, e.own) end
+        if z.half or z.f32_copy then zl.core.copy_range(e.wv, 0, e.mv, 0, e.k) end
+      end, true, { [e] = true })
     end
   end
   if r and r.chunk then

@@ -4,6 +4,9 @@
     master  f32 [S]      this rank's chunks of every trained parameter; the
                          optimizer steps one view per parameter (its chunk)
     moments              the optimizer's own state, made for those views
+                         (master and moments live in files under nvme_path
+                         with offload_optimizer.device = "nvme", brought in a
+                         sub-group at a time: zlua.offload.swapper)
     grads   [S] or [P*S] stages 0-1: the full gradient (partition q at q*S);
                          stages 2-3: this rank's partition only
     full    [P*S]        stages 0-2: the working parameters, each padded to
@@ -77,16 +80,24 @@ function Z.new(o)
   local L = layout.new(list, P, q)
   self.layout, self.entries = L, L.entries
   local S = L.size
+  -- Offload needs stage 1 or more, as in DeepSpeed (zlua.config warns at stage 0).
+  self.nvme = zc.offload_optimizer.device == 'nvme' and self.stage >= 1
+  self.f32_copy = not self.half and (self.nvme or self.stage == 1 or self.stage == 2)
+  self.states = {}
 
-  self.master = zl.zeros(S)
-  self.master:set_category('optimizer')
-  for _, e in ipairs(self.entries) do
+  -- e's first master values (its chunk, zero-padded) into dst.
+  local function fill(e, dst, at)
     if e.own > 0 then
       local info = registry.init_record(e.p)
       local flat = info and info.chunk or flat_of(e.p, e.n)
-      copy_range(self.master, e.off, flat, info and 0 or e.lo, e.own)
+      copy_range(dst, at, flat, info and 0 or e.lo, e.own)
       if not info then flat:release() end
     end
+  end
+  if not self.nvme then
+    self.master = zl.zeros(S)
+    self.master:set_category('optimizer')
+    for _, e in ipairs(self.entries) do fill(e, self.master, e.off) end
   end
 
   local gsize = self.stage == 1 and P * S or S
@@ -101,23 +112,33 @@ function Z.new(o)
       self.full = zl.zeros(P * S, self.wdtype)
       self.full:set_category('params')
     end
-  elseif self.half then
-    self.work = self.master:to(self.half)
+  elseif self.half or self.nvme then
+    self.work = self.nvme and zl.zeros(S, self.wdtype) or self.master:to(self.half)
     self.work:set_category('params')
   end
 
-  -- The optimizer steps one chunk view per parameter, in its groups' order.
+  -- The optimizer steps one chunk view per parameter, in its groups' order
+  -- (placeholders stand in its groups for masters that live on NVMe).
   local idx = 0
   for _, g in ipairs(self.opt.param_groups) do
     for i in ipairs(g.params) do
       idx = idx + 1
       local e = self.entries[idx]
-      e.mv = self.master:narrow(1, e.off + 1, e.k)
+      e.mv = self.master and self.master:narrow(1, e.off + 1, e.k)
       e.gv = self.grads:narrow(1, self.gbase + e.off + 1, e.k)
       e.wv = self:chunk_of(e)
-      g.params[i] = e.mv
-      if self.half then self.opt:set_half(e.mv, e.wv) end
+      g.params[i] = e.mv or zl.empty(0)
     end
+  end
+  if self.nvme then
+    local oc = zc.offload_optimizer
+    self.swapper = require('zlua.offload.swapper').new(self, oc, cfg.aio, zc.sub_group_size)
+    for _, e in ipairs(self.entries) do self.states[e.index] = { step = 0 } end
+    local work = self.work
+    self.swapper:initialize(function(e, mv)
+      fill(e, mv, 0)
+      if work then copy_range(work, e.off, mv, 0, e.k) end
+    end)
   end
 
   if self.stage <= 2 then
@@ -161,11 +182,60 @@ function Z:chunk_of(e)
   return self.work and self.work:narrow(1, e.off + 1, e.k) or e.mv
 end
 
---- f32 at stages 1-2: the masters' chunks become the working chunks.
-function Z:refresh_full()
-  zl.no_grad(function()
-    for _, e in ipairs(self.entries) do self:chunk_of(e):copy_(e.mv) end
-  end)
+--- The optimizer state of e's chunk (nil before its first step).
+function Z:state_of(e) return self.states[e.index] end
+
+--- The names of the state tensors the optimizer keeps per chunk, sorted.
+function Z:state_keys()
+  if self.swapper then return { table.unpack(self.swapper.keys) } end
+  local keys = {}
+  for _, st in pairs(self.states) do
+    for k, v in pairs(st) do if zl.is_tensor(v) then keys[#keys + 1] = k end end
+    break
+  end
+  table.sort(keys)
+  return keys
+end
+
+--- e's optimizer state, made now when it has none (a checkpoint being loaded).
+function Z:ensure_state(e)
+  local st = self.states[e.index]
+  if not st then
+    st = self.opt:init_state(e.mv)
+    st.step = 0
+    self.states[e.index] = st
+    self.opt.state[e.mv:id()] = st
+  end
+  return st
+end
+
+--- Drop e's optimizer state (a checkpoint saved before its first step).
+function Z:drop_state(e)
+  if self.nvme then
+    local st = self.states[e.index]
+    st.step = 0
+    for _, v in pairs(st) do if zl.is_tensor(v) then v:zero_() end end
+    return
+  end
+  self.states[e.index] = nil
+  self.opt.state[e.mv:id()] = nil
+end
+
+-- One optimizer update of e's chunk (its master in memory).
+function Z:update_entry(e, scale)
+  local st = self.states[e.index] or self:ensure_state(e)
+  st.step = st.step + 1
+  self.opt:update(e.mv, e.gv, st, self.opt.param_groups[e.group], scale, self.half and e.wv or nil)
+  if self.f32_copy then copy_range(e.wv, 0, e.mv, 0, e.k) end
+end
+
+--- fn(e, state) for every entry (those in `only` when given) with its master
+--- and state in memory; written back to NVMe afterwards when `write`.
+function Z:each_master(fn, write, only)
+  if self.swapper then return self.swapper:each(fn, write, only) end
+  for _, e in ipairs(self.entries) do
+    if not only or only[e] then fn(e, self.states[e.index]) end
+  end
 end
 
 -- Stages 1-2: every rank's chunks into every rank's full buffer, in buckets
@@ -239,16 +309,17 @@ end
 --- One optimizer step over this rank's chunks, then the working parameters
 --- brought up to date on every rank.
 function Z:step(grad_scale)
-  for _, e in ipairs(self.entries) do e.mv.grad = e.gv end
-  self.opt:step { grad_scale = grad_scale }
-  for _, e in ipairs(self.entries) do e.mv.grad = nil end
+  if self.swapper then
+    self.swapper:step(function(e) self:update_entry(e, grad_scale) end)
+  else
+    for _, e in ipairs(self.entries) do self:update_entry(e, grad_scale) end
+  end
   self:publish()
 end
 
---- The working parameters from the masters (after a step or a load).
+--- The working parameters from the masters' chunks (after a step or a load).
 function Z:publish()
   if self.full then
-    if self.full ~= self.master and not self.half then self:refresh_full() end
     self:allgather_full()
   else
     self.params:after_step()
@@ -257,10 +328,8 @@ end
 
 --- After masters were loaded: the working chunks take their rounded values.
 function Z:sync_working()
-  if self.half then
-    zl.no_grad(function()
-      for _, e in ipairs(self.entries) do e.wv:copy_(e.mv) end
-    end)
+  if self.half or self.f32_copy then
+    self:each_master(function(e) copy_range(e.wv, 0, e.mv, 0, e.k) end)
   end
   self:publish()
 end
@@ -273,8 +342,10 @@ function Z:full_master(p)
   local e = require('zlua.zero.registry').get(p)
   e = e and e.state == self and e.entry
   if not e then zl.raise('get_full_fp32_param: the tensor is not a parameter this engine trains') end
+  local chunk = zl.empty(e.k)
+  self:each_master(function(x) copy_range(chunk, 0, x.mv, 0, e.k) end, false, { [e] = true })
   local full = zl.empty(self.layout.P * e.k)
-  self.dist.all_gather(full, e.mv)
+  self.dist.all_gather(full, chunk)
   return full:narrow(1, 1, e.n):view(e.shape)
 end
 
@@ -284,19 +355,26 @@ function Z:memory_report()
   local rep = { params = 0, grads = self.grads:numel() * gs, master = 0, moments = 0, buffers = 0 }
   if self.full then
     rep.params = self.full:numel() * ws
-    if self.full ~= self.master then rep.master = self.master:numel() * 4 end
+    if self.master and self.full ~= self.master then rep.master = self.master:numel() * 4 end
   else
     rep.params = (self.work and self.work:numel() * ws or 0) + self.params:gathered_bytes()
-    rep.master = self.master:numel() * 4
+    rep.master = self.master and self.master:numel() * 4 or 0
   end
-  for _, st in pairs(self.opt.state) do
+  for _, st in pairs(self.states) do
     for _, v in pairs(st) do
       if zl.is_tensor(v) then rep.moments = rep.moments + v:numel() * 4 end
     end
   end
-  rep.buffers = self.reducer:bytes() + (self.gsend and (self.gsend:numel() + self.grecv:numel()) * ws or 0)
   rep.bucket_buffers = { reduce = self.reducer:bytes(),
     allgather = self.gsend and (self.gsend:numel() + self.grecv:numel()) * ws or 0 }
+  rep.buffers = rep.bucket_buffers.reduce + rep.bucket_buffers.allgather
+  if self.swapper then
+    -- Masters and moments are on NVMe; the swap buffers hold a sub-group at a time.
+    local mem, disk = self.swapper:bytes()
+    rep.bucket_buffers.swap = mem
+    rep.buffers = rep.buffers + mem
+    rep.nvme = disk
+  end
   rep.model_states = rep.params + rep.grads + rep.master + rep.moments
   rep.partition_elements = self.layout.size
   return rep

@@ -1,8 +1,8 @@
 --[[ zero_to_fp32.lua CKPT_DIR OUT.safetensors [-t TAG]: the consolidated f32
   weights of a zlua checkpoint (the optimizer's f32 master copies, by parameter
-  name) as one safetensors file, as DeepSpeed's zero_to_fp32.py does, from a
-  checkpoint of any world size and ZeRO stage: each parameter is put together
-  from the chunks every rank saved. Tensors are streamed a chunk at a time:
+  name; frozen parameters from the saved weights) as one safetensors file, as
+  DeepSpeed's zero_to_fp32.py does, from a checkpoint of any world size and
+  ZeRO stage: each parameter is put together from the chunks every rank saved. Tensors are streamed a chunk at a time:
   memory is bounded by the largest chunk, not the model. A model trained
   without an optimizer state falls back to the model file's weights, in f32.
 
@@ -59,12 +59,21 @@ end
 
 if zi then
   -- Parameter i: chunk q (zi.params[i].k elements) from optim_rank<q>, its real elements only.
+  local trained = {}
   for idx, sp in ipairs(zi.params) do
+    trained[sp.name] = true
     entries[#entries + 1] = { name = sp.name, dtype = 'f32', shape = sp.shape }
     for q = 0, zi.partitions - 1 do
       if sp.numel > q * sp.k then
         pieces[#pieces + 1] = { file = string.format('optim_rank%d.safetensors', q), key = 'param.' .. idx }
       end
+    end
+  end
+  -- Frozen parameters (and float buffers) have no master: their saved weights, in f32.
+  for _, e in ipairs(open_file('model.safetensors'):info()) do
+    if not trained[e.name] and (e.dtype == 'f32' or e.dtype == 'bf16' or e.dtype == 'f16') then
+      entries[#entries + 1] = { name = e.name, dtype = 'f32', shape = e.shape }
+      pieces[#pieces + 1] = { file = 'model.safetensors', key = e.name }
     end
   end
 else

@@ -57,6 +57,23 @@ for mode in f32 gas2 clip bf16 fp16 overflow; do
   close "$TMP/ref_$mode" "$TMP/${mode}_0" 1e-5 "$mode: 2 ranks vs 1 rank, same global batch"
 done
 
+# A width of 17 pads chunks by more than 16 (a whole empty chunk for the biases of
+# 3); 3 ranks split everything unevenly.
+for stage in 0 1 2 3; do
+  run "$TMP/w17_$stage" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage $stage --mode bf16 --width 17 --steps 20
+done
+for stage in 1 2 3; do same "$TMP/w17_0" "$TMP/w17_$stage" "width 17, bf16: 2 ranks, stage $stage == stage 0 bit for bit"; done
+for mode in f32 bf16; do
+  [ "$mode" = f32 ] && run "$TMP/ref12" "$ZLUA" "$HERE/zero_run.lua" --stage 0 --mode f32 --global 12 --steps 20
+  for stage in 0 1 2 3; do
+    run "$TMP/np3_${mode}_$stage" "$ZLUA" --nprocs 3 "$HERE/zero_run.lua" --stage $stage --mode $mode --global 12 --steps 20
+  done
+  for stage in 1 2 3; do
+    same "$TMP/np3_${mode}_0" "$TMP/np3_${mode}_$stage" "$mode: 3 ranks, stage $stage == stage 0 bit for bit"
+  done
+done
+close "$TMP/ref12" "$TMP/np3_f32_0" 1e-5 "f32: 3 ranks vs 1 rank, same global batch"
+
 grep -q skipped "$TMP/overflow_3" && echo "ok   overflow: the first steps were skipped on every rank" ||
   { echo "FAIL overflow: no step was skipped"; fails=$((fails + 1)); }
 
@@ -72,10 +89,20 @@ run "$TMP/s3_live" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 3 --mode bf16
   --zero stage3_max_live_parameters=100,stage3_max_reuse_distance=0,stage3_prefetch_bucket_size=0
 same "$TMP/bf16_0" "$TMP/s3_live" "bf16 stage 3 with no prefetch, no reuse and 100 live elements"
 
+for stage in 0 3; do
+  run "$TMP/m16_$stage" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage $stage --mode bf16 --steps 5 --save16 "$TMP/m16_$stage"
+done
+"$ZLUA" "$HERE/same_tensors.lua" "$TMP/m16_0/model.safetensors" "$TMP/m16_3/model.safetensors" > "$TMP/log" 2>&1 &&
+  echo "ok   save_16bit_model at stage 3 (gathered) == stage 0" ||
+  { echo "FAIL save_16bit_model at stage 3:"; cat "$TMP/log"; fails=$((fails + 1)); }
+
 run "$TMP/init" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 3 --mode bf16 --init
 same "$TMP/bf16_3" "$TMP/init" "bf16 stage 3: zero.Init builds the same model"
 
 run "$TMP/whole" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 2 --mode bf16 --steps 20
+run "$TMP/s0dump" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 0 --mode f32 --steps 2 --dump "$TMP/s0.safetensors"
+[ -s "$TMP/s0.safetensors" ] && echo "ok   get_full_fp32_param at stage 0 on 2 ranks" ||
+  { echo "FAIL get_full_fp32_param at stage 0 on 2 ranks"; fails=$((fails + 1)); }
 run "$TMP/first" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 2 --mode bf16 --steps 10 --save "$TMP/ckpt" --save_at 10 \
   --dump "$TMP/masters.safetensors"
 run "$TMP/at1" "$ZLUA" "$HERE/zero_run.lua" --stage 0 --mode bf16 --steps 20 --load "$TMP/ckpt"

@@ -1,6 +1,6 @@
 --[[ One training run for the ZeRO tests (tests/dist/test_zero.sh), on
   however many ranks it is started with: a small MLP on a fixed global batch
-  of 8 rows per step (each rank takes its rows of each micro-step), written so
+  of 8 rows per step (--global; each rank takes its rows of each micro-step), written so
   that every world size and stage sees the same global batch. Prints one line
   per step, "step N loss L", L the global mean loss in %.9g, from rank 0.
 
@@ -8,6 +8,7 @@
         [--steps 50] [--init] [--save DIR --save_at K] [--load DIR] [--memory]
         [--zero key=value,...]   (zero_optimization keys over the defaults below)
         [--dump FILE]            (the whole f32 masters at the end, by name, from rank 0)
+        [--save16 DIR]           (engine:save_16bit_model at the end)
   Mode overflow is fp16 starting at a loss scale of 2^40, so that the first
   steps overflow on every rank and are skipped. ]]
 
@@ -17,9 +18,9 @@ local dist = require 'zlua.dist'
 local zero = require 'zlua.zero'
 
 local args = zl.args(nil, { stage = 0, mode = 'f32', steps = 50, init = false, save = '', save_at = 0, load = '',
-  memory = false, width = 32, zero = '', dump = '' })
+  memory = false, width = 32, zero = '', dump = '', global = 8, save16 = '' })
 local N, rank = dist.world_size(), dist.rank()
-local GLOBAL = 8
+local GLOBAL = args.global
 local gas = args.mode == 'gas2' and 2 or 1
 local micro = GLOBAL // (N * gas)
 
@@ -35,6 +36,7 @@ local cfg = {
     overlap_comm = args.stage >= 2,
     stage3_param_persistence_threshold = 40, stage3_prefetch_bucket_size = 400,
     stage3_max_live_parameters = 3000, stage3_max_reuse_distance = 200,
+    stage3_gather_16bit_weights_on_model_save = true,
   },
   steps_per_print = 1000000,
 }
@@ -127,3 +129,4 @@ if args.dump ~= '' then
   for name, p in model:named_parameters() do entries[#entries + 1] = { name, engine:get_full_fp32_param(p) } end
   if rank == 0 then zl.save_safetensors(args.dump, entries) end
 end
+if args.save16 ~= '' then engine:save_16bit_model(args.save16) end

@@ -407,5 +407,42 @@ test('zero_to_fp32_and_16bit_model', function()
   check(w16['1.weight']:dtype() == 'bf16', 'save_16bit_model keeps the working dtype')
 end)
 
+test('frozen_parameters_and_buffers', function()
+  -- A frozen weight is never stepped (weight decay included); buffers and the
+  -- frozen weight come back from a checkpoint with the trained masters.
+  for _, stage in ipairs({ 0, 2, 3 }) do
+    local dir = TMP .. '/frozen' .. stage
+    zl.core.remove_tree(dir)
+    local m = model(21)
+    m[1].weight:requires_grad(false)
+    m[1]:register_buffer('count', zl.zeros(1))
+    local frozen = m[1].weight:clone()
+    local e = zl.initialize { model = m, config = cfg { zero_optimization = { stage = stage } } }
+    local x, y = problem(21)
+    for _ = 1, 3 do
+      e:backward(zl.mse_loss(e(x), y))
+      e:step()
+      zl.no_grad(function() m[1].count:add_(zl.ones(1)) end)
+    end
+    check(table.concat(H.flat(m[1].weight), ',') == table.concat(H.flat(frozen), ','),
+      'stage ' .. stage .. ': the frozen weight is unchanged')
+    e:save_checkpoint(dir)
+    zl.no_grad(function()
+      m[1].count:fill_(0)
+      m[1].weight:fill_(0)
+    end)
+    e:load_checkpoint(dir)
+    check(m[1].count:item() == 3, 'stage ' .. stage .. ': the buffer is restored')
+    check(table.concat(H.flat(m[1].weight), ',') == table.concat(H.flat(frozen), ','),
+      'stage ' .. stage .. ': the frozen weight is restored')
+  end
+  local m = model(22)
+  check_error(function()
+    zl.initialize { model = m, config = cfg(), optimizer = function()
+      return require('zlua.optim').AdamW { { params = { m[1].weight } }, { params = { m[1].weight, m[3].weight } } }
+    end }
+  end, 'appears in more than one place')
+end)
+
 zl.core.remove_tree(TMP)
 H.done()

@@ -88,6 +88,15 @@ function Engine.new(t, cfg, rank, world_size)
     self.zero = zero_state.new { optimizer = opt, module = self.module, config = cfg, rank = rank, world = world_size,
       half = self.precision.half, dist = self.dist }
   end
+  -- Parameters zero.Init partitioned that nothing trains are gathered whole.
+  local whole = 0
+  for _, p in ipairs(self.module:parameters()) do
+    if require('zlua.zero').unpartition(p) then whole = whole + 1 end
+  end
+  if whole > 0 and rank == 0 then
+    io.stderr:write(fmt('zlua: zlua.initialize: %d parameters built by zlua.zero.Init are not trained (frozen or '
+      .. 'outside the optimizer): each rank now holds them whole\n', whole))
+  end
   self.precision:convert_rest()
 
   local sched = t.lr_scheduler

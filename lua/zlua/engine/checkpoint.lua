@@ -96,17 +96,19 @@ end
 -- The module's entries for model.safetensors: {name, dtype, shape, get()},
 -- get() giving the whole tensor (gathered for stage 3) and a cleanup.
 local function model_entries(engine)
-  local registry = require 'zlua.zero.registry'
   local sd, order = engine.module:state_dict()
+  local by_name = {}
+  if engine.zero and engine.zero.params then
+    for _, e in ipairs(engine.zero.entries) do by_name[e.name] = e end
+  end
   local out = {}
   for _, name in ipairs(order) do
-    local t = sd[name]
-    local r = registry.get(t)
-    if r and r.state and r.state.params then
-      local z, e = r.state, r.entry
+    local t, e = sd[name], by_name[name]
+    if e then
+      local z = engine.zero
       out[#out + 1] = { name = name, dtype = z.wdtype, shape = e.shape, get = function()
         z.params:gather(e)
-        return t, function() if not e.persistent then z.params:release(e) end end
+        return e.p, function() if not e.persistent then z.params:release(e) end end
       end }
     else
       out[#out + 1] = { name = name, dtype = t:dtype(), shape = t:shape(), get = function() return t, nil end }
@@ -240,7 +242,8 @@ function M.save(engine, dir, tag, client_state, opts)
   local rng = rng_states(engine)
   ok, err = write_model(engine, join(tmp, 'model.safetensors'))
   if ok and engine.zero then
-    ok, err = pcall(write_shard, engine, join(tmp, fmt('optim_rank%d.safetensors', rank)))
+    local wrote, e2 = pcall(write_shard, engine, join(tmp, fmt('optim_rank%d.safetensors', rank)))
+    ok, err = wrote, (not wrote) and e2 or nil
   end
   if not all_ok(engine, ok) then
     if rank == 0 then core.remove_tree(tmp) end
@@ -420,7 +423,10 @@ end
 
 -- The working weights from model.safetensors: this rank's chunks of the
 -- trained parameters into their masters, everything else whole.
-local function load_module(engine, path, strict)
+-- From model.safetensors: with masters = true, this rank's chunks of the
+-- trained parameters into their masters; always, everything else whole
+-- (buffers, frozen parameters, parameters outside the optimizer).
+local function load_module(engine, path, strict, masters)
   local z = engine.zero
   local fpath = join(path, 'model.safetensors')
   if not z then
@@ -431,29 +437,36 @@ local function load_module(engine, path, strict)
   local have = {}
   for _, it in ipairs(f:info()) do have[it.name] = it end
   local owned = {}
-  local ok, err = pcall(z.each_master, z, function(e)
-    owned[e.p] = true
-    local it = have[e.name]
-    if not it then bad(path, 'model.safetensors has no %s', e.name) end
-    if it.numel ~= e.n then bad(path, 'model.safetensors holds %d elements of %s, the parameter has %d', it.numel, e.name, e.n) end
-    if e.own > 0 then zl.core.copy_range(e.mv, 0, f:read(e.name, e.lo, e.own), 0, e.own) end
-  end, true)
-  if ok then ok, err = pcall(zl.no_grad, function()
-    local sd, order = engine.module:state_dict()
-    for _, name in ipairs(order) do
-      local t = sd[name]
-      if not owned[t] then
-        if have[name] then
-          t:copy_(f:read(name):reshape(t:shape()))
-        elseif strict then
-          bad(path, 'model.safetensors has no %s', name)
+  for _, e in ipairs(z.entries) do owned[e.name] = true end
+  local ok, err = true, nil
+  if masters then
+    ok, err = pcall(z.each_master, z, function(e)
+      local it = have[e.name]
+      if not it then bad(path, 'model.safetensors has no %s', e.name) end
+      if it.numel ~= e.n then
+        bad(path, 'model.safetensors holds %d elements of %s, the parameter has %d', it.numel, e.name, e.n)
+      end
+      if e.own > 0 then zl.core.copy_range(e.mv, 0, f:read(e.name, e.lo, e.own), 0, e.own) end
+    end, true)
+  end
+  if ok then
+    ok, err = pcall(zl.no_grad, function()
+      local sd, order = engine.module:state_dict()
+      for _, name in ipairs(order) do
+        local t = sd[name]
+        if not owned[name] then
+          if have[name] then
+            t:copy_(f:read(name):reshape(t:shape()))
+          elseif strict then
+            bad(path, 'model.safetensors has no %s', name)
+          end
         end
       end
-    end
-  end) end
+    end)
+  end
   f:close()
   if not ok then error(err, 0) end
-  z:sync_working()
+  if masters then z:sync_working() end
 end
 
 -- The dataloader's position, converted to this run's ranks and micro-batch.
@@ -487,12 +500,12 @@ function M.load(engine, dir, tag, opts)
   local state = open_checkpoint(path)
   local strict = opts.load_module_strict ~= false
   if opts.load_module_only or not (engine.optimizer and state.optimizer and opts.load_optimizer_states ~= false) then
-    load_module(engine, path, strict)
+    load_module(engine, path, strict, true)
     if opts.load_module_only then return path, state.client_state end
   else
     load_optimizer(engine, path, state)
     -- load_from_fp32_weights = false: the masters restart from the 16-bit weights.
-    if engine.config.zero_optimization.load_from_fp32_weights == false then load_module(engine, path, strict) end
+    load_module(engine, path, strict, engine.config.zero_optimization.load_from_fp32_weights == false)
   end
   if engine.lr_scheduler and state.lr_scheduler and opts.load_lr_scheduler_states ~= false then
     engine.lr_scheduler:load_state_dict(state.lr_scheduler)

@@ -10,8 +10,11 @@
   zlua.zero.GatheredParameters(params, fn [, modifier_rank])
     Gathers the parameters (a tensor or a list), runs fn, then partitions
     them again. With modifier_rank, that rank's changes are broadcast and kept
-    (in the f32 masters too when an engine owns the parameters); without it
-    changes are discarded, as in DeepSpeed. Returns fn's results. ]]
+    (in the f32 masters too when an engine owns the parameters); without it a
+    partitioned parameter's changes are discarded, as in DeepSpeed. At stages
+    0-2 the parameters are whole already and fn changes them in place (kept
+    until the next step rewrites them from the masters, at stage 0 in f32 for
+    good: there the parameters are the masters). Returns fn's results. ]]
 
 local zl = require 'zlua'
 local layout = require 'zlua.zero.layout'
@@ -75,7 +78,12 @@ local function gather(p, d)
   if r.chunk then
     local full = zl.empty(r.P * r.k)
     d.all_gather(full, r.chunk)
-    zl.no_grad(function() p:set_data(full:narrow(1, 1, r.n):view(r.shape)) end)
+    local part = full:narrow(1, 1, r.n)
+    local data = part:view(r.shape)
+    zl.no_grad(function() p:set_data(data) end)
+    part:release()
+    data:release()
+    full:release()
     return r
   end
   if r.state.params then r.state.params:gather(r.entry) end
@@ -85,7 +93,9 @@ end
 -- fn's changes (broadcast from the modifier) become p's chunk again.
 local function scatter(p, r, d, modifier)
   if modifier ~= nil then
-    local flat = zl.no_grad(function() return p:detach():reshape(p:numel()) end)
+    local det = p:detach()
+    local flat = det:reshape(p:numel())
+    det:release()
     d.broadcast(flat, modifier)
     if r and r.chunk then
       local lo, own = layout.owned(r.n, r.k, select(2, world()))
@@ -94,9 +104,10 @@ local function scatter(p, r, d, modifier)
       local z, e = r.state, r.entry
       z:each_master(function()
         if e.own > 0 then zl.core.copy_range(e.mv, 0, flat, e.lo, e.own) end
-        if z.half or z.f32_copy then zl.core.copy_range(e.wv, 0, e.mv, 0, e.k) end
+        if z.half or z.f32_copy then z:store_working(e, e.mv) end
       end, true, { [e] = true })
     end
+    flat:release()
   end
   if r and r.chunk then
     zl.no_grad(function() p:set_data(zl.empty(0)) end)
@@ -131,6 +142,18 @@ function zero.GatheredParameters(params, fn, modifier_rank)
   end
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
+end
+
+--- A parameter zero.Init partitioned that no engine trains (frozen, or no
+--- optimizer) becomes whole again on every rank; true when p was one.
+function zero.unpartition(p)
+  local r = registry.init_record(p)
+  if not r then return false end
+  local n = world()
+  gather(p, comm(n))
+  r.chunk:release()
+  registry.set_init(p, nil)
+  return true
 end
 
 --- True when p is partitioned by zero.Init or a stage-3 engine.

@@ -51,13 +51,20 @@ function Q:start(e, async)
   local out = zl.empty(self.P * e.k, self.z.wdtype)
   out:set_category('params')
   local t0 = zl.core.now()
+  local src, done = self.z:working_chunk(e)
   if self.fetch_allreduce then
     -- Every rank's chunk in its place of a zeroed whole, summed.
     out:zero_()
-    zl.core.copy_range(out, self.z.layout.q * e.k, self.z:chunk_of(e), 0, e.k)
+    zl.core.copy_range(out, self.z.layout.q * e.k, src, 0, e.k)
     e.req = self.z.dist.all_reduce(out, 'sum', async)
   else
-    e.req = self.z.dist.all_gather(out, self.z:chunk_of(e), async)
+    e.req = self.z.dist.all_gather(out, src, async)
+  end
+  -- An NVMe chunk's buffer is given back once the gather no longer reads it.
+  e.src_done = done
+  if done and not async then
+    done()
+    e.src_done = nil
   end
   self.z.comm_time = self.z.comm_time + (zl.core.now() - t0)
   e.async = async
@@ -78,6 +85,10 @@ function Q:complete(e)
     e.req:wait()
     self.z.comm_time = self.z.comm_time + (zl.core.now() - t0)
   end
+  if e.src_done then
+    e.src_done()
+    e.src_done = nil
+  end
   e.req = nil
   local part = e.gathered:narrow(1, 1, e.n)
   local data = part:view(e.shape)
@@ -90,6 +101,10 @@ end
 function Q:release(e)
   if e.status == 'released' then return end
   if e.status == 'inflight' and e.async then e.req:wait() end
+  if e.src_done then
+    e.src_done()
+    e.src_done = nil
+  end
   e.req = nil
   zl.no_grad(function() e.p:set_data(self.empty) end)
   e.gathered:release()
@@ -115,6 +130,7 @@ function Q:prefetch_from(pos)
     local e = t[j]
     if e.status == 'released' then
       if e.n > budget or self.live + e.n > self.max_live then return end
+      if e.pswap and not self.z.pswap:available() then return end
       budget = budget - e.n
       self:start(e, self.async)
     end

@@ -52,12 +52,6 @@ function R:buffer(len)
   return slot
 end
 
--- Zeros for the padding of chunks (ALIGN - 1 at most per chunk).
-function R:zeros()
-  if not self.pad then self.pad = zl.zeros(layout.ALIGN) end
-  return self.pad
-end
-
 --- The gradient-ready hook's work: queue e's gradient, reducing the bucket first if it would overflow.
 function R:add(e)
   self.seen[e] = true
@@ -79,14 +73,18 @@ function R:flush()
   self.pending, self.fill = {}, 0
   local slot = self:buffer(L)
   local view = slot.data:narrow(1, 1, self.P * L)
-  local zeros = self:zeros()
   for _, it in ipairs(items) do
     local e = it.e
     for q = 0, self.P - 1 do
       local lo, own = layout.owned(e.n, e.k, q)
       local at = q * L + it.boff
       if own > 0 then copy_range(view, at, it.g, lo, own) end
-      if own < e.k then copy_range(view, at + own, zeros, 0, e.k - own) end
+      if own < e.k then
+        -- The padding: up to a whole chunk for a parameter smaller than P chunks.
+        local pad = view:narrow(1, at + own + 1, e.k - own)
+        pad:zero_()
+        pad:release()
+      end
     end
     it.g:release()
     it.g = nil

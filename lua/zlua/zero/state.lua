@@ -14,6 +14,8 @@
                          parameters are views of it (in f32 at stage 0 it is
                          the master itself)
     work    [S]          stage 3 in bf16/fp16: this rank's working chunks
+                         (with offload_param.device = "nvme" only those within
+                         max_in_cpu; the rest live in a file: zlua.offload.params)
   Under bf16/fp16 the optimizer writes each chunk's rounded value into the
   working buffer in its own pass (set_half); stages 1-2 then all-gather the
   chunks in buckets of allgather_bucket_size, stage 3 gathers a parameter
@@ -64,9 +66,20 @@ function Z.new(o)
 
   local names = {}
   for name, p in o.module:named_parameters() do names[p:id()] = name end
-  local list = {}
+  local list, seen = {}, {}
   for gi, g in ipairs(self.opt.param_groups) do
     for _, p in ipairs(g.params) do
+      if seen[p] then
+        zl.raise(fmt('zlua.initialize: parameter %s appears in more than one place of the optimizer\'s param groups '
+          .. '(groups %d and %d)', names[p:id()] or '?', seen[p], gi))
+      end
+      seen[p] = gi
+    end
+  end
+  -- Frozen parameters (requires_grad false) are not trained: they stay whole and are never stepped.
+  for gi, g in ipairs(self.opt.param_groups) do
+    for _, p in ipairs(g.params) do
+      if not p:requires_grad() then goto frozen end
       local info = registry.init_record(p)
       local dt = info and info.dtype or p:dtype()
       if dt ~= 'f32' then
@@ -75,6 +88,7 @@ function Z.new(o)
       end
       list[#list + 1] = { tensor = p, numel = info and info.n or p:numel(), shape = info and info.shape or p:shape(),
         group = gi, name = names[p:id()] or ('param' .. (#list + 1)) }
+      ::frozen::
     end
   end
   local L = layout.new(list, P, q)
@@ -82,7 +96,8 @@ function Z.new(o)
   local S = L.size
   -- Offload needs stage 1 or more, as in DeepSpeed (zlua.config warns at stage 0).
   self.nvme = zc.offload_optimizer.device == 'nvme' and self.stage >= 1
-  self.f32_copy = not self.half and (self.nvme or self.stage == 1 or self.stage == 2)
+  self.pnvme = zc.offload_param.device == 'nvme' and self.stage == 3
+  self.f32_copy = not self.half and (self.nvme or self.pnvme or self.stage == 1 or self.stage == 2)
   self.states = {}
 
   -- e's first master values (its chunk, zero-padded) into dst.
@@ -91,7 +106,7 @@ function Z.new(o)
       local info = registry.init_record(e.p)
       local flat = info and info.chunk or flat_of(e.p, e.n)
       copy_range(dst, at, flat, info and 0 or e.lo, e.own)
-      if not info then flat:release() end
+      flat:release()
     end
   end
   if not self.nvme then
@@ -112,22 +127,32 @@ function Z.new(o)
       self.full = zl.zeros(P * S, self.wdtype)
       self.full:set_category('params')
     end
-  elseif self.half or self.nvme then
-    self.work = self.nvme and zl.zeros(S, self.wdtype) or self.master:to(self.half)
+  elseif self.half or self.nvme or self.pnvme then
+    local resident = S
+    if self.pnvme then
+      self.pswap = require('zlua.offload.params').new(self, zc.offload_param, cfg.aio)
+      resident = self.pswap.resident
+    end
+    self.work = zl.zeros(resident, self.wdtype)
     self.work:set_category('params')
+    if self.master and not self.nvme then
+      for _, e in ipairs(self.entries) do self:store_working(e, self.master:narrow(1, e.off + 1, e.k)) end
+    end
   end
 
   -- The optimizer steps one chunk view per parameter, in its groups' order
   -- (placeholders stand in its groups for masters that live on NVMe).
   local idx = 0
   for _, g in ipairs(self.opt.param_groups) do
-    for i in ipairs(g.params) do
-      idx = idx + 1
-      local e = self.entries[idx]
-      e.mv = self.master and self.master:narrow(1, e.off + 1, e.k)
-      e.gv = self.grads:narrow(1, self.gbase + e.off + 1, e.k)
-      e.wv = self:chunk_of(e)
-      g.params[i] = e.mv or zl.empty(0)
+    for i, p in ipairs(g.params) do
+      local e = self.entries[idx + 1]
+      if e and e.p == p then
+        idx = idx + 1
+        e.mv = self.master and self.master:narrow(1, e.off + 1, e.k)
+        e.gv = self.grads:narrow(1, self.gbase + e.off + 1, e.k)
+        e.wv = self:chunk_of(e)
+        g.params[i] = e.mv or zl.empty(0)
+      end
     end
   end
   if self.nvme then
@@ -137,7 +162,7 @@ function Z.new(o)
     local work = self.work
     self.swapper:initialize(function(e, mv)
       fill(e, mv, 0)
-      if work then copy_range(work, e.off, mv, 0, e.k) end
+      if work then self:store_working(e, mv) end
     end)
   end
 
@@ -175,11 +200,31 @@ function Z.new(o)
   return self
 end
 
---- The working chunk of e that the optimizer writes (a k-element slice).
+--- The working chunk of e that the optimizer writes (a k-element slice;
+--- nil for a chunk that lives on NVMe).
 function Z:chunk_of(e)
   local P, q = self.layout.P, self.layout.q
   if self.full then return self.full:narrow(1, P * e.off + q * e.k + 1, e.k) end
+  if e.pswap then return nil end
   return self.work and self.work:narrow(1, e.off + 1, e.k) or e.mv
+end
+
+--- e's working chunk from src (f32, k elements; rounded to the working dtype).
+function Z:store_working(e, src)
+  if e.pswap then
+    local buf, commit = self.pswap:write_buffer(e)
+    copy_range(buf, 0, src, 0, e.k)
+    commit()
+  else
+    copy_range(self:chunk_of(e), 0, src, 0, e.k)
+  end
+end
+
+--- e's working chunk to read (stage 3 gathers from it) and a function to call
+--- once the read is over (it gives back the swap buffer of an NVMe chunk).
+function Z:working_chunk(e)
+  if e.pswap then return self.pswap:read(e) end
+  return e.wv, nil
 end
 
 --- The optimizer state of e's chunk (nil before its first step).
@@ -225,8 +270,11 @@ end
 function Z:update_entry(e, scale)
   local st = self.states[e.index] or self:ensure_state(e)
   st.step = st.step + 1
-  self.opt:update(e.mv, e.gv, st, self.opt.param_groups[e.group], scale, self.half and e.wv or nil)
-  if self.f32_copy then copy_range(e.wv, 0, e.mv, 0, e.k) end
+  local wv, commit = e.wv, nil
+  if e.pswap then wv, commit = self.pswap:write_buffer(e) end
+  self.opt:update(e.mv, e.gv, st, self.opt.param_groups[e.group], scale, self.half and wv or nil)
+  if self.f32_copy then copy_range(wv, 0, e.mv, 0, e.k) end
+  if commit then commit() end
 end
 
 --- fn(e, state) for every entry (those in `only` when given) with its master
@@ -329,7 +377,7 @@ end
 --- After masters were loaded: the working chunks take their rounded values.
 function Z:sync_working()
   if self.half or self.f32_copy then
-    self:each_master(function(e) copy_range(e.wv, 0, e.mv, 0, e.k) end)
+    self:each_master(function(e) self:store_working(e, e.mv) end)
   end
   self:publish()
 end
@@ -344,6 +392,7 @@ function Z:full_master(p)
   if not e then zl.raise('get_full_fp32_param: the tensor is not a parameter this engine trains') end
   local chunk = zl.empty(e.k)
   self:each_master(function(x) copy_range(chunk, 0, x.mv, 0, e.k) end, false, { [e] = true })
+  if self.layout.P == 1 then return chunk:narrow(1, 1, e.n):view(e.shape) end
   local full = zl.empty(self.layout.P * e.k)
   self.dist.all_gather(full, chunk)
   return full:narrow(1, 1, e.n):view(e.shape)
@@ -358,6 +407,11 @@ function Z:memory_report()
     if self.master and self.full ~= self.master then rep.master = self.master:numel() * 4 end
   else
     rep.params = (self.work and self.work:numel() * ws or 0) + self.params:gathered_bytes()
+    if self.pswap then
+      local mem, disk = self.pswap:bytes()
+      rep.params = rep.params + mem
+      rep.nvme = (rep.nvme or 0) + disk
+    end
     rep.master = self.master and self.master:numel() * 4 or 0
   end
   for _, st in pairs(self.states) do
@@ -373,7 +427,7 @@ function Z:memory_report()
     local mem, disk = self.swapper:bytes()
     rep.bucket_buffers.swap = mem
     rep.buffers = rep.buffers + mem
-    rep.nvme = disk
+    rep.nvme = (rep.nvme or 0) + disk
   end
   rep.model_states = rep.params + rep.grads + rep.master + rep.moments
   rep.partition_elements = self.layout.size

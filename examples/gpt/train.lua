@@ -14,8 +14,9 @@
   saves checkpoints (every --save_every steps and at the end) and --resume
   continues from the latest one, bit for bit as if never stopped.
   On several ranks (zlua --nprocs N) every rank draws the same --batch
-  windows and trains on its 1/N of them; --zero_stage picks the ZeRO stage
-  when no config is given. Only rank 0 prints; the loss printed is the mean
+  windows and trains on its 1/N of them, in --gas micro-steps (gradient
+  accumulation); --zero_stage picks the ZeRO stage and --grad_accum_dtype
+  the gradients' dtype when no config is given. Only rank 0 prints; the loss printed is the mean
   over all ranks, so the output is the same at any world size and stage.
     zlua examples/gpt/train.lua [--data book.txt] [--steps 400] [--n_layer 2] ...
     zlua --nprocs 2 examples/gpt/train.lua --zero_stage 3 ...
@@ -46,6 +47,8 @@ local opt = options.parse('gpt', arg, options.with_engine {
   { 'sample_len', 200, 'characters per sample', min = 0 },
   { 'precision', 'f32', 'f32, bf16 or fp16 (when no --config)' },
   { 'zero_stage', 0, 'ZeRO stage 0-3 (when no --config)', min = 0 },
+  { 'gas', 1, 'gradient accumulation steps: micro-batches per optimizer step', min = 1 },
+  { 'grad_accum_dtype', '', 'fp32, bf16 or fp16: the dtype gradients are kept in (default: the model\'s)' },
 })
 local world, rank = dist.world_size(), dist.rank()
 local function say(...) if rank == 0 then print(...) end end
@@ -66,11 +69,11 @@ local ids = zl.text_encode(text, vocab)        -- i64 [n], ids 0..#vocab-1
 local n = ids:size(1)
 local ntrain = n - n // 10
 local T = opt.block_size
-if opt.batch % world ~= 0 then
-  io.stderr:write(('gpt: --batch %d does not split over %d ranks\n'):format(opt.batch, world))
+if opt.batch % (world * opt.gas) ~= 0 then
+  io.stderr:write(('gpt: --batch %d does not split over %d ranks x %d micro-steps\n'):format(opt.batch, world, opt.gas))
   os.exit(2)
 end
-local micro = opt.batch // world
+local micro = opt.batch // (world * opt.gas)
 if ntrain <= T or n - ntrain <= T then
   io.stderr:write(('gpt: %s: %d characters are too few for --block_size %d (need more than %d)\n'):format(
     opt.data, n, T, 10 * (T + 1)))
@@ -83,7 +86,9 @@ local model = nn.GPT{ vocab_size = #vocab, block_size = T, n_layer = opt.n_layer
                       n_head = opt.n_head, n_embd = opt.n_embd }
 local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and opt.deepspeed_config or {
   train_micro_batch_size_per_gpu = micro,
+  gradient_accumulation_steps = opt.gas,
   zero_optimization = { stage = opt.zero_stage },
+  data_types = opt.grad_accum_dtype ~= '' and { grad_accum_dtype = opt.grad_accum_dtype } or nil,
   gradient_clipping = opt.clip,
   optimizer = { type = 'AdamW', params = { lr = opt.lr, betas = { 0.9, 0.95 }, eps = 1e-8, weight_decay = 0.1 } },
   scheduler = { type = 'WarmupCosineLR', params = { total_num_steps = opt.steps, warmup_num_steps = opt.warmup,
@@ -98,7 +103,7 @@ end
 -- A DeepSpeed config's "auto" values are filled from these, as the Hugging
 -- Face trainer fills them from its arguments.
 local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_epsilon = 1e-8, weight_decay = 0.1,
-               per_device_train_batch_size = micro, gradient_accumulation_steps = 1, max_grad_norm = opt.clip,
+               per_device_train_batch_size = micro, gradient_accumulation_steps = opt.gas, max_grad_norm = opt.clip,
                max_steps = opt.steps, warmup_steps = opt.warmup, hidden_size = opt.n_embd,
                bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16' }
 local engine = zl.initialize { model = model, config = config, args = args,
@@ -124,7 +129,14 @@ local batches = zl.Generator(opt.seed)
 local function random_batch()
   local starts = {}
   for b = 1, opt.batch do starts[b] = batches:randint(ntrain - T) - 1 end
-  return windows(train_ids, table.move(starts, rank * micro + 1, (rank + 1) * micro, 1, {}))
+  return starts
+end
+
+-- Micro-step m's windows of this rank: the global batch is split rank by rank
+-- within each micro-step, so every world size and --gas sees the same batch.
+local function micro_batch(starts, m)
+  local first = (m * world + rank) * micro
+  return windows(train_ids, table.move(starts, first + 1, first + micro, 1, {}))
 end
 
 -- The mean loss over the held-out text cut into consecutive windows (at most
@@ -183,11 +195,15 @@ end
 
 local clock = os.time()
 for step = first, opt.steps do
-  local x, y = random_batch()
-  local _, loss = engine(x, y)
-  engine:backward(loss)
-  engine:step()
-  local l = dist.all_reduce(loss:float():reshape(1), 'avg')
+  local starts = random_batch()
+  local total = 0.0
+  for m = 0, opt.gas - 1 do
+    local _, loss = engine(micro_batch(starts, m))
+    engine:backward(loss)
+    engine:step()
+    total = total + loss:float():item()
+  end
+  local l = dist.all_reduce(zl.full({ 1 }, total / opt.gas), 'avg')
   say(('step %d loss %.9g'):format(step, l:item()))
   local due = (opt.sample_every > 0 and step % opt.sample_every == 0) or step == opt.steps
   if due and opt.sample_len > 0 then sample(step) end

@@ -9,10 +9,11 @@
 # Adam), and stage 3's peak parameter memory with zero.Init under
 # (psi/2 + largest layer + prefetch bucket) x bytes per element.
 # The GPT example with 4 layers: stages 0-3 bit-identical on 2 ranks in f32,
-# bf16 and fp16, and the f32 run matching one rank to 1e-5 (in bf16/fp16 the
-# one-rank run drifts further: a 1-ulp difference in a gradient summed over 8
-# rows or over 4 + 4 flips a half-precision rounding now and then, and 50
-# steps amplify it; the MLP above stays within 1e-5 in every mode).
+# bf16 and fp16, and the f32 run matching one rank to 1e-5. In bf16/fp16 a
+# one-rank run over one micro-batch of 8 drifts further (a 1-ulp difference
+# between a gradient summed over 8 rows and over 4 + 4 flips a half-precision
+# rounding now and then, and 50 steps amplify it), while one rank accumulating
+# the same two micro-batches of 4 in f32 gradients is bit-identical.
 set -u
 ZLUA=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -131,6 +132,16 @@ for prec in f32 bf16 fp16; do
   done
 done
 close "$TMP/gpt_ref" "$TMP/gpt_f32_0" 1e-5 "GPT 4 layers f32: 2 ranks vs 1 rank"
+# In half precision, one rank accumulating the same two micro-batches in f32
+# gradients is the 2-rank run bit for bit (0.5 a + 0.5 b == 0.5 (a + b)).
+for prec in bf16 fp16; do
+  run "$TMP/gpt_gas_$prec" "$ZLUA" $GPT --precision $prec --grad_accum_dtype fp32 --gas 2
+  for stage in 0 3; do
+    run "$TMP/gpt_acc_${prec}_$stage" "$ZLUA" --nprocs 2 $GPT --precision $prec --grad_accum_dtype fp32 --zero_stage $stage
+    same "$TMP/gpt_gas_$prec" "$TMP/gpt_acc_${prec}_$stage" \
+      "GPT 4 layers $prec, f32 gradients: 2 ranks stage $stage == 1 rank accumulating 2 micro-batches"
+  done
+done
 
 # Model-state bytes per rank against the ZeRO paper (bf16, Adam, 2 ranks), and
 # zero.Init's peak parameter memory; zero_run.lua prints ok/FAIL lines.

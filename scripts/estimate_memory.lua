@@ -21,22 +21,9 @@ usage: zlua scripts/estimate_memory.lua (--params N [--largest_layer N] | --gpt 
   --gpus_per_node N   ranks per node (default 1), --nodes N (default 1)
   --buffer_factor F   DeepSpeed's additional_buffer_factor on host memory (default 1.5)]]
 
-local function die(msg)
-  io.stderr:write('estimate_memory: ', msg, '\n')
-  os.exit(1)
-end
-
-for _, a in ipairs(arg) do
-  if a == '-h' or a == '--help' then print(USAGE) os.exit(0) end
-end
-
--- Errors from zlua modules carry the script's position, which says nothing here.
-local function message(e) return (tostring(e):gsub('^[^\n]-:%d+: ', '')) end
-
-local ok, o = pcall(args.parse, arg, { params = '', largest_layer = '', gpt = '', gpus_per_node = 1,
+local message = args.message
+local o, die = args.script('estimate_memory', USAGE, arg, { params = '', largest_layer = '', gpt = '', gpus_per_node = 1,
                                        nodes = 1, buffer_factor = 1.5 })
-if not ok then die(message(o)) end
-if o[1] then die(fmt("unexpected argument '%s' (options are written --name value)\n%s", o[1], USAGE)) end
 
 local function count_option(name, text)
   local v = tonumber(text)

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <stdatomic.h>
 #include "zlua/memory.h"
+#include "tensor_impl.h"
 
 static _Atomic int64_t current[ZL_MEM_COUNT];
 static _Atomic int64_t peak[ZL_MEM_COUNT];
@@ -39,22 +40,29 @@ static void charge(zl_mem_category cat, int64_t delta)
     while (now > p && !atomic_compare_exchange_weak(&peak[cat], &p, now)) {}
 }
 
-static void *raw_alloc(size_t nbytes, zl_mem_category cat)
+/* align 0: the host hook's memory (or aligned_alloc), ZL_ALIGNMENT-aligned.
+ * Otherwise posix_memalign whatever the hook, which promises only ZL_ALIGNMENT;
+ * such blocks are freed by zli_mem_free_aligned. */
+static void *raw_alloc(size_t nbytes, size_t align, zl_mem_category cat)
 {
     int64_t c = atomic_load(&fail_countdown);
     if (c > 0 && atomic_fetch_sub(&fail_countdown, 1) == 1) return NULL;
+    if (align) {
+        void *p = NULL;
+        return posix_memalign(&p, align, nbytes ? nbytes : align) == 0 ? p : NULL;
+    }
     if (host_alloc) return host_alloc(nbytes, cat, host_user);
     size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
     return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
 }
 
-void *zl_mem_alloc(size_t nbytes, zl_mem_category cat)
+static void *alloc_charged(size_t nbytes, size_t align, zl_mem_category cat)
 {
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
-    void *p = raw_alloc(nbytes, cat);
+    void *p = raw_alloc(nbytes, align, cat);
     if (!p && pressure_fn) {
         pressure_fn(nbytes, pressure_user);
-        p = raw_alloc(nbytes, cat);
+        p = raw_alloc(nbytes, align, cat);
     }
     if (!p) {
         zl_error(ZL_ENOMEM, "out of memory allocating %zu bytes for %s", nbytes, cat_names[cat]);
@@ -62,6 +70,21 @@ void *zl_mem_alloc(size_t nbytes, zl_mem_category cat)
     }
     charge(cat, (int64_t)nbytes);
     return p;
+}
+
+void *zl_mem_alloc(size_t nbytes, zl_mem_category cat) { return alloc_charged(nbytes, 0, cat); }
+
+void *zli_mem_alloc_aligned(size_t nbytes, size_t align, zl_mem_category cat)
+{
+    return alloc_charged(nbytes, align > ZL_ALIGNMENT ? align : ZL_ALIGNMENT, cat);
+}
+
+void zli_mem_free_aligned(void *p, size_t nbytes, zl_mem_category cat)
+{
+    if (!p) return;
+    if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
+    charge(cat, -(int64_t)nbytes);
+    free(p);
 }
 
 void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat)

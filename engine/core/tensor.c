@@ -91,7 +91,9 @@ static zl_status check_shape(const char *op, int ndim, const int64_t *shape)
     return ZL_OK;
 }
 
-zl_tensor *zl_tensor_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat)
+/* align 0: zl_mem_alloc's memory; otherwise zli_mem_alloc_aligned's, rounded
+ * up to whole `align` blocks with the tail zeroed. */
+static zl_tensor *tensor_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, size_t align)
 {
     if (!zl_dtype_traits_of(dt)) { zl_error(ZL_EDTYPE, "tensor: invalid dtype %d", (int)dt); return NULL; }
     if (check_shape("tensor", ndim, shape)) return NULL;
@@ -106,7 +108,16 @@ zl_tensor *zl_tensor_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_cat
     s->refcount = 1;
     s->nbytes = (size_t)n * zl_dtype_size(dt);
     s->cat = cat;
-    s->data = zl_mem_alloc(s->nbytes, cat);
+    if (align) {
+        size_t used = s->nbytes;
+        s->nbytes = (used + align - 1) / align * align;
+        if (!s->nbytes) s->nbytes = align;
+        s->data = zli_mem_alloc_aligned(s->nbytes, align, cat);
+        s->sys_aligned = true;
+        if (s->data) memset((char *)s->data + used, 0, s->nbytes - used);
+    } else {
+        s->data = zl_mem_alloc(s->nbytes, cat);
+    }
     if (!s->data) { free(t); free(s); return NULL; }
     t->storage = s;
     t->dtype = dt;
@@ -114,6 +125,16 @@ zl_tensor *zl_tensor_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_cat
     if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     zli_contiguous_strides(ndim, shape, t->stride);
     return t;
+}
+
+zl_tensor *zl_tensor_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat)
+{
+    return tensor_alloc(dt, ndim, shape, cat, 0);
+}
+
+zl_tensor *zli_tensor_new_aligned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, size_t align)
+{
+    return tensor_alloc(dt, ndim, shape, cat, align);
 }
 
 zl_tensor *zli_view_of(const zl_tensor *src, int ndim, const int64_t *shape, const int64_t *stride,
@@ -183,7 +204,8 @@ void zli_release_deferred(zl_tensor *t, zl_tensor **worklist)
 static void storage_release(zl_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    zl_mem_free(s->data, s->nbytes, s->cat);
+    if (s->sys_aligned) zli_mem_free_aligned(s->data, s->nbytes, s->cat);
+    else zl_mem_free(s->data, s->nbytes, s->cat);
     free(s);
 }
 

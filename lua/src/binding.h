@@ -70,5 +70,6 @@ void zlb_open_checkpoint(lua_State *L);
 void zlb_open_optim(lua_State *L);
 void zlb_open_dist(lua_State *L);
 void zlb_open_amp(lua_State *L);
+void zlb_open_aio(lua_State *L);
 
 #endif

@@ -74,6 +74,7 @@ static int open_core(lua_State *L)
     zlb_open_optim(L);
     zlb_open_dist(L);
     zlb_open_amp(L);
+    zlb_open_aio(L);
     return 1;
 }
 

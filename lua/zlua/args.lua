@@ -158,4 +158,28 @@ function args.parse(argv, defaults)
   return out
 end
 
+--- args.message(err): an error's text without the "file:line: " zlua's
+--- modules put in front (it says nothing to a tool's user).
+function args.message(e) return (tostring(e):gsub('^[^\n]-:%d+: ', '')) end
+
+--- args.script(name, usage, argv, defaults) -> options, die: a tool script's
+--- command line. -h/--help prints usage and exits 0; a bad option or a stray
+--- argument prints "name: message" and exits 1 (die(msg) does the same).
+function args.script(name, usage, argv, defaults)
+  local function die(msg)
+    io.stderr:write(name, ': ', msg, '\n')
+    os.exit(1)
+  end
+  for _, a in ipairs(argv) do
+    if a == '-h' or a == '--help' then
+      print(usage)
+      os.exit(0)
+    end
+  end
+  local ok, o = pcall(args.parse, argv, defaults)
+  if not ok then die(args.message(o)) end
+  if o[1] then die(fmt("unexpected argument '%s' (options are written --name value)\n%s", o[1], usage)) end
+  return o, die
+end
+
 return args

@@ -23,5 +23,6 @@
 #include "safetensors.h"
 #include "optim.h"
 #include "comm.h"
+#include "aio.h"
 
 #endif

@@ -127,6 +127,20 @@ static void fail_errno(zl_aio_request *r, int err, int64_t pos)
          (long long)(r->offset + pos), errstr(err, e, sizeof e));
 }
 
+/* The kernel stops a write short when the device fills up; writing the
+ * rest synchronously brings out the errno (ENOSPC, EDQUOT, EFBIG, ...). */
+static void fail_short_write(zl_aio_request *r, const aio_slot *sl, long done)
+{
+    const char *src = sl->bounced ? sl->bounce : r->data + sl->pos;
+    ssize_t k = pwrite(r->fd, src + done, (size_t)(sl->len - done), r->offset + sl->pos + done);
+    if (k < 0) {
+        fail_errno(r, errno, sl->pos + done);
+        return;
+    }
+    fail(r, ZL_EIO, "%s: wrote %ld of %lld bytes at offset %lld (the device may be full)", r->path, done,
+         (long long)sl->len, (long long)(r->offset + sl->pos));
+}
+
 /* Counted from the file's size, since shares finish in any order. */
 static void fail_short_read(zl_aio_request *r)
 {
@@ -215,9 +229,7 @@ static void reap(aio_worker *w, zl_aio_request *r, int min_nr, int *inflight)
         w->free_slots[w->nfree++] = sl;
         if (res < 0) { fail_errno(r, (int)-res, sl->pos); continue; }
         if (r->write) {
-            if (res < sl->len)
-                fail(r, ZL_EIO, "%s: wrote %ld of %lld bytes at offset %lld (device full?)", r->path, res,
-                     (long long)sl->len, (long long)(r->offset + sl->pos));
+            if (res < sl->len) fail_short_write(r, sl, res);
             continue;
         }
         int64_t want = sl->pos < r->len ? min64(sl->len, r->len - sl->pos) : 0;

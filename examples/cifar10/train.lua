@@ -97,7 +97,7 @@ local ds_config = args.config ~= '' and args.config or args.deepspeed_config ~= 
   wall_clock_breakdown = false,
 }
 local model_engine = zl.initialize { model = net, model_parameters = net:parameters(), config = ds_config,
-  args = { learning_rate = args.lr, per_device_train_batch_size = args.batch } }
+  args = { learning_rate = args.lr, per_device_train_batch_size = args.batch, nvme_path = args.nvme_path } }
 model_engine:set_progress(false)   -- a line per step is printed below
 
 print(('cifar10: %d training images, %d test images; %d parameters'):format(

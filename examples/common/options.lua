@@ -16,8 +16,8 @@
   string any text, a boolean is a flag: --name alone sets it) and a number
   below min is refused. options.ENGINE lists the options every example that
   trains through zlua.initialize takes: --config (and DeepSpeed's name
-  --deepspeed_config), --out, --save_every, --resume, and --local_rank,
-  accepted and ignored (ranks come from the launcher). ]]
+  --deepspeed_config), --out, --save_every, --resume, --nvme_path, and
+  --local_rank, accepted and ignored (ranks come from the launcher). ]]
 
 local options = {}
 
@@ -38,6 +38,7 @@ options.ENGINE = {
   { 'save_every', 0, 'save a checkpoint every N optimizer steps (0: only at the end, with --out)', min = 0 },
   { 'resume', false, 'continue from the latest checkpoint in --out' },
   { 'local_rank', -1, 'accepted for DeepSpeed scripts and ignored: ranks come from the launcher' },
+  { 'nvme_path', '', 'the folder for NVMe offload, over the config\'s offload nvme_path (empty: the config\'s)' },
 }
 
 --- options.with_engine(specs): specs followed by options.ENGINE.

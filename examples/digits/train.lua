@@ -65,7 +65,8 @@ local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and
 local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8,
                weight_decay = opt.weight_decay, per_device_train_batch_size = opt.batch,
                gradient_accumulation_steps = 1, max_grad_norm = 0.0, warmup_steps = 100,
-               max_steps = opt.steps > 0 and opt.steps or opt.epochs * #trainloader, hidden_size = opt.hidden }
+               max_steps = opt.steps > 0 and opt.steps or opt.epochs * #trainloader, hidden_size = opt.hidden,
+               nvme_path = opt.nvme_path }
 local engine = zl.initialize { model = net, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(net, opt.weight_decay) }
 engine:set_progress(false)   -- a line per step is printed below

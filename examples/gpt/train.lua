@@ -105,7 +105,7 @@ end
 local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_epsilon = 1e-8, weight_decay = 0.1,
                per_device_train_batch_size = micro, gradient_accumulation_steps = opt.gas, max_grad_norm = opt.clip,
                max_steps = opt.steps, warmup_steps = opt.warmup, hidden_size = opt.n_embd,
-               bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16' }
+               bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16', nvme_path = opt.nvme_path }
 local engine = zl.initialize { model = model, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(model, 0.1) }
 engine:set_progress(false)   -- a line per step is printed below

@@ -1277,6 +1277,15 @@ local function build(raw, meta, source, opts)
     raise(fmt('%s: a DeepSpeed config must be an object, got %s', source or 'config', show(raw)))
   end
   local cfg = check_section(ctx, TOP, raw, '')
+  -- --nvme_path on the command line moves every NVMe offload to that folder.
+  local nvme = opts.args and opts.args.nvme_path
+  if nvme ~= nil and nvme ~= '' then
+    if type(nvme) ~= 'string' then raise('config.load: args.nvme_path must be a folder path, got ' .. show(nvme)) end
+    for _, which in ipairs({ 'offload_optimizer', 'offload_param' }) do
+      local o = cfg.zero_optimization[which]
+      if o.device == 'nvme' then o.nvme_path = nvme end
+    end
+  end
   resolve_batch(ctx, raw, cfg)
   cross_check(ctx, raw, cfg)
   cfg.source = source

@@ -22,20 +22,7 @@ trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=1
 fails=0
 
-run() {   # run OUT ARGS...: the run's "step" lines into OUT; a failed run fails the test
-  local out=$1
-  shift
-  if ! timeout 300 "$@" > "$TMP/log" 2>&1; then
-    echo "FAIL: $* exited with an error:"
-    tail -n 20 "$TMP/log"
-    fails=$((fails + 1))
-  fi
-  grep '^step ' "$TMP/log" > "$out" || true
-}
-
-same() {   # same A B WHAT
-  if [ -s "$1" ] && cmp -s "$1" "$2"; then echo "ok   $3"; else echo "FAIL $3"; diff "$1" "$2" | head -n 6; fails=$((fails + 1)); fi
-}
+. "$HERE/lib.sh"
 
 close() {   # close A B TOL WHAT [FIRST_STEP]: B's steps equal A's to TOL relative
   local verdict

@@ -1,4 +1,4 @@
---[[ One training run for the ZeRO tests (tests/dist/test_zero.sh), on
+--[=[ One training run for the ZeRO tests (tests/dist/test_zero.sh), on
   however many ranks it is started with: a small MLP on a fixed global batch
   of 8 rows per step (--global; each rank takes its rows of each micro-step), written so
   that every world size and stage sees the same global batch. Prints one line
@@ -9,8 +9,12 @@
         [--zero key=value,...]   (zero_optimization keys over the defaults below)
         [--dump FILE]            (the whole f32 masters at the end, by name, from rank 0)
         [--save16 DIR]           (engine:save_16bit_model at the end)
+        [--nvme DIR --offload optimizer|param|both [--device cpu] [--pipeline]]
+                                 (offload to NVMe under DIR, or to cpu)
+        [--sabotage K:delete|K:truncate]   (after step K, rank 0's first optimizer swap
+                                 file is removed or emptied: the next step must fail naming it)
   Mode overflow is fp16 starting at a loss scale of 2^40, so that the first
-  steps overflow on every rank and are skipped. ]]
+  steps overflow on every rank and are skipped. ]=]
 
 local zl = require 'zlua'
 local nn = require 'zlua.nn'
@@ -18,7 +22,8 @@ local dist = require 'zlua.dist'
 local zero = require 'zlua.zero'
 
 local args = zl.args(nil, { stage = 0, mode = 'f32', steps = 50, init = false, save = '', save_at = 0, load = '',
-  memory = false, width = 32, zero = '', dump = '', global = 8, save16 = '' })
+  memory = false, width = 32, zero = '', dump = '', global = 8, save16 = '', nvme = '', offload = '',
+  device = 'nvme', pipeline = false, sabotage = '' })
 local N, rank = dist.world_size(), dist.rank()
 local GLOBAL = args.global
 local gas = args.mode == 'gas2' and 2 or 1
@@ -40,6 +45,19 @@ local cfg = {
   },
   steps_per_print = 1000000,
 }
+if args.offload ~= '' then
+  local z = cfg.zero_optimization
+  -- Several sub-groups and few buffers, so that swapping really cycles.
+  z.sub_group_size = 700
+  if args.offload == 'optimizer' or args.offload == 'both' then
+    z.offload_optimizer = { device = args.device, nvme_path = args.nvme, buffer_count = 4,
+      pipeline_read = args.pipeline, pipeline_write = args.pipeline }
+  end
+  if args.offload == 'param' or args.offload == 'both' then
+    z.offload_param = { device = args.device, nvme_path = args.nvme, buffer_count = 6, buffer_size = 2000,
+      max_in_cpu = 400 }
+  end
+end
 for key, value in args.zero:gmatch('([%w_]+)=([^,]+)') do
   cfg.zero_optimization[key] = value == 'true' or (value ~= 'false' and (tonumber(value) or value))
 end
@@ -89,6 +107,11 @@ for s = first, args.steps do
     print(string.format('step %d loss %.9g%s', s, t:item() / (N * gas), engine:was_step_applied() and '' or ' skipped'))
   end
   if args.save ~= '' and s == args.save_at then engine:save_checkpoint(args.save, 'ckpt') end
+  local at, how = args.sabotage:match('^(%d+):(%a+)$')
+  if rank == 0 and tonumber(at) == s then
+    local swp = args.nvme .. '/zlua_swap/optimizer/rank0/group1.swp'
+    if how == 'delete' then assert(os.remove(swp)) else assert(io.open(swp, 'w')):close() end
+  end
   if args.memory and s == 2 then
     local x2, y2 = batch(s + 1)
     engine:backward(zl.cross_entropy(engine(x2:narrow(1, rank * micro + 1, micro)), y2:narrow(1, rank * micro + 1, micro)))

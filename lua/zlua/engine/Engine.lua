@@ -27,17 +27,6 @@ local function need_optimizer(self, what)
   if not self.optimizer then zl.raise('engine:' .. what .. ': there is no optimizer (none given and none in the config)') end
 end
 
--- Features of later issues: named in an error until they land, never ignored.
-local function check_supported(cfg)
-  local z = cfg.zero_optimization
-  for _, which in ipairs({ 'offload_optimizer', 'offload_param' }) do
-    if z[which].device == 'nvme' then
-      zl.raise(fmt('zlua.initialize: zero_optimization.%s.device = "nvme" needs the NVMe offload engine (issue 6), '
-        .. 'not available yet', which))
-    end
-  end
-end
-
 -- The optimizer named by the config's optimizer section, over `params`.
 local function optimizer_from_config(oc, params)
   local p = oc.params
@@ -55,7 +44,6 @@ local function optimizer_from_config(oc, params)
 end
 
 function Engine.new(t, cfg, rank, world_size)
-  check_supported(cfg)
   local self = setmetatable({}, Engine)
   self.module = t.model
   self.config = cfg

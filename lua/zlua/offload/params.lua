@@ -3,7 +3,8 @@
   f32) live in one file under nvme_path, each chunk on a 4096-byte boundary;
   the first max_in_cpu elements' worth of chunks stay in memory instead. A
   chunk is read into one of buffer_count buffers of buffer_size elements just
-  before its gather (which the trace already issues ahead of use), and the
+  before its gather (which the trace already issues ahead of use; buffers are
+  as large as the largest swapped chunk, buffer_size at most), and the
   optimizer's new values are written straight from a buffer. Running out of
   buffers is an error that says which key to raise, as in DeepSpeed. ]]
 
@@ -57,6 +58,11 @@ function PS.new(z, oc, aio_cfg)
     end
   end
   self.file_bytes = off
+  -- Buffers as large as the largest swapped chunk, buffer_size at most.
+  self.buffer_elems = 0
+  for _, e in ipairs(z.entries) do
+    if e.pswap then self.buffer_elems = math.max(self.buffer_elems, e.k) end
+  end
   self.read_bytes, self.write_bytes, self.io_time = 0, 0, 0
   return self
 end
@@ -73,7 +79,7 @@ function PS:acquire(e)
       e.name, self.nbuffers))
   end
   if not self.buffers[i] then
-    self.buffers[i] = aio_mod.buffer(self.buffer_size, self.dtype)
+    self.buffers[i] = aio_mod.buffer(self.buffer_elems, self.dtype)
     self.buffers[i]:set_category('params')
   end
   return i

@@ -111,7 +111,7 @@ local function wait_all(self, reqs)
     if not ok and not first then first = err end
   end
   self.io_time = self.io_time + (zl.core.now() - t0)
-  if first then error(first, 0) end
+  if first then error('offload_optimizer: ' .. require('zlua.args').message(first), 0) end
 end
 
 -- Point the entries of g (and their optimizer state) at a buffer set.

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Offload (CTest: dist.test_offload): the optimizer state and stage-3
+# parameters on NVMe (libaio under a temporary folder) or cpu give the same
+# losses bit for bit as no offload, at 1 and 2 ranks, stages 1-3, f32, bf16 and
+# gradient accumulation, pipelined or not; a checkpoint of an offloaded run
+# resumes exactly, offloaded or not; and faults (a swap file deleted or
+# emptied between steps, nvme_path read-only or full, a rank killed mid-run)
+# end with an error naming the file while the last checkpoint still resumes.
+set -u
+ZLUA=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+TMP=$(mktemp -d)
+MNT=$TMP/mnt
+cleanup() {
+  umount "$MNT" 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+export OMP_NUM_THREADS=1
+RUN=$HERE/zero_run.lua
+fails=0
+
+. "$HERE/lib.sh"
+
+fails_naming() {   # fails_naming WHAT NEEDLE ARGS...: the run exits non-zero and its output names NEEDLE
+  local what=$1 needle=$2
+  shift 2
+  if timeout 120 "$@" > "$TMP/log" 2>&1; then
+    echo "FAIL $what: the run succeeded"; fails=$((fails + 1))
+  elif ! grep -qF -- "$needle" "$TMP/log"; then
+    echo "FAIL $what: no mention of $needle:"; tail -n 8 "$TMP/log"; fails=$((fails + 1))
+  else
+    echo "ok   $what: $(grep -F -- "$needle" "$TMP/log" | head -n 1 | cut -c1-150)"
+  fi
+}
+
+cases=(
+  "1 --stage 1 --mode bf16 --offload optimizer"
+  "1 --stage 3 --mode bf16 --offload both"
+  "2 --stage 1 --mode bf16 --offload optimizer"
+  "2 --stage 2 --mode bf16 --offload optimizer --pipeline"
+  "2 --stage 2 --mode gas2 --offload optimizer"
+  "2 --stage 3 --mode bf16 --offload both"
+  "2 --stage 3 --mode bf16 --offload both --pipeline"
+  "2 --stage 3 --mode f32 --offload both"
+  "2 --stage 3 --mode bf16 --offload param"
+  "2 --stage 3 --mode bf16 --offload both --device cpu"
+)
+for c in "${cases[@]}"; do
+  read -r np rest <<< "$c"
+  launch=("$ZLUA")
+  [ "$np" -gt 1 ] && launch=("$ZLUA" --nprocs "$np")
+  plain=$(sed 's/ --offload [a-z]*//; s/ --pipeline//; s/ --device cpu//' <<< "$rest")
+  run "$TMP/ref" "${launch[@]}" "$RUN" $plain --steps 12
+  run "$TMP/off" "${launch[@]}" "$RUN" $rest --steps 12 --nvme "$TMP/nvme"
+  same "$TMP/ref" "$TMP/off" "$np rank(s) $rest == no offload, bit for bit"
+done
+
+# Checkpoints of an offloaded run: resumed offloaded (2 ranks) or not (1 rank, stage 0).
+OFF=(--stage 3 --mode bf16 --offload both --nvme "$TMP/nvme")
+run "$TMP/whole" "$ZLUA" --nprocs 2 "$RUN" "${OFF[@]}" --steps 12
+run "$TMP/part" "$ZLUA" --nprocs 2 "$RUN" "${OFF[@]}" --steps 6 --save "$TMP/ckpt" --save_at 6
+run "$TMP/resumed" "$ZLUA" --nprocs 2 "$RUN" "${OFF[@]}" --steps 12 --load "$TMP/ckpt"
+grep -E '^step ([7-9]|1[0-2]) ' "$TMP/whole" > "$TMP/tail"
+same "$TMP/tail" "$TMP/resumed" "a checkpoint of a 2-rank NVMe run resumes offloaded, bit for bit"
+run "$TMP/ref3" "$ZLUA" --nprocs 2 "$RUN" --stage 3 --mode bf16 --steps 12
+run "$TMP/plain" "$ZLUA" --nprocs 2 "$RUN" --stage 2 --mode bf16 --steps 12 --load "$TMP/ckpt"
+grep -E '^step ([7-9]|1[0-2]) ' "$TMP/ref3" > "$TMP/tail3"
+same "$TMP/tail3" "$TMP/plain" "the same checkpoint resumes without offload at stage 2, bit for bit"
+
+# Faults. A swap file removed or emptied between steps: the next step names it.
+ONE=(--stage 2 --mode bf16 --offload optimizer --nvme "$TMP/nvme" --steps 8)
+fails_naming "swap file deleted" "zlua_swap/optimizer/rank0/group1.swp: cannot open" \
+  "$ZLUA" "$RUN" "${ONE[@]}" --save "$TMP/ck1" --save_at 3 --sabotage 3:delete
+fails_naming "swap file truncated" "zlua_swap/optimizer/rank0/group1.swp: read 0 of" \
+  "$ZLUA" "$RUN" "${ONE[@]}" --sabotage 3:truncate
+run "$TMP/whole1" "$ZLUA" "$RUN" "${ONE[@]}"
+run "$TMP/after" "$ZLUA" "$RUN" "${ONE[@]}" --load "$TMP/ck1"
+grep -E '^step [4-8] ' "$TMP/whole1" > "$TMP/tail1"
+same "$TMP/tail1" "$TMP/after" "after the failed step the last checkpoint resumes exactly"
+
+# A rank killed mid-run: the checkpoint before it resumes exactly.
+( timeout 120 "$ZLUA" --nprocs 2 "$RUN" "${OFF[@]}" --steps 400 --save "$TMP/ck2" --save_at 4 > "$TMP/killed" 2>&1 ) &
+for _ in $(seq 1 200); do grep -q '^step 6 ' "$TMP/killed" 2>/dev/null && break; sleep 0.1; done
+pkill -KILL -f "zero_run.lua.*--steps 400" || true
+wait 2>/dev/null
+run "$TMP/after2" "$ZLUA" --nprocs 2 "$RUN" "${OFF[@]}" --steps 12 --load "$TMP/ck2"
+grep -E '^step ([5-9]|1[0-2]) ' "$TMP/whole" > "$TMP/tail2"
+same "$TMP/tail2" "$TMP/after2" "a run killed mid-step resumes from its last checkpoint exactly"
+
+# nvme_path on a read-only or a full filesystem (a small tmpfs; needs mount).
+mkdir -p "$MNT"
+if mount -t tmpfs -o size=64k,ro tmpfs "$MNT" 2>/dev/null; then
+  fails_naming "read-only nvme_path" "$MNT/zlua_swap" "$ZLUA" "$RUN" "${ONE[@]/$TMP\/nvme/$MNT}"
+  umount "$MNT"
+  mount -t tmpfs -o size=64k tmpfs "$MNT"
+  fails_naming "full nvme_path" "No space left on device" "$ZLUA" "$RUN" --stage 2 --mode bf16 --offload optimizer \
+    --nvme "$MNT" --steps 3 --width 128
+  umount "$MNT"
+else
+  echo "skipped: read-only and full nvme_path (mounting a small tmpfs needs root with CAP_SYS_ADMIN)"
+fi
+
+if [ "$fails" -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
+echo "all offload checks passed"

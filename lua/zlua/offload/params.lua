@@ -106,6 +106,19 @@ function PS:read(e)
   end
 end
 
+--- e's chunk read ahead: the buffer view, the read request (wait on it before
+--- using the view) and the function that gives the buffer back.
+function PS:read_async(e)
+  local i = self:acquire(e)
+  local view = self.buffers[i]:narrow(1, 1, e.k)
+  local req = self.aio:read(self.path, view, e.pswap.offset)
+  self.read_bytes = self.read_bytes + e.k * self.size
+  return view, req, function()
+    view:release()
+    self:give_back(i)
+  end
+end
+
 --- A buffer for e's new chunk: fill it, then call the returned commit() to
 --- write it to e's place in the file and give the buffer back.
 function PS:write_buffer(e)

@@ -5,8 +5,9 @@
   then each state tensor, each region starting on a 4096-byte boundary. The
   optimizer step brings one sub-group at a time into aligned buffers
   (libaio, O_DIRECT), updates it, and writes it back; with pipeline_read the
-  next sub-group is read while this one is updated, with pipeline_write the
-  write of the last one runs meanwhile. Buffers: buffer_count of them, each
+  next sub-groups are read while this one is updated, and the next step's
+  first ones during its forward and backward; with pipeline_write the writes
+  run meanwhile (the last ones into the next forward). Buffers: buffer_count of them, each
   the size of the largest sub-group, so buffer_count // (tensors per
   sub-group) sub-groups fit in memory at once (one at least, two when
   pipelining).
@@ -80,6 +81,7 @@ function S.new(z, oc, aio_cfg, sub_group_size)
     self.sets[i] = set
   end
   self.read_bytes, self.write_bytes, self.io_time = 0, 0, 0
+  self.pending = {}             -- set index -> {group=, reqs=}: a write in flight
   return self
 end
 
@@ -149,6 +151,7 @@ end
 --- sub-group by sub-group; write back when `write`. `only` (a set of
 --- entries) limits it to the sub-groups holding them.
 function S:each(fn, write, only)
+  self:drain()
   local set = self.sets[1]
   for _, g in ipairs(self.groups) do
     local wanted = not only
@@ -170,44 +173,81 @@ function S:each(fn, write, only)
   end
 end
 
+-- A buffer set holding nothing still needed: one without a write in flight
+-- first; with wait, one whose write is then waited for.
+local function free_set(self, owner, wait)
+  for si = 1, #self.sets do
+    if not owner[si] and not self.pending[si] then return si end
+  end
+  if not wait then return nil end
+  for si = 1, #self.sets do
+    if not owner[si] then
+      wait_all(self, self.pending[si].reqs)
+      self.pending[si] = nil
+      return si
+    end
+  end
+end
+
+-- Start reading sub-group gi into a free set; false when none is free.
+local function start_read(self, ready, owner, gi, wait)
+  for si, w in pairs(self.pending) do
+    if w.group == gi then   -- its last write must land before it is read back
+      wait_all(self, w.reqs)
+      self.pending[si] = nil
+    end
+  end
+  local si = free_set(self, owner, wait)
+  if not si then return false end
+  owner[si] = gi
+  ready[gi] = { si = si, reqs = transfer(self, self.sets[si], self.groups[gi], false) }
+  return true
+end
+
+--- Wait for every read and write in flight; reads made ahead are dropped
+--- (each() may change the files).
+function S:drain()
+  for si, w in pairs(self.pending) do
+    wait_all(self, w.reqs)
+    self.pending[si] = nil
+  end
+  for _, r in pairs(self.ready or {}) do wait_all(self, r.reqs) end
+  self.ready = nil
+end
+
 --- The optimizer step over every sub-group: update(e) for each entry while
---- its sub-group is in memory, with the next read and the last write in
---- flight when pipelined.
+--- its sub-group is in memory. With pipeline_read the next sub-groups are
+--- read while this one is updated, and the next step's first ones during its
+--- forward and backward; with pipeline_write a sub-group's write runs while
+--- the next one is updated (and the last ones into the next forward).
 function S:step(update)
-  local groups, sets = self.groups, self.sets
-  local pending = {}          -- set index -> write requests not yet waited on
-  local reading = nil         -- {set index, requests} of the next sub-group
-  local si = 1
+  local groups = self.groups
+  local ready = self.ready or {}     -- sub-group index -> {si, reqs}: read, or being read
+  self.ready = nil
+  local owner = {}                   -- set index -> the sub-group it holds for later
+  for gi, r in pairs(ready) do owner[r.si] = gi end
   for i, g in ipairs(groups) do
-    local set
-    if reading then
-      si = reading.si
-      wait_all(self, reading.reqs)
-      reading = nil
-    else
-      wait_all(self, pending[si])
-      pending[si] = nil
-      wait_all(self, transfer(self, sets[si], g, false))
+    if not ready[i] then start_read(self, ready, owner, i, true) end
+    local r = ready[i]
+    ready[i] = nil
+    wait_all(self, r.reqs)
+    if self.pipeline_read then
+      local j = i + 1
+      while groups[j] and (ready[j] or start_read(self, ready, owner, j, true)) do j = j + 1 end
     end
-    set = sets[si]
-    local nxt = groups[i + 1]
-    if nxt and self.pipeline_read then
-      local ni = si % #sets + 1
-      wait_all(self, pending[ni])
-      pending[ni] = nil
-      reading = { si = ni, reqs = transfer(self, sets[ni], nxt, false) }
-    end
+    local set = self.sets[r.si]
     bind(self, set, g)
     for _, e in ipairs(g.entries) do update(e) end
     unbind(self, g)
     local w = transfer(self, set, g, true)
-    if self.pipeline_write then pending[si] = w else wait_all(self, w) end
-    if not self.pipeline_read then si = si % #sets + 1 end
+    owner[r.si] = nil
+    if self.pipeline_write then self.pending[r.si] = { group = i, reqs = w } else wait_all(self, w) end
   end
-  for k, w in pairs(pending) do
-    wait_all(self, w)
-    pending[k] = nil
+  if self.pipeline_read then
+    local j = 1
+    while groups[j] and start_read(self, ready, owner, j, false) do j = j + 1 end
   end
+  self.ready = ready
 end
 
 --- Bytes in memory (the buffers) and on disk.
@@ -221,6 +261,9 @@ function S:bytes()
   return mem, disk
 end
 
-function S:close() self.aio:close() end
+function S:close()
+  self:drain()
+  self.aio:close()
+end
 
 return S

@@ -46,12 +46,30 @@ function Q.new(z, zc)
   return self
 end
 
--- Start gathering e's chunks (asynchronously when prefetching).
+-- Start gathering e's chunks (asynchronously when prefetching). A chunk on
+-- NVMe prefetched is only read ahead here; its gather follows in complete(),
+-- in the trace's order on every rank like every other gather.
 function Q:start(e, async)
   local out = zl.empty(self.P * e.k, self.z.wdtype)
   out:set_category('params')
+  e.gathered = out
+  e.status = 'inflight'
+  if not e.persistent then
+    self.live = self.live + e.n
+    if self.live > self.peak_live then self.peak_live = self.live end
+  end
+  if e.pswap and async then
+    e.read_src, e.read_req, e.src_done = self.z.pswap:read_async(e)
+    e.async = false
+    return
+  end
+  self:gather_from(e, async, self.z:working_chunk(e))
+end
+
+-- The collective of e's gather from its chunk src (done() gives an NVMe chunk's buffer back).
+function Q:gather_from(e, async, src, done)
+  local out = e.gathered
   local t0 = zl.core.now()
-  local src, done = self.z:working_chunk(e)
   if self.fetch_allreduce then
     -- Every rank's chunk in its place of a zeroed whole, summed.
     out:zero_()
@@ -68,18 +86,25 @@ function Q:start(e, async)
   end
   self.z.comm_time = self.z.comm_time + (zl.core.now() - t0)
   e.async = async
-  e.gathered = out
-  e.status = 'inflight'
-  if not e.persistent then
-    self.live = self.live + e.n
-    if self.live > self.peak_live then self.peak_live = self.live end
+end
+
+-- An NVMe chunk read ahead: wait for the read, then gather (blocking).
+function Q:finish_read(e)
+  local req, src, done = e.read_req, e.read_src, e.src_done
+  e.read_req, e.read_src, e.src_done = nil, nil, nil
+  local ok, err = pcall(req.wait, req)
+  if not ok then
+    done()
+    error(err, 0)
   end
+  self:gather_from(e, false, src, done)
 end
 
 -- e's data is the gathered tensor (waiting for the gather if needed).
 function Q:complete(e)
   if e.status == 'available' then return end
   if e.status == 'released' then self:start(e, false) end
+  if e.read_req then self:finish_read(e) end
   if e.async then
     local t0 = zl.core.now()
     e.req:wait()
@@ -100,6 +125,10 @@ end
 
 function Q:release(e)
   if e.status == 'released' then return end
+  if e.read_req then
+    pcall(e.read_req.wait, e.read_req)
+    e.read_req, e.read_src = nil, nil
+  end
   if e.status == 'inflight' and e.async then e.req:wait() end
   if e.src_done then
     e.src_done()

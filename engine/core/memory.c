@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include "zlua/memory.h"
 #include "tensor_impl.h"
 
@@ -40,6 +41,18 @@ static void charge(zl_mem_category cat, int64_t delta)
     while (now > p && !atomic_compare_exchange_weak(&peak[cat], &p, now)) {}
 }
 
+/* Blocks this large are mapped from the kernel and unmapped when freed:
+ * malloc keeps freed blocks below its (self-raising) mmap threshold, and a
+ * training step that frees gigabytes of activations would keep them
+ * resident, hiding real memory use (ZeRO-Infinity runs under a memory limit). */
+#define BIG_BLOCK ((size_t)1 << 20)
+
+static void *map_block(size_t nbytes)
+{
+    void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 /* align 0: the host hook's memory (or aligned_alloc), ZL_ALIGNMENT-aligned.
  * Otherwise posix_memalign whatever the hook, which promises only ZL_ALIGNMENT;
  * such blocks are freed by zli_mem_free_aligned. */
@@ -48,10 +61,12 @@ static void *raw_alloc(size_t nbytes, size_t align, zl_mem_category cat)
     int64_t c = atomic_load(&fail_countdown);
     if (c > 0 && atomic_fetch_sub(&fail_countdown, 1) == 1) return NULL;
     if (align) {
+        if (nbytes >= BIG_BLOCK && align <= 4096) return map_block(nbytes);
         void *p = NULL;
         return posix_memalign(&p, align, nbytes ? nbytes : align) == 0 ? p : NULL;
     }
     if (host_alloc) return host_alloc(nbytes, cat, host_user);
+    if (nbytes >= BIG_BLOCK) return map_block(nbytes);
     size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
     return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
 }
@@ -76,6 +91,11 @@ void *zl_mem_alloc(size_t nbytes, zl_mem_category cat) { return alloc_charged(nb
 
 void *zli_mem_alloc_aligned(size_t nbytes, size_t align, zl_mem_category cat)
 {
+    /* Page alignment at most: zli_mem_free_aligned tells mapped blocks by size alone. */
+    if (align > 4096) {
+        zl_error(ZL_EINVAL, "memory: alignment %zu is above the page size", align);
+        return NULL;
+    }
     return alloc_charged(nbytes, align > ZL_ALIGNMENT ? align : ZL_ALIGNMENT, cat);
 }
 
@@ -84,7 +104,8 @@ void zli_mem_free_aligned(void *p, size_t nbytes, zl_mem_category cat)
     if (!p) return;
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
     charge(cat, -(int64_t)nbytes);
-    free(p);
+    if (nbytes >= BIG_BLOCK) munmap(p, nbytes);
+    else free(p);
 }
 
 void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat)
@@ -93,6 +114,7 @@ void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat)
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
     charge(cat, -(int64_t)nbytes);
     if (host_free) host_free(p, nbytes, cat, host_user);
+    else if (nbytes >= BIG_BLOCK) munmap(p, nbytes);
     else free(p);
 }
 

@@ -158,6 +158,14 @@ function args.parse(argv, defaults)
   return out
 end
 
+--- args.executable(): the zlua running this script (arg's lowest index),
+--- to start more of it.
+function args.executable()
+  local i = 0
+  while arg[i - 1] do i = i - 1 end
+  return arg[i]
+end
+
 --- args.message(err): an error's text without the "file:line: " zlua's
 --- modules put in front (it says nothing to a tool's user).
 function args.message(e) return (tostring(e):gsub('^[^\n]-:%d+: ', '')) end

@@ -7,18 +7,19 @@
   bandwidth, measured with the same aio block in the same run). Run by hand:
     zlua scripts/bench/offload.lua --folder /nvme/dir [--steps 8] [--warmup 2]
         [--n_layer 4] [--n_embd 512] [--block_size 64] [--batch 8]
-        [--sub_group_size 1e7] [--precision bf16|f32] [--disk_size 1G] ]]
+        [--sub_group_size 1e7] [--buffer_count 6] [--precision bf16|f32] [--disk_size 1G] ]]
 
 local zl = require 'zlua'
 local fmt = string.format
 
 local USAGE = [=[
 usage: zlua scripts/bench/offload.lua --folder DIR [--steps 8] [--warmup 2] [--n_layer 4] [--n_embd 512]
-         [--block_size 64] [--batch 8] [--sub_group_size 1e7] [--precision bf16] [--disk_size 1G]]=]
+         [--block_size 64] [--batch 8] [--sub_group_size 1e7] [--buffer_count 6] [--precision bf16]
+         [--disk_size 1G]]=]
 
 local o, die = require('zlua.args').script('offload', USAGE, arg, { folder = '', steps = 8, warmup = 2, n_layer = 4,
   n_embd = 512, block_size = 64, batch = 8, sub_group_size = 1e7, precision = 'bf16', disk_size = '1G',
-  worker = '', threads = 0 })
+  worker = '', threads = 0, buffer_count = 6 })
 if o.folder == '' then die('--folder is required\n' .. USAGE) end
 
 local AIO = { block_size = 1048576, queue_depth = 32, intra_op_parallelism = 1, single_submit = false,
@@ -41,7 +42,7 @@ if o.worker ~= '' then
     z.offload_optimizer = { device = 'cpu' }
     z.offload_param = { device = 'cpu' }
   elseif o.worker == 'nvme_opt' or o.worker == 'nvme_both' then
-    z.offload_optimizer = { device = 'nvme', nvme_path = o.folder, buffer_count = 6, pipeline_read = true,
+    z.offload_optimizer = { device = 'nvme', nvme_path = o.folder, buffer_count = o.buffer_count, pipeline_read = true,
       pipeline_write = true }
     if o.worker == 'nvme_both' then
       z.offload_param = { device = 'nvme', nvme_path = o.folder, buffer_count = 8, max_in_cpu = 0 }
@@ -108,15 +109,11 @@ local function disk_bandwidth()
   return median(w), median(r)
 end
 
-local exe = (function()
-  local i = 0
-  while arg[i - 1] do i = i - 1 end
-  return arg[i]
-end)()
+local exe = require('zlua.args').executable()
 local function run(mode)
   local cmd = fmt('%s %s --worker %s --folder %s --steps %d --warmup %d --n_layer %d --n_embd %d --block_size %d '
-    .. '--batch %d --sub_group_size %d --precision %s 2>&1', exe, arg[0], mode, o.folder, o.steps, o.warmup,
-    o.n_layer, o.n_embd, o.block_size, o.batch, math.floor(o.sub_group_size), o.precision)
+    .. '--batch %d --sub_group_size %d --buffer_count %d --precision %s 2>&1', exe, arg[0], mode, o.folder, o.steps,
+    o.warmup, o.n_layer, o.n_embd, o.block_size, o.batch, math.floor(o.sub_group_size), o.buffer_count, o.precision)
   local p = io.popen(cmd)
   local out = p:read('a')
   p:close()

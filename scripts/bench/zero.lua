@@ -67,11 +67,7 @@ if args.worker then
   os.exit(0)
 end
 
-local exe = (function()
-  local i = 0
-  while arg[i - 1] do i = i - 1 end
-  return arg[i]
-end)()
+local exe = require('zlua.args').executable()
 local script = arg[0]
 local cores = tonumber(io.popen('nproc'):read('l')) or 2
 

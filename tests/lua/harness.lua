@@ -90,11 +90,7 @@ end
 function H.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 --- The zlua running this test (arg's lowest index), to run scripts with.
-H.exe = (function()
-  local i = 0
-  while arg[i - 1] do i = i - 1 end
-  return arg[i]
-end)()
+H.exe = require('zlua.args').executable()
 
 --- The source tree (tests run from tests/lua).
 H.source_dir = os.getenv('ZLUA_SOURCE_DIR') or '../..'

@@ -6,6 +6,9 @@
     rank ever holds the whole model. Every rank draws the same random numbers
     as a one-process build with the same seed, so the values are identical.
     Partitions only when the config says stage 3 (otherwise fn just runs).
+    With offload_param.device = "nvme" (DeepSpeed's remote_device) the chunks
+    go to a file under its nvme_path as they are made, so not even the
+    partitions stay in memory.
 
   zlua.zero.GatheredParameters(params, fn [, modifier_rank])
     Gathers the parameters (a tensor or a list), runs fn, then partitions
@@ -35,8 +38,36 @@ local function comm(n)
   return { all_gather = function(out, t) out:copy_(t) return out end, broadcast = function(t) return t end }
 end
 
--- Keep this rank's chunk of p (f32) and release p's data.
-local function partition(p, P, q)
+-- Chunks kept on NVMe: one file, each chunk at a 4096-byte boundary.
+local Store = {}
+Store.__index = Store
+
+local function new_store(oc, aio_cfg, rank)
+  local aio = require 'zlua.offload.aio'
+  local dir = fmt('%s/zlua_swap/init', oc.nvme_path)
+  local ok, err = pcall(zl.core.mkdirs, dir)
+  if not ok then zl.raise(fmt('zero.Init: cannot prepare %s under offload_param.nvme_path: %s', dir, tostring(err))) end
+  local path = fmt('%s/rank%d.swp', dir, rank)
+  os.remove(path)
+  return setmetatable({ aio = aio.new(aio_cfg), path = path, next = 0, buffer = aio.buffer }, Store)
+end
+
+function Store:place(k)
+  local off = self.next
+  self.next = off + (k * 4 + 4095) // 4096 * 4096
+  return off
+end
+
+function Store:write(offset, t) self.aio:write(self.path, t, offset):wait() end
+
+function Store:read(offset, k)
+  local t = self.buffer(k)
+  self.aio:read(self.path, t, offset):wait()
+  return t
+end
+
+-- Keep this rank's chunk of p (f32; in memory or in the store) and release p's data.
+local function partition(p, P, q, store)
   local n, shape = p:numel(), p:shape()
   local k = layout.chunk(n, P)
   local lo, own = layout.owned(n, k, q)
@@ -51,7 +82,14 @@ local function partition(p, P, q)
     d:release()
   end
   zl.no_grad(function() p:set_data(zl.empty(0)) end)
-  registry.set_init(p, { chunk = chunk, n = n, shape = shape, dtype = 'f32', P = P, k = k })
+  local rec = { chunk = chunk, n = n, shape = shape, dtype = 'f32', P = P, k = k }
+  if store then
+    rec.remote = { store = store, offset = store:place(k) }
+    store:write(rec.remote.offset, chunk)
+    chunk:release()
+    rec.chunk = nil
+  end
+  registry.set_init(p, rec)
 end
 
 function zero.Init(cfg_src, fn)
@@ -60,9 +98,11 @@ function zero.Init(cfg_src, fn)
   local cfg = require('zlua.config').load(cfg_src, { world_size = n })
   if cfg.zero_optimization.stage ~= 3 then return fn() end
   local Module = require 'zlua.nn.Module'
+  local op = cfg.zero_optimization.offload_param
+  local store = op.device == 'nvme' and new_store(op, cfg.aio, q) or nil
   local before = Module.set_post_init(function(m)
     for _, p in pairs(m._parameters) do
-      if not registry.get(p) and p:numel() > 0 then partition(p, n, q) end
+      if not registry.get(p) and p:numel() > 0 then partition(p, n, q, store) end
     end
   end)
   local res = table.pack(pcall(fn))
@@ -75,9 +115,11 @@ end
 local function gather(p, d)
   local r = registry.get(p)
   if not r then return nil end
-  if r.chunk then
+  if r.chunk or r.remote then
     local full = zl.empty(r.P * r.k)
-    d.all_gather(full, r.chunk)
+    local c = registry.chunk(r)
+    d.all_gather(full, c)
+    if r.remote then c:release() end
     local part = full:narrow(1, 1, r.n)
     local data = part:view(r.shape)
     zl.no_grad(function() p:set_data(data) end)
@@ -97,9 +139,12 @@ local function scatter(p, r, d, modifier)
     local flat = det:reshape(p:numel())
     det:release()
     d.broadcast(flat, modifier)
-    if r and r.chunk then
+    if r and (r.chunk or r.remote) then
       local lo, own = layout.owned(r.n, r.k, select(2, world()))
-      if own > 0 then zl.no_grad(function() r.chunk:narrow(1, 1, own):copy_(flat:narrow(1, lo + 1, own)) end) end
+      local c = zl.zeros(r.k)
+      if own > 0 then zl.core.copy_range(c, 0, flat, lo, own) end
+      registry.put_chunk(r, c)
+      c:release()
     elseif r then
       local z, e = r.state, r.entry
       z:each_master(function()
@@ -109,7 +154,7 @@ local function scatter(p, r, d, modifier)
     end
     flat:release()
   end
-  if r and r.chunk then
+  if r and (r.chunk or r.remote) then
     zl.no_grad(function() p:set_data(zl.empty(0)) end)
   elseif r and r.state.params then
     local e = r.entry
@@ -151,7 +196,7 @@ function zero.unpartition(p)
   if not r then return false end
   local n = world()
   gather(p, comm(n))
-  r.chunk:release()
+  registry.drop_chunk(r)
   registry.set_init(p, nil)
   return true
 end
@@ -159,7 +204,7 @@ end
 --- True when p is partitioned by zero.Init or a stage-3 engine.
 function zero.is_partitioned(p)
   local r = registry.get(p)
-  return r ~= nil and (r.chunk ~= nil or r.state.params ~= nil)
+  return r ~= nil and (r.chunk ~= nil or r.remote ~= nil or (r.state ~= nil and r.state.params ~= nil))
 end
 
 return zero

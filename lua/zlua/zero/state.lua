@@ -94,6 +94,12 @@ function Z.new(o)
   local L = layout.new(list, P, q)
   self.layout, self.entries = L, L.entries
   local S = L.size
+  for _, e in ipairs(self.entries) do
+    if self.stage < 3 and registry.init_record(e.p) then
+      zl.raise(fmt('zlua.initialize: %s was built by zlua.zero.Init (partitioned for stage 3) and the config '
+        .. 'asks for stage %d', e.name, self.stage))
+    end
+  end
   -- Offload needs stage 1 or more, as in DeepSpeed (zlua.config warns at stage 0).
   self.nvme = zc.offload_optimizer.device == 'nvme' and self.stage >= 1
   self.pnvme = zc.offload_param.device == 'nvme' and self.stage == 3
@@ -104,9 +110,10 @@ function Z.new(o)
   local function fill(e, dst, at)
     if e.own > 0 then
       local info = registry.init_record(e.p)
-      local flat = info and info.chunk or flat_of(e.p, e.n)
+      local flat = info and registry.chunk(info) or flat_of(e.p, e.n)
       copy_range(dst, at, flat, info and 0 or e.lo, e.own)
       flat:release()
+      if info then registry.drop_chunk(info) end
     end
   end
   if not self.nvme then
@@ -115,10 +122,6 @@ function Z.new(o)
     for _, e in ipairs(self.entries) do fill(e, self.master, e.off) end
   end
 
-  local gsize = self.stage == 1 and P * S or S
-  self.grads = zl.zeros(gsize, self.gdtype)
-  self.grads:set_category('grads')
-  self.gbase = self.stage == 1 and q * S or 0
 
   if self.stage <= 2 then
     if self.stage == 0 and not self.half then
@@ -149,7 +152,6 @@ function Z.new(o)
       if e and e.p == p then
         idx = idx + 1
         e.mv = self.master and self.master:narrow(1, e.off + 1, e.k)
-        e.gv = self.grads:narrow(1, self.gbase + e.off + 1, e.k)
         e.wv = self:chunk_of(e)
         g.params[i] = e.mv or zl.empty(0)
       end
@@ -166,13 +168,17 @@ function Z.new(o)
     end)
   end
 
+  -- The gradient buffer last: with NVMe offload zero.Init's chunks have gone
+  -- to the files by now, so the two are never in memory together.
+  local gsize = self.stage == 1 and P * S or S
+  self.grads = zl.zeros(gsize, self.gdtype)
+  self.grads:set_category('grads')
+  self.gbase = self.stage == 1 and q * S or 0
+  for _, e in ipairs(self.entries) do e.gv = self.grads:narrow(1, self.gbase + e.off + 1, e.k) end
+
   if self.stage <= 2 then
     zl.no_grad(function()
       for _, e in ipairs(self.entries) do
-        if registry.init_record(e.p) then
-          zl.raise(fmt('zlua.initialize: %s was built by zlua.zero.Init (partitioned for stage 3) and the config '
-            .. 'asks for stage %d', e.name, self.stage))
-        end
         local base = P * e.off
         if self.full ~= self.master then
           local flat = flat_of(e.p, e.n)

@@ -7,7 +7,7 @@
   (zlua.zero.Init), and prints each step's loss and time, then the peak
   resident memory and the cgroup's peak usage. Run by hand:
     zlua examples/gpt/infinity.lua --nvme_path /nvme/dir [--ram 1G] [--n_layer 12]
-        [--n_embd 1024] [--steps 8] [--batch 4] [--block_size 64] [--lr 2e-4] ]=]
+        [--n_embd 1024] [--steps 8] [--batch 4] [--block_size 64] [--lr 3e-4] ]=]
 
 local zl = require 'zlua'
 local nn = require 'zlua.nn'
@@ -16,10 +16,10 @@ local fmt = string.format
 
 local USAGE = [=[
 usage: zlua examples/gpt/infinity.lua --nvme_path DIR [--ram 1G] [--n_layer 12] [--n_embd 1024] [--steps 8]
-         [--batch 4] [--block_size 64] [--lr 2e-4] [--data FILE]]=]
+         [--batch 4] [--block_size 64] [--lr 3e-4] [--data FILE]]=]
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local o, die = require('zlua.args').script('infinity', USAGE, arg, { nvme_path = '', ram = '1G', n_layer = 12,
-  n_embd = 1024, steps = 8, batch = 4, block_size = 64, lr = 2e-4, data = here .. '/data/zlua.txt' })
+  n_embd = 1024, steps = 8, batch = 4, block_size = 64, lr = 3e-4, data = here .. '/data/zlua.txt' })
 if o.nvme_path == '' then die('--nvme_path is required\n' .. USAGE) end
 io.stdout:setvbuf('line')
 
@@ -77,6 +77,8 @@ local T = o.block_size
 local cfg = {
   train_batch_size = o.batch, gradient_clipping = 1.0,
   optimizer = { type = 'AdamW', params = { lr = o.lr, betas = { 0.9, 0.95 }, weight_decay = 0.1 } },
+  scheduler = { type = 'WarmupLR', params = { warmup_min_lr = 0, warmup_max_lr = o.lr, warmup_num_steps = 4,
+    warmup_type = 'linear' } },
   bf16 = { enabled = true },
   zero_optimization = {
     stage = 3, sub_group_size = 1e7, stage3_param_persistence_threshold = 1e4,

@@ -56,6 +56,39 @@ for c in "${cases[@]}"; do
   same "$TMP/ref" "$TMP/off" "$np rank(s) $rest == no offload, bit for bit"
 done
 
+# The digits MLP (stage 2) and the 4-layer GPT (stage 3) examples through a
+# DeepSpeed config: offload to cpu and to NVMe give the losses of no offload,
+# at 1 and 2 ranks.
+config() {   # config STAGE DEVICE: a bf16 config with the optimizer (and at stage 3 the parameters) on DEVICE
+  local param=''
+  [ "$1" = 3 ] && param=", \"offload_param\": {\"device\": \"$2\", \"nvme_path\": \"/unused\", \"max_in_cpu\": 0}"
+  cat <<JSON
+{ "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+  "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+  "gradient_clipping": "auto", "bf16": {"enabled": true},
+  "zero_optimization": {"stage": $1, "sub_group_size": 5000,
+    "offload_optimizer": {"device": "$2", "nvme_path": "/unused", "pipeline_read": true, "pipeline_write": true}$param}}
+JSON
+}
+DIGITS=("$HERE/../../examples/digits/train.lua" --steps 30 --epochs 1)
+GPT4=("$HERE/../../examples/gpt/train.lua" --n_layer 4 --n_head 2 --n_embd 32 --block_size 16 --batch 8 --steps 20
+      --sample_every 0 --sample_len 0)
+for ex in digits gpt; do
+  stage=2
+  prog=("${DIGITS[@]}")
+  [ $ex = gpt ] && { stage=3; prog=("${GPT4[@]}"); }
+  for dev in none cpu nvme; do config $stage $dev > "$TMP/$ex-$dev.json"; done
+  for np in 1 2; do
+    launch=("$ZLUA")
+    [ "$np" -gt 1 ] && launch=("$ZLUA" --nprocs "$np")
+    run "$TMP/ex-none" "${launch[@]}" "${prog[@]}" --config "$TMP/$ex-none.json"
+    for dev in cpu nvme; do
+      run "$TMP/ex-$dev" "${launch[@]}" "${prog[@]}" --config "$TMP/$ex-$dev.json" --nvme_path "$TMP/nvme"
+      same "$TMP/ex-none" "$TMP/ex-$dev" "$ex example, $np rank(s), stage $stage, offload $dev == no offload"
+    done
+  done
+done
+
 # Checkpoints of an offloaded run: resumed offloaded (2 ranks) or not (1 rank, stage 0).
 OFF=(--stage 3 --mode bf16 --offload both --nvme "$TMP/nvme")
 run "$TMP/whole" "$ZLUA" --nprocs 2 "$RUN" "${OFF[@]}" --steps 12

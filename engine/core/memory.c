@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <pthread.h>
+#include <search.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include "zlua/memory.h"
 #include "tensor_impl.h"
@@ -41,17 +44,60 @@ static void charge(zl_mem_category cat, int64_t delta)
     while (now > p && !atomic_compare_exchange_weak(&peak[cat], &p, now)) {}
 }
 
-/* Blocks this large are mapped from the kernel and unmapped when freed:
- * malloc keeps freed blocks below its (self-raising) mmap threshold, and a
- * training step that frees gigabytes of activations would keep them
- * resident, hiding real memory use (ZeRO-Infinity runs under a memory limit). */
-#define BIG_BLOCK ((size_t)1 << 20)
+/* With a release threshold set, blocks that large are mapped from the
+ * kernel and unmapped when freed. malloc keeps freed blocks below its
+ * self-raising mmap threshold, so a step that frees gigabytes keeps them
+ * resident: fast (no page faults the next step) but hiding the real need
+ * from a memory limit (ZeRO-Infinity). Mapped blocks are remembered by
+ * address, so the threshold may change while blocks of either kind live. */
+static _Atomic size_t release_threshold;
+static void *mapped;                     /* tsearch tree of mapped block addresses */
+static _Atomic int64_t nmapped;          /* its size, read without the lock */
+static pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int cmp_addr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y ? -1 : x > y;
+}
 
 static void *map_block(size_t nbytes)
 {
     void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) return NULL;
+    pthread_mutex_lock(&mapped_lock);
+    bool ok = tsearch(p, &mapped, cmp_addr) != NULL;
+    if (ok) atomic_fetch_add(&nmapped, 1);
+    pthread_mutex_unlock(&mapped_lock);
+    if (!ok) {
+        munmap(p, nbytes);
+        return NULL;
+    }
+    return p;
 }
+
+/* True (and forgotten) when p was mapped by map_block: unmap it. */
+static bool unmap_block(void *p, size_t nbytes)
+{
+    if (atomic_load(&nmapped) == 0) return false;
+    pthread_mutex_lock(&mapped_lock);
+    bool was = tfind(p, &mapped, cmp_addr) != NULL;
+    if (was) {
+        tdelete(p, &mapped, cmp_addr);
+        atomic_fetch_sub(&nmapped, 1);
+    }
+    pthread_mutex_unlock(&mapped_lock);
+    if (was) munmap(p, nbytes);
+    return was;
+}
+
+static bool release_on_free(size_t nbytes)
+{
+    size_t t = atomic_load(&release_threshold);
+    return t && nbytes >= t;
+}
+
+void zl_mem_set_release_threshold(size_t nbytes) { atomic_store(&release_threshold, nbytes); }
 
 /* align 0: the host hook's memory (or aligned_alloc), ZL_ALIGNMENT-aligned.
  * Otherwise posix_memalign whatever the hook, which promises only ZL_ALIGNMENT;
@@ -61,12 +107,12 @@ static void *raw_alloc(size_t nbytes, size_t align, zl_mem_category cat)
     int64_t c = atomic_load(&fail_countdown);
     if (c > 0 && atomic_fetch_sub(&fail_countdown, 1) == 1) return NULL;
     if (align) {
-        if (nbytes >= BIG_BLOCK && align <= 4096) return map_block(nbytes);
+        if (release_on_free(nbytes) && align <= 4096) return map_block(nbytes);
         void *p = NULL;
         return posix_memalign(&p, align, nbytes ? nbytes : align) == 0 ? p : NULL;
     }
     if (host_alloc) return host_alloc(nbytes, cat, host_user);
-    if (nbytes >= BIG_BLOCK) return map_block(nbytes);
+    if (release_on_free(nbytes)) return map_block(nbytes);
     size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
     return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
 }
@@ -91,7 +137,7 @@ void *zl_mem_alloc(size_t nbytes, zl_mem_category cat) { return alloc_charged(nb
 
 void *zli_mem_alloc_aligned(size_t nbytes, size_t align, zl_mem_category cat)
 {
-    /* Page alignment at most: zli_mem_free_aligned tells mapped blocks by size alone. */
+    /* Page alignment at most: mapped blocks have no more. */
     if (align > 4096) {
         zl_error(ZL_EINVAL, "memory: alignment %zu is above the page size", align);
         return NULL;
@@ -104,8 +150,7 @@ void zli_mem_free_aligned(void *p, size_t nbytes, zl_mem_category cat)
     if (!p) return;
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
     charge(cat, -(int64_t)nbytes);
-    if (nbytes >= BIG_BLOCK) munmap(p, nbytes);
-    else free(p);
+    if (!unmap_block(p, nbytes)) free(p);
 }
 
 void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat)
@@ -113,8 +158,8 @@ void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat)
     if (!p) return;
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
     charge(cat, -(int64_t)nbytes);
+    if (unmap_block(p, nbytes)) return;
     if (host_free) host_free(p, nbytes, cat, host_user);
-    else if (nbytes >= BIG_BLOCK) munmap(p, nbytes);
     else free(p);
 }
 

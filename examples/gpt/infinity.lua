@@ -70,6 +70,9 @@ end
 local ok, err = write(cg .. '/cgroup.procs', tostring(pid))
 if not ok then die(fmt('cannot move this process into %s: %s', cg, err)) end
 
+-- Freed activations and gradients leave the process, so what it holds is what it uses.
+zl.set_memory_release(1 << 20)
+
 local text = zl.read_text(o.data)
 local vocab = zl.text_vocab(text)
 local ids = zl.text_encode(text, vocab)

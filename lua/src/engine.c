@@ -20,6 +20,15 @@ static int memory(lua_State *L)
     return 1;
 }
 
+/* set_memory_release(bytes): blocks this large go back to the kernel when freed (0: never). */
+static int set_memory_release(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n >= 0, 1, "a byte count >= 0");
+    zl_mem_set_release_threshold((size_t)n);
+    return 0;
+}
+
 static int reset_peak(lua_State *L)
 {
     (void)L;
@@ -155,7 +164,7 @@ void zlb_open_engine(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         {"now", now}, {"wall_time", wall_time}, {"isatty", is_tty}, {"getpid", get_pid},
-        {"memory", memory}, {"reset_peak", reset_peak}, {"mem_fail_after", mem_fail_after},
+        {"memory", memory}, {"reset_peak", reset_peak}, {"set_memory_release", set_memory_release}, {"mem_fail_after", mem_fail_after},
         {"manual_seed", manual_seed}, {"generator_new", generator_new},
         {"generator_seed", generator_seed}, {"generator_state", generator_state},
         {"generator_set_offset", generator_set_offset}, {"randint", randint},

@@ -112,6 +112,26 @@ TEST(memory_accounting)
     zl_tensor_release(t);
 }
 
+TEST(memory_release_threshold)
+{
+    /* Blocks mapped with the threshold on and blocks from malloc with it off
+     * are each freed their own way, whatever the threshold is at free time. */
+    zl_mem_set_release_threshold((size_t)1 << 20);
+    zl_tensor *mapped = zl_tensor_full(ZL_DTYPE_F32, SHAPE(1 << 19), 2.0);
+    zl_tensor *small = zl_tensor_full(ZL_DTYPE_F32, SHAPE(1000), 3.0);
+    zl_mem_set_release_threshold(0);
+    zl_tensor *kept = zl_tensor_full(ZL_DTYPE_F32, SHAPE(1 << 19), 4.0);
+    CHECK(zl_tensor_get(mapped, (1 << 19) - 1) == 2.0 && zl_tensor_get(kept, 7) == 4.0);
+    zl_tensor_release(mapped);
+    zl_mem_set_release_threshold((size_t)1 << 20);
+    zl_tensor_release(kept);
+    zl_tensor_release(small);
+    zl_tensor *again = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(1 << 20));
+    CHECK(zl_tensor_get(again, 12345) == 0.0);
+    zl_tensor_release(again);
+    zl_mem_set_release_threshold(0);
+}
+
 TEST(rng_independent_of_threads)
 {
     zl_set_num_threads(1);

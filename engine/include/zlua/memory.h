@@ -51,6 +51,11 @@ ZL_API void zl_mem_set_allocator(zl_alloc_fn alloc, zl_free_fn free_fn, void *us
 typedef void (*zl_pressure_fn)(size_t nbytes, void *user);
 ZL_API void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user);
 
+/* Blocks of at least nbytes go back to the kernel as soon as they are freed
+ * (0, the default: malloc keeps them for reuse, which is faster but keeps the
+ * process's resident memory at its high-water mark). For runs under a memory
+ * limit; costs page faults each time such a block is used anew. */
+ZL_API void zl_mem_set_release_threshold(size_t nbytes);
 /* Testing: make the n-th allocation from now fail (1 = the next one); 0 disables. */
 ZL_API void zl_mem_fail_after(int64_t n);
 

@@ -17,7 +17,7 @@
                          (with offload_param.device = "nvme" only those within
                          max_in_cpu; the rest live in a file: zlua.offload.params)
   Under bf16/fp16 the optimizer writes each chunk's rounded value into the
-  working buffer in its own pass (set_half); stages 1-2 then all-gather the
+  working buffer in the same fused pass; stages 1-2 then all-gather the
   chunks in buckets of allgather_bucket_size, stage 3 gathers a parameter
   when an op is about to read it (zlua.zero.params). ]]
 
@@ -108,20 +108,19 @@ function Z.new(o)
 
   -- e's first master values (its chunk, zero-padded) into dst.
   local function fill(e, dst, at)
+    local info = registry.init_record(e.p)
     if e.own > 0 then
-      local info = registry.init_record(e.p)
       local flat = info and registry.chunk(info) or flat_of(e.p, e.n)
       copy_range(dst, at, flat, info and 0 or e.lo, e.own)
       flat:release()
-      if info then registry.drop_chunk(info) end
     end
+    if info then registry.drop_chunk(info) end
   end
   if not self.nvme then
     self.master = zl.zeros(S)
     self.master:set_category('optimizer')
     for _, e in ipairs(self.entries) do fill(e, self.master, e.off) end
   end
-
 
   if self.stage <= 2 then
     if self.stage == 0 and not self.half then
@@ -393,7 +392,7 @@ function Z:zero_grads() self.grads:zero_() end
 --- The whole f32 master of a trained parameter (gathered from every rank's
 --- chunk; collective when the masters are partitioned).
 function Z:full_master(p)
-  local e = require('zlua.zero.registry').get(p)
+  local e = registry.get(p)
   e = e and e.state == self and e.entry
   if not e then zl.raise('get_full_fp32_param: the tensor is not a parameter this engine trains') end
   local chunk = zl.empty(e.k)

@@ -2,7 +2,8 @@
 # Offload (CTest: dist.test_offload): the optimizer state and stage-3
 # parameters on NVMe (libaio under a temporary folder) or cpu give the same
 # losses bit for bit as no offload, at 1 and 2 ranks, stages 1-3, f32, bf16 and
-# gradient accumulation, pipelined or not; a checkpoint of an offloaded run
+# gradient accumulation, pipelined or not, built by zero.Init (chunks kept on
+# NVMe from construction) or not; a checkpoint of an offloaded run
 # resumes exactly, offloaded or not; and faults (a swap file deleted or
 # emptied between steps, nvme_path read-only or full, a rank killed mid-run)
 # end with an error naming the file while the last checkpoint still resumes.
@@ -45,12 +46,14 @@ cases=(
   "2 --stage 3 --mode f32 --offload both"
   "2 --stage 3 --mode bf16 --offload param"
   "2 --stage 3 --mode bf16 --offload both --device cpu"
+  "2 --stage 3 --mode bf16 --offload both --init"
+  "1 --stage 3 --mode f32 --offload both --init"
 )
 for c in "${cases[@]}"; do
   read -r np rest <<< "$c"
   launch=("$ZLUA")
   [ "$np" -gt 1 ] && launch=("$ZLUA" --nprocs "$np")
-  plain=$(sed 's/ --offload [a-z]*//; s/ --pipeline//; s/ --device cpu//' <<< "$rest")
+  plain=$(sed 's/ --offload [a-z]*//; s/ --pipeline//; s/ --device cpu//; s/ --init//' <<< "$rest")
   run "$TMP/ref" "${launch[@]}" "$RUN" $plain --steps 12
   run "$TMP/off" "${launch[@]}" "$RUN" $rest --steps 12 --nvme "$TMP/nvme"
   same "$TMP/ref" "$TMP/off" "$np rank(s) $rest == no offload, bit for bit"

@@ -64,6 +64,7 @@ function PS.new(z, oc, aio_cfg)
     if e.pswap then self.buffer_elems = math.max(self.buffer_elems, e.k) end
   end
   self.read_bytes, self.write_bytes, self.io_time = 0, 0, 0
+  self.writing = {}             -- writes in flight: {req, view, i}, oldest first
   return self
 end
 
@@ -72,6 +73,8 @@ function PS:available() return #self.free > 0 end
 
 -- A free swap buffer's index (allocated on first use).
 function PS:acquire(e)
+  -- The oldest write in flight gives its buffer back first.
+  if #self.free == 0 and #self.writing > 0 then self:finish_write(1) end
   local i = table.remove(self.free)
   if not i then
     zl.raise(fmt('offload_param: ran out of swap buffers reading %s (%d in use); increase '
@@ -87,6 +90,22 @@ end
 
 function PS:give_back(i) self.free[#self.free + 1] = i end
 
+-- Wait for the k-th write in flight and give its buffer back.
+function PS:finish_write(k)
+  local w = table.remove(self.writing, k)
+  local t0 = zl.core.now()
+  local ok, err = pcall(w.req.wait, w.req)
+  self.io_time = self.io_time + (zl.core.now() - t0)
+  w.view:release()
+  self:give_back(w.i)
+  if not ok then error(err, 0) end
+end
+
+--- Wait for every write (before the chunks are read again: the next gathers).
+function PS:flush()
+  while #self.writing > 0 do self:finish_write(1) end
+end
+
 local function timed(self, fn)
   local t0 = zl.core.now()
   fn()
@@ -96,6 +115,7 @@ end
 --- e's chunk in memory, read from its file: the tensor and a function that
 --- gives the buffer back (call it once the tensor is no longer read).
 function PS:read(e)
+  self:flush()   -- a chunk is never read while a write of it may be in flight
   local i = self:acquire(e)
   local view = self.buffers[i]:narrow(1, 1, e.k)
   timed(self, function() self.aio:read(self.path, view, e.pswap.offset):wait() end)
@@ -109,6 +129,7 @@ end
 --- e's chunk read ahead: the buffer view, the read request (wait on it before
 --- using the view) and the function that gives the buffer back.
 function PS:read_async(e)
+  self:flush()
   local i = self:acquire(e)
   local view = self.buffers[i]:narrow(1, 1, e.k)
   local req = self.aio:read(self.path, view, e.pswap.offset)
@@ -120,16 +141,14 @@ function PS:read_async(e)
 end
 
 --- A buffer for e's new chunk: fill it, then call the returned commit() to
---- write it to e's place in the file and give the buffer back.
+--- start writing it to e's place in the file; the buffer comes back when the
+--- write has landed (flush() waits for them all).
 function PS:write_buffer(e)
   local i = self:acquire(e)
   local view = self.buffers[i]:narrow(1, 1, e.k)
   return view, function()
-    local ok, err = pcall(timed, self, function() self.aio:write(self.path, view, e.pswap.offset):wait() end)
+    self.writing[#self.writing + 1] = { req = self.aio:write(self.path, view, e.pswap.offset), view = view, i = i }
     self.write_bytes = self.write_bytes + e.k * self.size
-    view:release()
-    self:give_back(i)
-    if not ok then error(err, 0) end
   end
 end
 
@@ -140,6 +159,9 @@ function PS:bytes()
   return mem, self.file_bytes
 end
 
-function PS:close() self.aio:close() end
+function PS:close()
+  self:flush()
+  self.aio:close()
+end
 
 return PS

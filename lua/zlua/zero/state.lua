@@ -367,6 +367,7 @@ function Z:step(grad_scale)
   else
     for _, e in ipairs(self.entries) do self:update_entry(e, grad_scale) end
   end
+  if self.pswap then self.pswap:flush() end
   self:publish()
 end
 
@@ -384,6 +385,7 @@ function Z:sync_working()
   if self.half or self.f32_copy then
     self:each_master(function(e) self:store_working(e, e.mv) end)
   end
+  if self.pswap then self.pswap:flush() end
   self:publish()
 end
 

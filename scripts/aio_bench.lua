@@ -77,13 +77,7 @@ local function human(n)
   return tostring(n)
 end
 
-local function median(t)
-  local s = {}
-  for i, v in ipairs(t) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = require('zlua.util.stats').median
 
 local mk_ok, mk_err = pcall(zl.core.mkdirs, o.folder)
 if not mk_ok then die(message(mk_err)) end

@@ -74,12 +74,7 @@ local function run(cmd)
   return out, ok and 0 or code
 end
 
-local function median(xs)
-  local s = { table.unpack(xs) }
-  table.sort(s)
-  local h = #s // 2
-  return #s % 2 == 1 and s[h + 1] or (s[h] + s[h + 1]) / 2, s[1], s[#s]
-end
+local median = require('zlua.util.stats').median
 
 -- ---------------------------------------------------------------------------
 -- Wall time: the engine's monotonic clock (os.clock() would add up the CPU

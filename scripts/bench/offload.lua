@@ -25,12 +25,7 @@ if o.folder == '' then die('--folder is required\n' .. USAGE) end
 local AIO = { block_size = 1048576, queue_depth = 32, intra_op_parallelism = 1, single_submit = false,
   overlap_events = true }
 
-local function median(t)
-  local s = table.move(t, 1, #t, 1, {})
-  table.sort(s)
-  local n = #s
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = require('zlua.util.stats').median
 
 -- One configuration, in its own process: prints RESULT step_s opt_step_s bytes_per_step.
 if o.worker ~= '' then
@@ -106,7 +101,7 @@ local function disk_bandwidth()
   end
   engine:close()
   os.remove(path)
-  return median(w), median(r)
+  return (median(w)), (median(r))
 end
 
 local exe = require('zlua.args').executable()

@@ -18,11 +18,7 @@ local fmt = string.format
 local args = zl.args(nil, { ranks = 2, steps = 20, warmup = 3, n_layer = 4, n_embd = 256, block_size = 64,
   batch = 16, precision = 'bf16', worker = false, stage = 0, overlap = 'default', threads = 0 })
 
-local function median(t)
-  table.sort(t)
-  local n = #t
-  return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
-end
+local median = require('zlua.util.stats').median
 
 if args.worker then
   local nn = require 'zlua.nn'

@@ -29,13 +29,6 @@ local M = {}
 local KNOWN = { model = true, model_parameters = true, config = true, config_params = true, args = true,
   training_data = true, collate_fn = true, optimizer = true, lr_scheduler = true, dist_init_required = true }
 
--- Under a launcher (WORLD_SIZE > 1) the ranks come from zlua.dist.
-local function world()
-  if (tonumber(os.getenv('WORLD_SIZE') or '1') or 1) <= 1 then return 1, 0 end
-  local dist = require 'zlua.dist'
-  return dist.world_size(), dist.rank()
-end
-
 function M.initialize(t)
   if type(t) ~= 'table' then zl.raise('zlua.initialize: expected a table of arguments {model=, config=, ...}') end
   for k in pairs(t) do
@@ -56,7 +49,9 @@ function M.initialize(t)
   if cfg_src == nil then
     zl.raise('zlua.initialize: no config: pass config= (a file or a table) or --deepspeed_config FILE')
   end
-  local world_size, rank = world()
+  -- The ranks come from zlua.dist (one, without a launcher).
+  local dist = require 'zlua.dist'
+  local world_size, rank = dist.world_size(), dist.rank()
   local cfg = config.load(cfg_src, { args = args, world_size = world_size })
   local engine = Engine.new(t, cfg, rank, world_size)
   return engine, engine.optimizer, engine.training_dataloader, engine.lr_scheduler

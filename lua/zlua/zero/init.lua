@@ -27,16 +27,7 @@ local fmt = string.format
 
 local zero = {}
 
-local function world()
-  if (tonumber(os.getenv('WORLD_SIZE') or '1') or 1) <= 1 then return 1, 0, nil end
-  local dist = require 'zlua.dist'
-  return dist.world_size(), dist.rank(), dist
-end
-
-local function comm(n)
-  if n > 1 then return require 'zlua.dist' end
-  return { all_gather = function(out, t) out:copy_(t) return out end, broadcast = function(t) return t end }
-end
+local dist = require 'zlua.dist'
 
 -- Chunks kept on NVMe: one file, each chunk at a 4096-byte boundary.
 local Store = {}
@@ -94,7 +85,7 @@ end
 
 function zero.Init(cfg_src, fn)
   if type(fn) ~= 'function' then zl.raise('zero.Init(config, fn): fn must be a function that builds the model') end
-  local n, q = world()
+  local n, q = dist.world_size(), dist.rank()
   local cfg = require('zlua.config').load(cfg_src, { world_size = n })
   if cfg.zero_optimization.stage ~= 3 then return fn() end
   local Module = require 'zlua.nn.Module'
@@ -112,13 +103,13 @@ function zero.Init(cfg_src, fn)
 end
 
 -- Whole values of p for the duration of fn: from an Init record or a stage-3 engine.
-local function gather(p, d)
+local function gather(p)
   local r = registry.get(p)
   if not r then return nil end
   if r.chunk or r.remote then
     local full = zl.empty(r.P * r.k)
     local c = registry.chunk(r)
-    d.all_gather(full, c)
+    dist.all_gather(full, c)
     if r.remote then c:release() end
     local part = full:narrow(1, 1, r.n)
     local data = part:view(r.shape)
@@ -133,14 +124,14 @@ local function gather(p, d)
 end
 
 -- fn's changes (broadcast from the modifier) become p's chunk again.
-local function scatter(p, r, d, modifier)
+local function scatter(p, r, modifier)
   if modifier ~= nil then
     local det = p:detach()
     local flat = det:reshape(p:numel())
     det:release()
-    d.broadcast(flat, modifier)
+    dist.broadcast(flat, modifier)
     if r and (r.chunk or r.remote) then
-      local lo, own = layout.owned(r.n, r.k, select(2, world()))
+      local lo, own = layout.owned(r.n, r.k, dist.rank())
       local c = zl.zeros(r.k)
       if own > 0 then zl.core.copy_range(c, 0, flat, lo, own) end
       registry.put_chunk(r, c)
@@ -170,20 +161,19 @@ function zero.GatheredParameters(params, fn, modifier_rank)
   if zl.is_tensor(params) then params = { params } end
   if type(params) ~= 'table' then zl.raise('zero.GatheredParameters: params must be a tensor or a list of tensors') end
   if type(fn) ~= 'function' then zl.raise('zero.GatheredParameters: fn must be a function') end
-  local n = world()
+  local n = dist.world_size()
   if modifier_rank ~= nil and (math.type(modifier_rank) ~= 'integer' or modifier_rank < 0 or modifier_rank >= n) then
     zl.raise(fmt('zero.GatheredParameters: modifier_rank must be a rank in 0..%d, got %s', n - 1,
       tostring(modifier_rank)))
   end
-  local d = comm(n)
   local recs = {}
   for i, p in ipairs(params) do
     if not zl.is_tensor(p) then zl.raise(fmt('zero.GatheredParameters: entry %d is not a tensor', i)) end
-    recs[i] = gather(p, d) or false
+    recs[i] = gather(p) or false
   end
   local res = table.pack(pcall(fn))
   for i, p in ipairs(params) do
-    if recs[i] then scatter(p, recs[i], d, modifier_rank) end
+    if recs[i] then scatter(p, recs[i], modifier_rank) end
   end
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
@@ -194,8 +184,7 @@ end
 function zero.unpartition(p)
   local r = registry.init_record(p)
   if not r then return false end
-  local n = world()
-  gather(p, comm(n))
+  gather(p)
   registry.drop_chunk(r)
   registry.set_init(p, nil)
   return true

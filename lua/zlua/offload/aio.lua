@@ -42,4 +42,19 @@ function M.buffer(numel, dtype, category)
   return core.aio_buffer(numel, dtype, category)
 end
 
+--- aio.swap_folder(nvme_path, sub, what) -> dir: nvme_path/zlua_swap/sub, made
+--- empty for this run (what an offload leaves there is scratch); an error
+--- names `what` (the config block) and the folder.
+function M.swap_folder(nvme_path, sub, what)
+  local dir = string.format('%s/zlua_swap/%s', nvme_path, sub)
+  local ok, err = pcall(function()
+    core.remove_tree(dir)
+    core.mkdirs(dir)
+  end)
+  if not ok then
+    zl.raise(string.format('%s: cannot prepare the swap folder %s under nvme_path: %s', what, dir, tostring(err)))
+  end
+  return dir
+end
+
 return M

@@ -26,14 +26,7 @@ function PS.new(z, oc, aio_cfg)
   self.z = z
   self.dtype = z.wdtype
   self.size = SIZE[self.dtype]
-  self.dir = fmt('%s/zlua_swap/params/rank%d', oc.nvme_path, z.rank)
-  local ok, err = pcall(function()
-    zl.core.remove_tree(self.dir)
-    zl.core.mkdirs(self.dir)
-  end)
-  if not ok then
-    zl.raise(fmt('offload_param: cannot prepare the swap folder %s under nvme_path: %s', self.dir, tostring(err)))
-  end
+  self.dir = aio_mod.swap_folder(oc.nvme_path, fmt('params/rank%d', z.rank), 'offload_param')
   self.path = self.dir .. '/params.swp'
   self.aio = aio_mod.new(aio_cfg)
   self.buffer_size = math.floor(oc.buffer_size)

@@ -37,14 +37,7 @@ function S.new(z, oc, aio_cfg, sub_group_size)
   for k, v in pairs(probe) do if zl.is_tensor(v) then self.keys[#self.keys + 1] = k end end
   table.sort(self.keys)
   self.ntensors = 1 + #self.keys
-  self.dir = fmt('%s/zlua_swap/optimizer/rank%d', oc.nvme_path, z.rank)
-  local ok, err = pcall(function()
-    zl.core.remove_tree(self.dir)
-    zl.core.mkdirs(self.dir)
-  end)
-  if not ok then
-    zl.raise(fmt('offload_optimizer: cannot prepare the swap folder %s under nvme_path: %s', self.dir, tostring(err)))
-  end
+  self.dir = aio_mod.swap_folder(oc.nvme_path, fmt('optimizer/rank%d', z.rank), 'offload_optimizer')
   self.aio = aio_mod.new(aio_cfg)
   self.pipeline = oc.pipeline_read or oc.pipeline_write
   self.pipeline_read, self.pipeline_write = oc.pipeline_read, oc.pipeline_write

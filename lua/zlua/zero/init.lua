@@ -35,11 +35,7 @@ Store.__index = Store
 
 local function new_store(oc, aio_cfg, rank)
   local aio = require 'zlua.offload.aio'
-  local dir = fmt('%s/zlua_swap/init', oc.nvme_path)
-  local ok, err = pcall(zl.core.mkdirs, dir)
-  if not ok then zl.raise(fmt('zero.Init: cannot prepare %s under offload_param.nvme_path: %s', dir, tostring(err))) end
-  local path = fmt('%s/rank%d.swp', dir, rank)
-  os.remove(path)
+  local path = aio.swap_folder(oc.nvme_path, fmt('init/rank%d', rank), 'zero.Init (offload_param)') .. '/chunks.swp'
   return setmetatable({ aio = aio.new(aio_cfg), path = path, next = 0, buffer = aio.buffer }, Store)
 end
 

@@ -65,6 +65,11 @@ function Net:forward(x) return self.fc(x * self.scale) + self.offset end
 test('parameter_order_and_names', function()
   local seq = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
   check(same_list(names_of(seq), { '1.weight', '1.bias', '3.weight', '3.bias' }), 'Sequential names')
+  -- A buffer on the Sequential itself is no child: forward and # skip it.
+  seq:register_buffer('steps', zl.zeros(1))
+  seq:add(nn.ReLU())
+  check(#seq == 4 and seq[4] ~= nil, 'a buffer is not counted among the children')
+  check(table.concat(seq(zl.ones(3, 4)):shape(), 'x') == '3x2', 'forward runs the children only')
   local net = Net(3)
   check(same_list(names_of(net), { 'scale', 'fc.weight', 'fc.bias', 'offset' }),
         'definition order across parameters and children: ' .. list_str(names_of(net)))

@@ -1,6 +1,7 @@
 --[[ zlua.nn.Sequential(m1, m2, ...) (or Sequential{m1, m2, ...}): calls its
   children in order, each on the previous one's output. Children are named
-  1, 2, ...: seq[2] is the second, #seq their count. ]]
+  1, 2, ...: seq[2] is the second, #seq their count (a parameter or
+  buffer registered on the Sequential itself is neither). ]]
 
 local Module = require 'zlua.nn.Module'
 local check = require 'zlua.nn.check'
@@ -26,17 +27,21 @@ function Sequential:add(m)
   if not Module.is_module(m) then
     check.error(string.format('Sequential.add: expected a module, got %s', type(m)))
   end
-  self:register_module(tostring(#self._order + 1), m)
+  self:register_module(tostring(#self + 1), m)
   return self
 end
 Sequential.append = Sequential.add
 
 function Sequential:forward(x)
-  local mods, order = self._modules, self._order
-  for i = 1, #order do x = mods[order[i]](x) end
+  local mods = self._modules
+  for i = 1, #self do x = mods[tostring(i)](x) end
   return x
 end
 
-function Sequential:__len() return #self._order end
+function Sequential:__len()
+  local mods, n = self._modules, 0
+  while mods[tostring(n + 1)] do n = n + 1 end
+  return n
+end
 
 return Sequential

@@ -4,7 +4,7 @@
 # Called by setup.sh and test.sh.
 set -euo pipefail
 packages=(liblua5.4-dev libopenblas-dev libopenmpi-dev openmpi-bin libaio-dev zlib1g-dev
-          libreadline-dev cmake pkg-config gcc libc6-dev make libdnnl-dev)
+          libreadline-dev cmake pkg-config gcc libc6-dev make libdnnl-dev libcjson-dev)
 if ! command -v dpkg-query >/dev/null; then
   echo "zlua: this setup expects Debian (dpkg-query not found); install the equivalents of:" >&2
   echo "  ${packages[*]}" >&2

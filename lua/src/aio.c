@@ -61,40 +61,46 @@ static int aio_gc(lua_State *L)
     return 0;
 }
 
+void zlb_aio_config(lua_State *L, int idx, zl_aio_config *c)
+{
+    static const char *const keys[] = {"block_size", "queue_depth", "intra_op_parallelism", "thread_count",
+                                       "single_submit", "overlap_events", NULL};
+    *c = zl_aio_defaults();
+    if (lua_isnoneornil(L, idx)) return;
+    idx = lua_absindex(L, idx);
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        bool known = false;
+        for (int i = 0; keys[i] && !known; i++)
+            known = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), keys[i]);
+        if (!known) zlb_error(L, "aio_open: unknown key '%s'", luaL_tolstring(L, -1, NULL));
+    }
+    lua_getfield(L, idx, "intra_op_parallelism");
+    lua_getfield(L, idx, "thread_count");
+    if (!lua_isnil(L, -1) && !lua_isnil(L, -2))
+        zlb_error(L, "aio_open: intra_op_parallelism and its old name thread_count are both given: give one");
+    lua_pop(L, 2);
+    int64_t bs = c->block_size, qd = c->queue_depth, par = c->intra_op_parallelism;
+    int_key(L, idx, "block_size", 1, INT64_MAX, &bs);
+    int_key(L, idx, "queue_depth", 1, INT32_MAX, &qd);
+    int_key(L, idx, "intra_op_parallelism", 1, INT32_MAX, &par);
+    int_key(L, idx, "thread_count", 1, INT32_MAX, &par);
+    bool_key(L, idx, "single_submit", &c->single_submit);
+    bool_key(L, idx, "overlap_events", &c->overlap_events);
+    c->block_size = bs;
+    c->queue_depth = (int)qd;
+    c->intra_op_parallelism = (int)par;
+}
+
 /* core.aio_open{block_size=, queue_depth=, intra_op_parallelism= (or its old
  * name thread_count), single_submit=, overlap_events=}: DeepSpeed's defaults
  * for what is left out; an unknown key is an error. */
 static int l_aio_open(lua_State *L)
 {
-    static const char *const keys[] = {"block_size", "queue_depth", "intra_op_parallelism", "thread_count",
-                                       "single_submit", "overlap_events", NULL};
-    zl_aio_config c = zl_aio_defaults();
-    if (!lua_isnoneornil(L, 1)) {
-        luaL_checktype(L, 1, LUA_TTABLE);
-        lua_pushnil(L);
-        while (lua_next(L, 1)) {
-            lua_pop(L, 1);
-            bool known = false;
-            for (int i = 0; keys[i] && !known; i++)
-                known = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), keys[i]);
-            if (!known) zlb_error(L, "aio_open: unknown key '%s'", luaL_tolstring(L, -1, NULL));
-        }
-        lua_getfield(L, 1, "intra_op_parallelism");
-        lua_getfield(L, 1, "thread_count");
-        if (!lua_isnil(L, -1) && !lua_isnil(L, -2))
-            zlb_error(L, "aio_open: intra_op_parallelism and its old name thread_count are both given: give one");
-        lua_pop(L, 2);
-        int64_t bs = c.block_size, qd = c.queue_depth, par = c.intra_op_parallelism;
-        int_key(L, 1, "block_size", 1, INT64_MAX, &bs);
-        int_key(L, 1, "queue_depth", 1, INT32_MAX, &qd);
-        int_key(L, 1, "intra_op_parallelism", 1, INT32_MAX, &par);
-        int_key(L, 1, "thread_count", 1, INT32_MAX, &par);
-        bool_key(L, 1, "single_submit", &c.single_submit);
-        bool_key(L, 1, "overlap_events", &c.overlap_events);
-        c.block_size = bs;
-        c.queue_depth = (int)qd;
-        c.intra_op_parallelism = (int)par;
-    }
+    zl_aio_config c;
+    zlb_aio_config(L, 1, &c);
     zlb_aio *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->a = NULL;
     luaL_setmetatable(L, ZLB_AIO_MT);

@@ -60,6 +60,11 @@ void zlb_runtime_release(zlb_runtime *rt);
 /* The state is closing: stop routing engine memory pressure to it. */
 void zlb_memory_detach(zlb_runtime *rt);
 
+/* The aio block at idx (nil: DeepSpeed's defaults) checked into *c. */
+void zlb_aio_config(lua_State *L, int idx, zl_aio_config *c);
+/* The state's communicator (opened on first use). */
+zl_comm *zlb_comm_of(lua_State *L);
+
 /* Each area adds its functions to the core table on top of the stack. */
 void zlb_open_tensor(lua_State *L);
 void zlb_open_ops(lua_State *L);
@@ -71,5 +76,6 @@ void zlb_open_optim(lua_State *L);
 void zlb_open_dist(lua_State *L);
 void zlb_open_amp(lua_State *L);
 void zlb_open_aio(lua_State *L);
+void zlb_open_zero(lua_State *L);
 
 #endif

@@ -25,7 +25,7 @@ static int comm_gc(lua_State *L)
 }
 
 /* The state's communicator: kept in the registry, closed with the state. */
-static zl_comm *comm_of(lua_State *L)
+zl_comm *zlb_comm_of(lua_State *L)
 {
     if (lua_getfield(L, LUA_REGISTRYINDEX, ZLB_COMM_KEY) == LUA_TUSERDATA) {
         zl_comm *c = ((zlb_comm *)lua_touserdata(L, -1))->c;
@@ -59,37 +59,37 @@ static int status(lua_State *L, zl_status st)
     return 0;
 }
 
-static int l_rank(lua_State *L) { lua_pushinteger(L, zl_comm_rank(comm_of(L))); return 1; }
-static int l_size(lua_State *L) { lua_pushinteger(L, zl_comm_size(comm_of(L))); return 1; }
-static int l_local_rank(lua_State *L) { lua_pushinteger(L, zl_comm_local_rank(comm_of(L))); return 1; }
-static int l_backend(lua_State *L) { lua_pushstring(L, zl_comm_backend(comm_of(L))); return 1; }
-static int l_barrier(lua_State *L) { return status(L, zl_comm_barrier(comm_of(L))); }
+static int l_rank(lua_State *L) { lua_pushinteger(L, zl_comm_rank(zlb_comm_of(L))); return 1; }
+static int l_size(lua_State *L) { lua_pushinteger(L, zl_comm_size(zlb_comm_of(L))); return 1; }
+static int l_local_rank(lua_State *L) { lua_pushinteger(L, zl_comm_local_rank(zlb_comm_of(L))); return 1; }
+static int l_backend(lua_State *L) { lua_pushstring(L, zl_comm_backend(zlb_comm_of(L))); return 1; }
+static int l_barrier(lua_State *L) { return status(L, zl_comm_barrier(zlb_comm_of(L))); }
 
 static int l_allreduce(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     return status(L, zl_comm_allreduce(c, zlb_check_tensor(L, 1), check_op(L, 2)));
 }
 
 static int l_reduce_scatter(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     return status(L, zl_comm_reduce_scatter(c, zlb_check_tensor(L, 1), zlb_check_tensor(L, 2), check_op(L, 3)));
 }
 
 static int l_allgather(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     return status(L, zl_comm_allgather(c, zlb_check_tensor(L, 1), zlb_check_tensor(L, 2)));
 }
 
 static int l_broadcast(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     return status(L, zl_comm_broadcast(c, zlb_check_tensor(L, 1), (int)luaL_optinteger(L, 2, 0)));
 }
 
-static int l_set_timeout(lua_State *L) { return status(L, zl_comm_set_timeout(comm_of(L), luaL_checknumber(L, 1))); }
+static int l_set_timeout(lua_State *L) { return status(L, zl_comm_set_timeout(zlb_comm_of(L), luaL_checknumber(L, 1))); }
 
 /* ---- requests ----
  * A request userdata owns its engine request until it is waited on. One that
@@ -162,14 +162,14 @@ static int started(lua_State *L, zlb_request *u, zl_comm_request *r)
 
 static int l_barrier_async(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     zlb_request *u = new_request(L, "barrier");
     return started(L, u, zl_comm_barrier_async(c));
 }
 
 static int l_allreduce_async(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     zl_tensor *t = zlb_check_tensor(L, 1);
     zl_comm_op op = check_op(L, 2);
     zlb_request *u = new_request(L, "allreduce");
@@ -178,7 +178,7 @@ static int l_allreduce_async(lua_State *L)
 
 static int l_reduce_scatter_async(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     zl_tensor *in = zlb_check_tensor(L, 1), *out = zlb_check_tensor(L, 2);
     zl_comm_op op = check_op(L, 3);
     zlb_request *u = new_request(L, "reduce_scatter");
@@ -187,7 +187,7 @@ static int l_reduce_scatter_async(lua_State *L)
 
 static int l_allgather_async(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     zl_tensor *in = zlb_check_tensor(L, 1), *out = zlb_check_tensor(L, 2);
     zlb_request *u = new_request(L, "allgather");
     return started(L, u, zl_comm_allgather_async(c, in, out));
@@ -195,7 +195,7 @@ static int l_allgather_async(lua_State *L)
 
 static int l_broadcast_async(lua_State *L)
 {
-    zl_comm *c = comm_of(L);
+    zl_comm *c = zlb_comm_of(L);
     zl_tensor *t = zlb_check_tensor(L, 1);
     int root = (int)luaL_optinteger(L, 2, 0);
     zlb_request *u = new_request(L, "broadcast");

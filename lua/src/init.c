@@ -75,6 +75,7 @@ static int open_core(lua_State *L)
     zlb_open_dist(L);
     zlb_open_amp(L);
     zlb_open_aio(L);
+    zlb_open_zero(L);
     return 1;
 }
 

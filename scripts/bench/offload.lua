@@ -50,12 +50,9 @@ if o.worker ~= '' then
   local engine = zl.initialize { model = model, config = cfg }
   engine:set_progress(false)
   local g = zl.Generator(3)
-  local state = engine.zero
   local function moved()
-    local b = 0
-    if state.swapper then b = b + state.swapper.read_bytes + state.swapper.write_bytes end
-    if state.pswap then b = b + state.pswap.read_bytes + state.pswap.write_bytes end
-    return b
+    local rep = engine:memory_report()
+    return rep.swap_read_bytes + rep.swap_write_bytes
   end
   local steps, opt_steps, bytes = {}, {}, {}
   for s = 1, o.warmup + o.steps do

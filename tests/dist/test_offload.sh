@@ -106,9 +106,9 @@ same "$TMP/tail3" "$TMP/plain" "the same checkpoint resumes without offload at s
 
 # Faults. A swap file removed or emptied between steps: the next step names it.
 ONE=(--stage 2 --mode bf16 --offload optimizer --nvme "$TMP/nvme" --steps 8)
-fails_naming "swap file deleted" "zlua_swap/optimizer/rank0/group1.swp: cannot open" \
+fails_naming "swap file deleted" "zlua_swap/optimizer/rank0/optimizer.swp: cannot open" \
   "$ZLUA" "$RUN" "${ONE[@]}" --save "$TMP/ck1" --save_at 3 --sabotage 3:delete
-fails_naming "swap file truncated" "zlua_swap/optimizer/rank0/group1.swp: read 0 of" \
+fails_naming "swap file truncated" "zlua_swap/optimizer/rank0/optimizer.swp: read 0 of" \
   "$ZLUA" "$RUN" "${ONE[@]}" --sabotage 3:truncate
 run "$TMP/whole1" "$ZLUA" "$RUN" "${ONE[@]}"
 run "$TMP/after" "$ZLUA" "$RUN" "${ONE[@]}" --load "$TMP/ck1"

@@ -109,7 +109,7 @@ for s = first, args.steps do
   if args.save ~= '' and s == args.save_at then engine:save_checkpoint(args.save, 'ckpt') end
   local at, how = args.sabotage:match('^(%d+):(%a+)$')
   if rank == 0 and tonumber(at) == s then
-    local swp = args.nvme .. '/zlua_swap/optimizer/rank0/group1.swp'
+    local swp = args.nvme .. '/zlua_swap/optimizer/rank0/optimizer.swp'
     if how == 'delete' then assert(os.remove(swp)) else assert(io.open(swp, 'w')):close() end
   end
   if args.memory and s == 2 then

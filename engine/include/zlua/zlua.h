@@ -24,5 +24,6 @@
 #include "optim.h"
 #include "comm.h"
 #include "aio.h"
+#include "zero.h"
 
 #endif

@@ -168,19 +168,14 @@ end
 
 function Engine:take_model_step()
   local prec, z = self.precision, self.zero
-  local overflow = prec.scaler ~= nil and z:overflow()
-  local norm = overflow and math.huge or math.sqrt(z:grad_norm_sq()) / prec:loss_scale_value()
+  local overflow, norm = z:step(prec:loss_scale_value(), self.clip, prec.scaler ~= nil)
   self.global_grad_norm = norm
   if overflow then
     self.skipped_steps = self.skipped_steps + 1
-  else
-    local coef = 1.0
-    if self.clip > 0 and norm > self.clip then coef = self.clip / (norm + 1e-6) end
-    z:step(coef / prec:loss_scale_value())
-    if self.lr_scheduler then self.lr_scheduler:step() end
+  elseif self.lr_scheduler then
+    self.lr_scheduler:step()
   end
   prec:update_scale(overflow)
-  z:zero_grads()
   self.global_steps = self.global_steps + 1
   self.global_samples = self.global_samples + self.train_batch_size
   self.report:step_done(self.losses, overflow)
@@ -222,7 +217,7 @@ function Engine:get_full_fp32_param(p)
 end
 
 --- Seconds spent in collectives since the engine started (ZeRO buckets and gathers).
-function Engine:comm_time() return self.zero and self.zero.comm_time or 0 end
+function Engine:comm_time() return self.zero and self.zero:comm_time() or 0 end
 
 function Engine:get_lr()
   need_optimizer(self, 'get_lr')

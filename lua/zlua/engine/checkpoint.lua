@@ -33,7 +33,7 @@
 local zl = require 'zlua'
 local json = require 'zlua.json'
 local layout = require 'zlua.zero.layout'
-local wire = require 'zlua.zero.wire'
+local wire = require 'zlua.engine.wire'
 
 local core = zl.core
 local fmt = string.format
@@ -98,7 +98,7 @@ end
 local function model_entries(engine)
   local sd, order = engine.module:state_dict()
   local by_name = {}
-  if engine.zero and engine.zero.params then
+  if engine.zero and engine.zero.stage == 3 then
     for _, e in ipairs(engine.zero.entries) do by_name[e.name] = e end
   end
   local out = {}
@@ -107,8 +107,8 @@ local function model_entries(engine)
     if e then
       local z = engine.zero
       out[#out + 1] = { name = name, dtype = z.wdtype, shape = e.shape, get = function()
-        z.params:gather(e)
-        return e.p, function() if not e.persistent then z.params:release(e) end end
+        z:gather(e)
+        return e.p, function() z:release(e) end
       end }
     else
       out[#out + 1] = { name = name, dtype = t:dtype(), shape = t:shape(), get = function() return t, nil end }

@@ -22,9 +22,9 @@ local zl = require 'zlua'
 
 local M = {}
 
---- aio.new(cfg): an engine for an "aio" block (block_size, queue_depth,
---- intra_op_parallelism or thread_count, single_submit, overlap_events).
-function M.new(cfg)
+--- aio.options(cfg): the "aio" block as the engine takes it (use_gds, GPUDirect
+--- Storage, refused when on and dropped otherwise).
+function M.options(cfg)
   local opts = {}
   for k, v in pairs(cfg or {}) do
     if k == 'use_gds' then
@@ -33,28 +33,17 @@ function M.new(cfg)
       opts[k] = v
     end
   end
-  return core.aio_open(opts)
+  return opts
 end
+
+--- aio.new(cfg): an engine for an "aio" block (block_size, queue_depth,
+--- intra_op_parallelism or thread_count, single_submit, overlap_events).
+function M.new(cfg) return core.aio_open(M.options(cfg)) end
 
 --- aio.buffer(numel [, dtype [, category]]): a 1-d tensor (f32 by default) whose
 --- storage starts on a 4096-byte boundary and is a whole number of 4096-byte blocks.
 function M.buffer(numel, dtype, category)
   return core.aio_buffer(numel, dtype, category)
-end
-
---- aio.swap_folder(nvme_path, sub, what) -> dir: nvme_path/zlua_swap/sub, made
---- empty for this run (what an offload leaves there is scratch); an error
---- names `what` (the config block) and the folder.
-function M.swap_folder(nvme_path, sub, what)
-  local dir = string.format('%s/zlua_swap/%s', nvme_path, sub)
-  local ok, err = pcall(function()
-    core.remove_tree(dir)
-    core.mkdirs(dir)
-  end)
-  if not ok then
-    zl.raise(string.format('%s: cannot prepare the swap folder %s under nvme_path: %s', what, dir, tostring(err)))
-  end
-  return dir
 end
 
 return M

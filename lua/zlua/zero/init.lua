@@ -20,76 +20,26 @@
     good: there the parameters are the masters). Returns fn's results. ]]
 
 local zl = require 'zlua'
-local layout = require 'zlua.zero.layout'
 local registry = require 'zlua.zero.registry'
+local dist = require 'zlua.dist'
 
 local fmt = string.format
 
 local zero = {}
 
-local dist = require 'zlua.dist'
-
--- Chunks kept on NVMe: one file, each chunk at a 4096-byte boundary.
-local Store = {}
-Store.__index = Store
-
-local function new_store(oc, aio_cfg, rank)
-  local aio = require 'zlua.offload.aio'
-  local path = aio.swap_folder(oc.nvme_path, fmt('init/rank%d', rank), 'zero.Init (offload_param)') .. '/chunks.swp'
-  return setmetatable({ aio = aio.new(aio_cfg), path = path, next = 0, buffer = aio.buffer }, Store)
-end
-
-function Store:place(k)
-  local off = self.next
-  self.next = off + (k * 4 + 4095) // 4096 * 4096
-  return off
-end
-
-function Store:write(offset, t) self.aio:write(self.path, t, offset):wait() end
-
-function Store:read(offset, k)
-  local t = self.buffer(k)
-  self.aio:read(self.path, t, offset):wait()
-  return t
-end
-
--- Keep this rank's chunk of p (f32; in memory or in the store) and release p's data.
-local function partition(p, P, q, store)
-  local n, shape = p:numel(), p:shape()
-  local k = layout.chunk(n, P)
-  local lo, own = layout.owned(n, k, q)
-  -- The chunk becomes the rank's f32 master when an engine takes the model over.
-  local chunk = zl.zeros(k)
-  chunk:set_category('optimizer')
-  if own > 0 then
-    local d = p:detach()
-    local flat = d:reshape(n)
-    zl.core.copy_range(chunk, 0, flat, lo, own)
-    flat:release()
-    d:release()
-  end
-  zl.no_grad(function() p:set_data(zl.empty(0)) end)
-  local rec = { chunk = chunk, n = n, shape = shape, dtype = 'f32', P = P, k = k }
-  if store then
-    rec.remote = { store = store, offset = store:place(k) }
-    store:write(rec.remote.offset, chunk)
-    chunk:release()
-    rec.chunk = nil
-  end
-  registry.set_init(p, rec)
-end
-
 function zero.Init(cfg_src, fn)
   if type(fn) ~= 'function' then zl.raise('zero.Init(config, fn): fn must be a function that builds the model') end
-  local n, q = dist.world_size(), dist.rank()
-  local cfg = require('zlua.config').load(cfg_src, { world_size = n })
+  local cfg = require('zlua.config').load(cfg_src, { world_size = dist.world_size() })
   if cfg.zero_optimization.stage ~= 3 then return fn() end
   local Module = require 'zlua.nn.Module'
-  local op = cfg.zero_optimization.offload_param
-  local store = op.device == 'nvme' and new_store(op, cfg.aio, q) or nil
+  local state = require 'zlua.zero.state'
+  local store = zl.core.zero_init_new(state.c_config(cfg, 'adam'))
   local before = Module.set_post_init(function(m)
     for _, p in pairs(m._parameters) do
-      if not registry.get(p) and p:numel() > 0 then partition(p, n, q, store) end
+      if not registry.get(p) and p:numel() > 0 then
+        store:partition(p)
+        registry.set_init(p, store)
+      end
     end
   end)
   local res = table.pack(pcall(fn))
@@ -98,58 +48,25 @@ function zero.Init(cfg_src, fn)
   return table.unpack(res, 2, res.n)
 end
 
--- Whole values of p for the duration of fn: from an Init record or a stage-3 engine.
+-- Whole values of p for the duration of fn: from a zero.Init store or a stage-3 engine.
 local function gather(p)
   local r = registry.get(p)
   if not r then return nil end
-  if r.chunk or r.remote then
-    local full = zl.empty(r.P * r.k)
-    local c = registry.chunk(r)
-    dist.all_gather(full, c)
-    if r.remote then c:release() end
-    local part = full:narrow(1, 1, r.n)
-    local data = part:view(r.shape)
-    zl.no_grad(function() p:set_data(data) end)
-    part:release()
-    data:release()
-    full:release()
-    return r
-  end
-  if r.state.params then r.state.params:gather(r.entry) end
+  if r.store then r.store:gather(p) else r.state:gather(r.entry) end
   return r
 end
 
 -- fn's changes (broadcast from the modifier) become p's chunk again.
 local function scatter(p, r, modifier)
-  if modifier ~= nil then
-    local det = p:detach()
-    local flat = det:reshape(p:numel())
-    det:release()
-    dist.broadcast(flat, modifier)
-    if r and (r.chunk or r.remote) then
-      local lo, own = layout.owned(r.n, r.k, dist.rank())
-      local c = zl.zeros(r.k)
-      if own > 0 then zl.core.copy_range(c, 0, flat, lo, own) end
-      registry.put_chunk(r, c)
-      c:release()
-    elseif r then
-      local z, e = r.state, r.entry
-      z:each_master(function()
-        if e.own > 0 then zl.core.copy_range(e.mv, 0, flat, e.lo, e.own) end
-        if z.half or z.f32_copy then z:store_working(e, e.mv) end
-      end, true, { [e] = true })
-    end
-    flat:release()
+  if r.store then
+    r.store:scatter(p, modifier)
+    return
   end
-  if r and (r.chunk or r.remote) then
-    zl.no_grad(function() p:set_data(zl.empty(0)) end)
-  elseif r and r.state.params then
-    local e = r.entry
-    if not e.persistent then r.state.params:release(e) end
-    if modifier ~= nil and e.persistent then
-      r.state.params:release(e)
-      r.state.params:gather(e)
-    end
+  local z = r.state
+  if modifier ~= nil then z.c:update_param(p, modifier) end
+  if z.stage == 3 then
+    z:release(r.entry)
+    if modifier ~= nil and r.entry.persistent then z:gather(r.entry) end
   end
 end
 
@@ -178,10 +95,9 @@ end
 --- A parameter zero.Init partitioned that no engine trains (frozen, or no
 --- optimizer) becomes whole again on every rank; true when p was one.
 function zero.unpartition(p)
-  local r = registry.init_record(p)
-  if not r then return false end
-  gather(p)
-  registry.drop_chunk(r)
+  local store = registry.init_store(p)
+  if not store then return false end
+  store:unpartition(p)
   registry.set_init(p, nil)
   return true
 end
@@ -189,7 +105,7 @@ end
 --- True when p is partitioned by zero.Init or a stage-3 engine.
 function zero.is_partitioned(p)
   local r = registry.get(p)
-  return r ~= nil and (r.chunk ~= nil or r.remote ~= nil or (r.state ~= nil and r.state.params ~= nil))
+  return r ~= nil and (r.store ~= nil or (r.state ~= nil and r.state.stage == 3))
 end
 
 return zero

@@ -1,7 +1,8 @@
 --[[ zlua.zero.registry: what ZeRO knows about a parameter tensor, keyed by
-  the tensor object (weakly, so a dropped model is collected): the chunk
-  zlua.zero.Init kept when it partitioned it at construction, and, once an
-  engine owns it, that engine's state and the parameter's layout entry. ]]
+  the tensor object (weakly, so a dropped model is collected): the zero.Init
+  store (engine/zero's zl_zero_init) that partitioned it at construction,
+  and, once an engine owns it, that engine's state and the parameter's
+  entry. ]]
 
 local M = {}
 
@@ -10,41 +11,16 @@ local info = setmetatable({}, { __mode = 'k' })
 --- The record of p, or nil for a parameter ZeRO has not touched.
 function M.get(p) return info[p] end
 
---- The zero.Init record of p (chunk or remote, n, shape, dtype, P, k) while
---- no engine owns it.
-function M.init_record(p)
+--- The zero.Init store holding p while no engine owns it, or nil.
+function M.init_store(p)
   local r = info[p]
-  return r and (r.chunk or r.remote) and r or nil
+  return r and r.store or nil
 end
 
---- An Init record's chunk (f32, k elements): the one in memory, or a copy read
---- back from the NVMe store (remote = {store=, offset=}).
-function M.chunk(r)
-  if r.chunk then return r.chunk end
-  return r.remote.store:read(r.remote.offset, r.k)
-end
+--- zero.Init partitioned p into `store`.
+function M.set_init(p, store) info[p] = store and { store = store } or nil end
 
---- Replace an Init record's chunk with t's values.
-function M.put_chunk(r, t)
-  if r.chunk then
-    r.chunk:copy_(t)
-  else
-    r.remote.store:write(r.remote.offset, t)
-  end
-end
-
---- The chunk is no longer needed.
-function M.drop_chunk(r)
-  if r.chunk then r.chunk:release() end
-  r.chunk, r.remote = nil, nil
-end
-
---- zero.Init: p's chunk (f32, k elements) and what p was before release.
-function M.set_init(p, rec) info[p] = rec end
-
---- An engine's state took p over; the construction chunk is no longer needed.
-function M.bind(p, state, entry)
-  info[p] = { state = state, entry = entry }
-end
+--- An engine's state took p over.
+function M.bind(p, state, entry) info[p] = { state = state, entry = entry } end
 
 return M

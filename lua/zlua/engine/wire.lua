@@ -1,4 +1,4 @@
---[[ zlua.zero.wire: Lua numbers exchanged between ranks exactly. Tensors
+--[[ zlua.engine.wire: Lua numbers exchanged between ranks exactly. Tensors
   have no f64 and integers reach Lua through doubles, so each number travels
   as the two 32-bit halves of its 8 bytes in an i32 tensor. ]]
 

@@ -1,0 +1,517 @@
+/* A ZeRO engine's life: the config's defaults, taking the parameters over
+ * (their chunks laid out, masters filled, working copies in place, hooks
+ * installed), the per-step entry points that are not the step itself, the
+ * parameter queries a checkpoint needs, and freeing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "zero_impl.h"
+
+static const char *const adam_keys[] = {"exp_avg", "exp_avg_sq"};
+static const char *const sgd_keys[] = {"momentum_buffer"};
+
+zl_zero_config zl_zero_config_defaults(void)
+{
+    zl_zero_config c = {
+        .stage = 0, .optimizer = ZL_ZERO_ADAM, .dtype = ZL_DTYPE_F32, .grad_accum_dtype = ZL_DTYPE_F32,
+        .reduce_bucket_size = 500000000, .allgather_bucket_size = 500000000, .overlap_comm = false,
+        .reduce_scatter = true, .ignore_unused_parameters = true, .prefetch_bucket_size = 50000000,
+        .max_live_parameters = 1000000000, .max_reuse_distance = 1000000000,
+        .param_persistence_threshold = 100000, .model_persistence_threshold = INT64_MAX,
+        .sub_group_size = 1000000000,
+    };
+    c.offload_optimizer = (zl_zero_offload){.device = ZL_OFFLOAD_NONE, .buffer_count = 4, .pipeline_read = false};
+    c.offload_param = (zl_zero_offload){.device = ZL_OFFLOAD_NONE, .buffer_count = 5, .buffer_size = 100000000,
+                                        .max_in_cpu = 1000000000};
+    c.aio = zl_aio_defaults();
+    return c;
+}
+
+zl_zero_hparams zl_zero_hparams_defaults(void)
+{
+    return (zl_zero_hparams){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
+                             .adamw_mode = true, .bias_correction = true, .max_coeff = 10, .min_coeff = 0.01};
+}
+
+static bool float_dtype(zl_dtype d) { return d == ZL_DTYPE_F32 || d == ZL_DTYPE_BF16 || d == ZL_DTYPE_F16; }
+
+static zl_status check_config(const zl_zero_config *c, int world)
+{
+    if (c->stage < 0 || c->stage > 3)
+        return zl_error(ZL_EINVAL, "config: zero_optimization.stage must be 0..3, got %d", c->stage);
+    if (!float_dtype(c->dtype)) return zl_error(ZL_EINVAL, "ZeRO: the working dtype must be f32, bf16 or f16");
+    if (!float_dtype(c->grad_accum_dtype))
+        return zl_error(ZL_EINVAL, "config: data_types.grad_accum_dtype must be fp32, bf16 or fp16");
+    if (c->optimizer == ZL_ZERO_LAMB && c->stage >= 1)
+        return zl_error(ZL_EINVAL, "zlua.initialize: Lamb scales each parameter by its own trust ratio, which needs the "
+                        "whole parameter; ZeRO stage %d splits parameters over ranks (use stage 0, or Adam/AdamW/SGD)",
+                        c->stage);
+    if (c->optimizer < ZL_ZERO_ADAM || c->optimizer > ZL_ZERO_SGD) return zl_error(ZL_EINVAL, "ZeRO: unknown optimizer");
+    (void)world;
+    return ZL_OK;
+}
+
+/* e's first master values (its chunk, zero-padded) into dst. */
+static zl_status fill_master(zl_zero *z, zz_entry *e, zl_zero_init *const *inits, int ninits, float *dst)
+{
+    memset(dst, 0, (size_t)e->k * sizeof(float));
+    zl_zero_init *in = zz_init_owner(inits, ninits, e->p);
+    if (in) {
+        int64_t n;
+        int ndim;
+        int64_t shape[ZL_MAX_DIMS];
+        return zz_init_take(in, e->p, dst, e->k, &n, &ndim, shape);
+    }
+    if (e->own == 0) return ZL_OK;
+    zl_tensor *c = zl_tensor_contiguous(e->p);
+    if (!c) return zz_fail("reading", e->name);
+    memcpy(dst, (const float *)zl_tensor_data(c) + e->lo, (size_t)e->own * sizeof(float));
+    zl_tensor_release(c);
+    return ZL_OK;
+}
+
+static zl_status fill_all(zl_zero *z, zl_zero_init *const *inits, int ninits)
+{
+    zl_status st = ZL_OK;
+    for (int s = 0; s < z->nsub && !st; s++) {
+        zz_view v;
+        if ((st = zz_sub_acquire(z, s, true, &v))) break;
+        if (v.buf) memset(v.master, 0, (size_t)v.len * sizeof(float));
+        for (int j = 0; j < z->nstates; j++) memset(v.states[j], 0, (size_t)v.len * sizeof(float));
+        zz_sub *sg = &z->subs[s];
+        for (int i = sg->first; i < sg->first + sg->count && !st; i++) {
+            zz_entry *e = &z->ents[i];
+            float *m = v.master + (e->off - v.off);
+            st = fill_master(z, e, inits, ninits, m);
+            if (!st) st = zz_store_working(z, e, m);
+        }
+        zl_status s2 = zz_sub_release(z, s, st == ZL_OK);
+        if (!st) st = s2;
+    }
+    if (!st) st = zz_masters_flush(z);
+    return st;
+}
+
+/* offload_param nvme: the chunks past max_in_cpu elements live in the parameter swap. */
+static zl_status setup_param_swap(zl_zero *z, int64_t *resident)
+{
+    const zl_zero_offload *oc = &z->cfg.offload_param;
+    *resident = 0;
+    int64_t largest = 0;
+    bool swapping = false;
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        if (!swapping && e->off + e->k <= oc->max_in_cpu) {
+            *resident = e->off + e->k;
+            continue;
+        }
+        swapping = true;
+        if (e->k > oc->buffer_size)
+            return zl_error(ZL_EINVAL, "offload_param: %s has a chunk of %lld elements and offload_param.buffer_size is "
+                            "%lld: raise buffer_size to at least %lld", e->name, (long long)e->k,
+                            (long long)oc->buffer_size, (long long)e->k);
+        if (e->k > largest) largest = e->k;
+    }
+    char dir[4096], path[4200], sub[64];
+    snprintf(sub, sizeof sub, "params/rank%d", z->rank);
+    zl_status st = zli_swap_folder(oc->nvme_path, sub, "offload_param", dir, sizeof dir);
+    if (st || !swapping) return st;
+    snprintf(path, sizeof path, "%s/params.swp", dir);
+    zli_swap_config sc = {.path = path, .dtype = z->wdtype, .buffer_elems = largest,
+                         .buffer_count = oc->buffer_count > 0 ? oc->buffer_count : 1, .cat = ZL_MEM_PARAMS,
+                         .what = "offload_param"};
+    if ((st = zli_swap_open(z->aio, &sc, &z->pswap))) return st;
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        if (e->off + e->k <= *resident) continue;
+        if ((e->pslot = zli_swap_add_slot(z->pswap, e->k)) < 0) return ZL_EINVAL;
+    }
+    return ZL_OK;
+}
+
+static zl_status grad_ready(zl_tensor *leaf, void *user)
+{
+    (void)leaf;
+    zz_entry *e = user;
+    return zz_reduce_add(e->z, e);
+}
+
+/* Stages 0-2: the parameters become views of the whole working buffer. */
+static zl_status bind_full(zl_zero *z)
+{
+    bool was = zl_grad_set_enabled(false);
+    zl_status st = ZL_OK;
+    for (int i = 0; i < z->nent && !st; i++) {
+        zz_entry *e = &z->ents[i];
+        int64_t base = (int64_t)z->P * e->off;
+        if (z->full != z->master) {
+            zl_tensor *c = zl_tensor_contiguous(e->p);
+            if (!c) { st = zz_fail("reading", e->name); break; }
+            zl_convert(zl_tensor_data(c), ZL_DTYPE_F32, zz_at(z->full, base), z->wdtype, (size_t)e->n);
+            zl_tensor_release(c);
+        }
+        zl_tensor *region = zz_slice(z->full, base, e->n);
+        zl_tensor *data = region ? zl_tensor_view(region, e->ndim, e->shape) : NULL;
+        st = data ? zl_tensor_set_data(e->p, data) : zz_fail("placing", e->name);
+        zl_tensor_release(region);
+        zl_tensor_release(data);
+    }
+    zl_grad_set_enabled(was);
+    return st;
+}
+
+static zl_status add_entries(zl_zero *z, const zl_zero_param *params, int nparams, zl_zero_init *const *inits,
+                             int ninits)
+{
+    z->ents = calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *z->ents);
+    if (!z->ents) return zl_error(ZL_ENOMEM, "ZeRO: out of memory for %d parameters", nparams);
+    int64_t off = 0;
+    for (int i = 0; i < nparams; i++) {
+        const zl_zero_param *pp = &params[i];
+        const char *name = pp->name ? pp->name : "(unnamed)";
+        if (!pp->tensor) return zl_error(ZL_EINVAL, "zlua.initialize: parameter %d is NULL", i + 1);
+        if (pp->group < 0 || pp->group >= z->ngroups)
+            return zl_error(ZL_EINVAL, "zlua.initialize: parameter %s is in group %d of %d", name, pp->group + 1,
+                            z->ngroups);
+        for (int j = 0; j < i; j++)
+            if (params[j].tensor == pp->tensor)
+                return zl_error(ZL_EINVAL, "zlua.initialize: parameter %s appears in more than one place of the "
+                                "optimizer's param groups (groups %d and %d)", name, params[j].group + 1, pp->group + 1);
+        zz_entry *e = &z->ents[z->nent];
+        *e = (zz_entry){.z = z, .index = i, .group = pp->group, .pslot = -1};
+        e->name = strdup(name);
+        if (!e->name) return ZL_ENOMEM;
+        e->p = zl_tensor_retain(pp->tensor);
+        z->nent++;
+        zl_zero_init *in = zz_init_owner(inits, ninits, pp->tensor);
+        if (in) {
+            if (z->stage < 3)
+                return zl_error(ZL_EINVAL, "zlua.initialize: %s was built by zlua.zero.Init (partitioned for stage 3) "
+                                "and the config asks for stage %d", name, z->stage);
+            zl_status st = zz_init_shape(in, pp->tensor, &e->n, &e->ndim, e->shape);
+            if (st) return st;
+        } else {
+            if (zl_tensor_dtype(pp->tensor) != ZL_DTYPE_F32)
+                return zl_error(ZL_EINVAL, "zlua.initialize: parameter %s is %s; the engine makes its working copies "
+                                "from f32 parameters", name, zl_dtype_name(zl_tensor_dtype(pp->tensor)));
+            e->n = zl_tensor_numel(pp->tensor);
+            e->ndim = zl_tensor_ndim(pp->tensor);
+            memcpy(e->shape, zl_tensor_shape(pp->tensor), (size_t)e->ndim * sizeof(int64_t));
+        }
+        e->k = zz_chunk(e->n, z->P);
+        e->off = off;
+        zz_owned(e->n, e->k, z->q, &e->lo, &e->own);
+        off += e->k;
+    }
+    z->S = off;
+    return ZL_OK;
+}
+
+zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero_param *params, int nparams,
+                         const zl_zero_hparams *groups, int ngroups, zl_zero_init *const *inits, int ninits,
+                         zl_zero **out)
+{
+    if (!comm || !cfg || !out || (nparams > 0 && !params) || ngroups < 1 || !groups)
+        return zl_error(ZL_EINVAL, "zl_zero_create: missing communicator, config, parameters or groups");
+    *out = NULL;
+    int world = zl_comm_size(comm);
+    zl_status st = check_config(cfg, world);
+    if (st) return st;
+    zl_zero *z = calloc(1, sizeof *z);
+    if (!z) return zl_error(ZL_ENOMEM, "ZeRO: out of memory");
+    z->comm = comm;
+    z->cfg = *cfg;
+    z->cfg.offload_optimizer.nvme_path = NULL;
+    z->cfg.offload_param.nvme_path = NULL;
+    z->rank = zl_comm_rank(comm);
+    z->world = world;
+    z->stage = cfg->stage;
+    z->P = z->stage == 0 ? 1 : world;
+    z->q = z->stage == 0 ? 0 : z->rank;
+    z->wdtype = cfg->dtype;
+    z->gdtype = cfg->grad_accum_dtype;
+    z->half = cfg->dtype != ZL_DTYPE_F32;
+    z->ngroups = ngroups;
+    z->hp = malloc((size_t)ngroups * sizeof *z->hp);
+    z->steps = calloc((size_t)ngroups, sizeof *z->steps);
+    if (!z->hp || !z->steps) {
+        zl_zero_free(z);
+        return zl_error(ZL_ENOMEM, "ZeRO: out of memory");
+    }
+    memcpy(z->hp, groups, (size_t)ngroups * sizeof *z->hp);
+    if (cfg->optimizer == ZL_ZERO_SGD) {
+        z->keys = sgd_keys;
+        z->nstates = 1;
+    } else {
+        z->keys = adam_keys;
+        z->nstates = 2;
+    }
+    bool onvme = cfg->offload_optimizer.device == ZL_OFFLOAD_NVME && z->stage >= 1;
+    bool pnvme = cfg->offload_param.device == ZL_OFFLOAD_NVME && z->stage == 3;
+    if ((onvme && !cfg->offload_optimizer.nvme_path) || (pnvme && !cfg->offload_param.nvme_path)) {
+        zl_zero_free(z);
+        return zl_error(ZL_EINVAL, "config: %s.nvme_path is needed with device \"nvme\"",
+                        onvme && !cfg->offload_optimizer.nvme_path ? "zero_optimization.offload_optimizer"
+                                                                   : "zero_optimization.offload_param");
+    }
+    z->cfg.offload_optimizer.nvme_path = cfg->offload_optimizer.nvme_path;
+    z->cfg.offload_param.nvme_path = cfg->offload_param.nvme_path;
+    if (!st) st = add_entries(z, params, nparams, inits, ninits);
+    if (!st && (onvme || pnvme)) st = zl_aio_open(&cfg->aio, &z->aio);
+    if (!st) st = zz_masters_setup(z);
+    if (!st && z->stage <= 2) {
+        if (z->stage == 0 && !z->half) z->full = zl_tensor_retain(z->master);
+        else if (!(z->full = zz_buffer(z->wdtype, z->P * z->S, ZL_MEM_PARAMS, true))) st = ZL_ENOMEM;
+    } else if (!st && (z->half || onvme || pnvme)) {
+        int64_t resident = z->S;
+        if (pnvme) st = setup_param_swap(z, &resident);
+        if (!st && !(z->work = zz_buffer(z->wdtype, resident, ZL_MEM_PARAMS, true))) st = ZL_ENOMEM;
+    }
+    if (!st) st = fill_all(z, inits, ninits);
+    if (!st && z->pswap) st = zli_swap_flush(z->pswap);
+    /* The gradient buffer last: with NVMe offload zero.Init's chunks have gone to
+     * the files by now, so the two are never in memory together. */
+    if (!st) {
+        int64_t gsize = z->stage == 1 ? (int64_t)z->P * z->S : z->S;
+        z->gbase = z->stage == 1 ? (int64_t)z->q * z->S : 0;
+        if (!(z->grads = zz_buffer(z->gdtype, gsize, ZL_MEM_GRADS, true))) st = ZL_ENOMEM;
+    }
+    if (!st) st = z->stage <= 2 ? bind_full(z) : zz_params_setup(z);
+    if (!st) {
+        int64_t cap = cfg->reduce_bucket_size / z->P;
+        z->bucket_cap = cap < ZL_ZERO_ALIGN ? ZL_ZERO_ALIGN : cap;
+        for (int i = 0; i < z->nent && !st; i++) {
+            zz_entry *e = &z->ents[i];
+            /* Gradients reach the bucket unrounded; they are rounded once, after the sum over ranks. */
+            st = zl_tensor_set_grad_dtype(e->p, ZL_DTYPE_F32);
+            if (!st && !(e->grad_hook = zl_tensor_add_grad_ready_hook(e->p, grad_ready, e, NULL)))
+                st = zz_fail("the gradient hook of", e->name);
+        }
+    }
+    if (st) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", zl_last_error());
+        zl_zero_free(z);
+        return zl_error(st, "%s", msg);
+    }
+    *out = z;
+    return ZL_OK;
+}
+
+void zl_zero_free(zl_zero *z)
+{
+    if (!z) return;
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        if (e->grad_hook) zl_tensor_remove_hook(e->p, e->grad_hook);
+        if (e->use_hook) zl_tensor_remove_hook(e->p, e->use_hook);
+    }
+    zz_reduce_free(z);
+    if (z->stage == 3 && z->empty) zz_params_free(z);
+    if (z->oswap) zli_swap_close(z->oswap);
+    if (z->pswap) zli_swap_close(z->pswap);
+    zl_aio_close(z->aio);
+    zl_tensor_release(z->master);
+    for (int j = 0; j < 2; j++) zl_tensor_release(z->states[j]);
+    zl_tensor_release(z->grads);
+    zl_tensor_release(z->full);
+    zl_tensor_release(z->work);
+    zl_tensor_release(z->gsend);
+    zl_tensor_release(z->grecv);
+    for (int i = 0; i < z->nent; i++) {
+        zl_tensor_release(z->ents[i].p);
+        free(z->ents[i].name);
+    }
+    free(z->ents);
+    free(z->subs);
+    free(z->hp);
+    free(z->steps);
+    free(z);
+}
+
+static zl_status check_group(const zl_zero *z, int group, const char *fn)
+{
+    if (!z) return zl_error(ZL_EINVAL, "%s: no engine", fn);
+    if (group < 0 || group >= z->ngroups)
+        return zl_error(ZL_EINVAL, "%s: group %d is outside 0..%d", fn, group, z->ngroups - 1);
+    return ZL_OK;
+}
+
+zl_status zl_zero_set_hparams(zl_zero *z, int group, const zl_zero_hparams *hp)
+{
+    zl_status st = check_group(z, group, "zl_zero_set_hparams");
+    if (!st) z->hp[group] = *hp;
+    return st;
+}
+
+zl_status zl_zero_get_hparams(const zl_zero *z, int group, zl_zero_hparams *hp)
+{
+    zl_status st = check_group(z, group, "zl_zero_get_hparams");
+    if (!st) *hp = z->hp[group];
+    return st;
+}
+
+int64_t zl_zero_group_steps(const zl_zero *z, int group)
+{
+    return check_group(z, group, "zl_zero_group_steps") ? -1 : z->steps[group];
+}
+
+zl_status zl_zero_set_group_steps(zl_zero *z, int group, int64_t steps)
+{
+    zl_status st = check_group(z, group, "zl_zero_set_group_steps");
+    if (!st && steps < 0) st = zl_error(ZL_EINVAL, "zl_zero_set_group_steps: steps must be >= 0, got %lld", (long long)steps);
+    if (!st) z->steps[group] = steps;
+    return st;
+}
+
+zl_status zl_zero_begin_forward(zl_zero *z)
+{
+    if (!z) return zl_error(ZL_EINVAL, "zl_zero_begin_forward: no engine");
+    return z->stage == 3 ? zz_params_begin_forward(z) : ZL_OK;
+}
+
+zl_status zl_zero_end_backward(zl_zero *z)
+{
+    if (!z) return zl_error(ZL_EINVAL, "zl_zero_end_backward: no engine");
+    return zz_reduce_drain(z);
+}
+
+static zl_status entry_of(zl_zero *z, zl_tensor *p, const char *fn, zz_entry **e)
+{
+    int i = z && p ? zz_find(z, p) : -1;
+    if (i < 0) return zl_error(ZL_EINVAL, "%s: the tensor is not a parameter this engine trains", fn);
+    *e = &z->ents[i];
+    return ZL_OK;
+}
+
+zl_status zl_zero_gather(zl_zero *z, zl_tensor *p)
+{
+    zz_entry *e = NULL;
+    zl_status st = entry_of(z, p, "zl_zero_gather", &e);
+    if (st || z->stage < 3) return st;
+    return zz_params_complete(z, e);
+}
+
+zl_status zl_zero_release(zl_zero *z, zl_tensor *p)
+{
+    zz_entry *e = NULL;
+    zl_status st = entry_of(z, p, "zl_zero_release", &e);
+    if (st || z->stage < 3 || e->persistent) return st;
+    return zz_params_release(z, e);
+}
+
+zl_status zl_zero_update_param(zl_zero *z, zl_tensor *p, int root)
+{
+    zz_entry *e = NULL;
+    zl_status st = entry_of(z, p, "zl_zero_update_param", &e);
+    if (st) return st;
+    if (root < 0 || root >= z->world)
+        return zl_error(ZL_EINVAL, "zl_zero_update_param: root must be a rank in 0..%d, got %d", z->world - 1, root);
+    if (zl_tensor_numel(p) != e->n)
+        return zl_error(ZL_ESTATE, "zl_zero_update_param: %s is not gathered", e->name);
+    int64_t n = e->n;
+    zl_tensor *flat = zl_tensor_reshape(p, 1, &n);
+    if (!flat) return zz_fail("flattening", e->name);
+    bool was = zl_grad_set_enabled(false);
+    st = zl_comm_broadcast(z->comm, flat, root);
+    zl_grad_set_enabled(was);
+    zz_view v;
+    if (!st) st = zz_sub_acquire(z, e->sub, false, &v);
+    if (!st) {
+        float *m = v.master + (e->off - v.off);
+        if (e->own > 0) zl_convert(zz_at(flat, e->lo), zl_tensor_dtype(flat), m, ZL_DTYPE_F32, (size_t)e->own);
+        st = zz_store_working(z, e, m);
+        zl_status s2 = zz_sub_release(z, e->sub, st == ZL_OK);
+        if (!st) st = s2;
+        if (!st) st = zz_masters_flush(z);
+        if (!st && z->pswap) st = zli_swap_flush(z->pswap);
+    }
+    zl_tensor_release(flat);
+    return st;
+}
+
+zl_status zl_zero_full_fp32(zl_zero *z, zl_tensor *p, zl_tensor **out)
+{
+    zz_entry *e = NULL;
+    zl_status st = entry_of(z, p, "get_full_fp32_param", &e);
+    if (st) return st;
+    zl_tensor *chunk = zz_buffer(ZL_DTYPE_F32, e->k, ZL_MEM_OTHER, false);
+    zl_tensor *all = chunk && z->P > 1 ? zz_buffer(ZL_DTYPE_F32, z->P * e->k, ZL_MEM_OTHER, false) : NULL;
+    if (!chunk || (z->P > 1 && !all)) st = ZL_ENOMEM;
+    zz_view v;
+    if (!st && !(st = zz_sub_acquire(z, e->sub, false, &v))) {
+        memcpy(zl_tensor_data(chunk), v.master + (e->off - v.off), (size_t)e->k * 4);
+        st = zz_sub_release(z, e->sub, false);
+    }
+    if (!st && all) st = zl_comm_allgather(z->comm, chunk, all);
+    zl_tensor *src = all ? all : chunk;
+    zl_tensor *part = st ? NULL : zz_slice(src, 0, e->n);
+    zl_tensor *shaped = part ? zl_tensor_view(part, e->ndim, e->shape) : NULL;
+    *out = shaped ? zl_tensor_clone(shaped) : NULL;
+    if (!st && !*out) st = ZL_ENOMEM;
+    zl_tensor_release(shaped);
+    zl_tensor_release(part);
+    zl_tensor_release(chunk);
+    zl_tensor_release(all);
+    return st;
+}
+
+int zl_zero_num_params(const zl_zero *z) { return z ? z->nent : 0; }
+int zl_zero_stage(const zl_zero *z) { return z ? z->stage : -1; }
+int zl_zero_partitions(const zl_zero *z) { return z ? z->P : 0; }
+zl_dtype zl_zero_dtype(const zl_zero *z) { return z ? z->wdtype : ZL_DTYPE_F32; }
+
+const char *const *zl_zero_state_keys(const zl_zero *z, int *n)
+{
+    *n = z ? z->nstates : 0;
+    return z ? z->keys : NULL;
+}
+
+zl_status zl_zero_param_of(const zl_zero *z, int i, zl_zero_param_info *out)
+{
+    if (!z || i < 0 || i >= z->nent)
+        return zl_error(ZL_EINVAL, "zl_zero_param_of: index %d is outside 0..%d", i, z ? z->nent - 1 : -1);
+    const zz_entry *e = &z->ents[i];
+    *out = (zl_zero_param_info){.name = e->name, .tensor = e->p, .group = e->group, .ndim = e->ndim, .numel = e->n,
+                                .k = e->k, .lo = e->lo, .own = e->own, .persistent = e->persistent};
+    memcpy(out->shape, e->shape, sizeof e->shape);
+    return ZL_OK;
+}
+
+zl_status zl_zero_memory_of(const zl_zero *z, zl_zero_memory *out)
+{
+    if (!z || !out) return zl_error(ZL_EINVAL, "zl_zero_memory_of: no engine");
+    memset(out, 0, sizeof *out);
+    int64_t ws = (int64_t)zl_dtype_size(z->wdtype);
+    out->grads = zl_tensor_numel(z->grads) * (int64_t)zl_dtype_size(z->gdtype);
+    if (z->full) {
+        out->params = zl_tensor_numel(z->full) * ws;
+    } else {
+        out->params = (z->work ? zl_tensor_numel(z->work) * ws : 0) + zz_params_gathered_bytes(z);
+    }
+    if (z->master && z->full != z->master) out->master = zl_tensor_numel(z->master) * 4;
+    for (int j = 0; j < 2; j++)
+        if (z->states[j]) out->moments += zl_tensor_numel(z->states[j]) * 4;
+    out->reduce_buffers = zz_reduce_bytes(z);
+    if (z->gsend) out->allgather_buffers = (zl_tensor_numel(z->gsend) + zl_tensor_numel(z->grecv)) * ws;
+    zli_swap_figures f;
+    if (z->oswap) {
+        zli_swap_figures_of(z->oswap, &f);
+        out->swap_buffers = f.buffer_bytes;
+        out->nvme += f.file_bytes;
+        out->read_bytes += f.read_bytes;
+        out->write_bytes += f.write_bytes;
+    }
+    if (z->pswap) {
+        zli_swap_figures_of(z->pswap, &f);
+        out->params += f.buffer_bytes;
+        out->nvme += f.file_bytes;
+        out->read_bytes += f.read_bytes;
+        out->write_bytes += f.write_bytes;
+    }
+    out->partition_elements = z->S;
+    out->peak_live = z->peak_live;
+    out->comm_seconds = z->comm_time;
+    out->io_seconds = z->io_time;
+    return ZL_OK;
+}

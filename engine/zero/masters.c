@@ -1,0 +1,101 @@
+/* Where the f32 masters and optimizer moments live: one flat buffer each for
+ * the whole partition, or (offload_optimizer nvme) sub-groups of at most
+ * sub_group_size elements in the optimizer swap, each slot holding a
+ * sub-group's master then each state tensor, brought into a swap buffer
+ * while it is stepped, saved or loaded. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "zero_impl.h"
+
+static bool swapped(const zl_zero *z) { return z->oswap != NULL; }
+
+zl_status zz_masters_setup(zl_zero *z)
+{
+    bool nvme = z->cfg.offload_optimizer.device == ZL_OFFLOAD_NVME && z->stage >= 1;
+    int64_t cap = nvme ? (z->cfg.sub_group_size > 0 ? z->cfg.sub_group_size : 1) : INT64_MAX;
+    z->subs = calloc((size_t)(z->nent > 0 ? z->nent : 1), sizeof *z->subs);
+    if (!z->subs) return zl_error(ZL_ENOMEM, "ZeRO: out of memory for the optimizer sub-groups");
+    int64_t maxlen = 0;
+    zz_sub *cur = NULL;
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        if (!cur || cur->len + e->k > cap) {
+            cur = &z->subs[z->nsub++];
+            *cur = (zz_sub){.first = i, .off = e->off, .slot = -1};
+        }
+        cur->count++;
+        cur->len += e->k;
+        e->sub = (int)(cur - z->subs);
+        if (cur->len > maxlen) maxlen = cur->len;
+    }
+    if (!nvme) {
+        if (!(z->master = zz_buffer(ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true))) return ZL_ENOMEM;
+        for (int j = 0; j < z->nstates; j++)
+            if (!(z->states[j] = zz_buffer(ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true))) return ZL_ENOMEM;
+        return ZL_OK;
+    }
+    const zl_zero_offload *oc = &z->cfg.offload_optimizer;
+    char dir[4096], path[4200];
+    char sub[64];
+    snprintf(sub, sizeof sub, "optimizer/rank%d", z->rank);
+    zl_status st = zli_swap_folder(oc->nvme_path, sub, "offload_optimizer", dir, sizeof dir);
+    if (st) return st;
+    snprintf(path, sizeof path, "%s/optimizer.swp", dir);
+    int ntensors = 1 + z->nstates;
+    int per = oc->buffer_count / ntensors;
+    if (per < 1) per = 1;
+    if ((oc->pipeline_read || oc->pipeline_write) && per < 2) per = 2;
+    zli_swap_config sc = {.path = path, .dtype = ZL_DTYPE_F32, .buffer_elems = ntensors * maxlen,
+                         .buffer_count = per, .cat = ZL_MEM_OPTIMIZER, .what = "offload_optimizer"};
+    if ((st = zli_swap_open(z->aio, &sc, &z->oswap))) return st;
+    for (int s = 0; s < z->nsub; s++) {
+        z->subs[s].slot = zli_swap_add_slot(z->oswap, ntensors * z->subs[s].len);
+        if (z->subs[s].slot < 0) return zl_error(ZL_EINVAL, "offload_optimizer: %s", zl_last_error());
+    }
+    return ZL_OK;
+}
+
+zl_status zz_sub_acquire(zl_zero *z, int s, bool fresh, zz_view *v)
+{
+    zz_sub *sg = &z->subs[s];
+    memset(v, 0, sizeof *v);
+    v->off = sg->off;
+    v->len = sg->len;
+    if (!swapped(z)) {
+        v->master = (float *)zl_tensor_data(z->master) + sg->off;
+        for (int j = 0; j < z->nstates; j++) v->states[j] = (float *)zl_tensor_data(z->states[j]) + sg->off;
+        return ZL_OK;
+    }
+    double t0 = zz_now();
+    zl_status st = fresh ? zli_swap_acquire_new(z->oswap, sg->slot, &v->buf)
+                         : zli_swap_acquire(z->oswap, sg->slot, &v->buf);
+    z->io_time += zz_now() - t0;
+    if (st) return st;
+    float *base = zl_tensor_data(v->buf);
+    v->master = base;
+    for (int j = 0; j < z->nstates; j++) v->states[j] = base + (int64_t)(j + 1) * sg->len;
+    return ZL_OK;
+}
+
+zl_status zz_sub_release(zl_zero *z, int s, bool dirty)
+{
+    if (!swapped(z)) return ZL_OK;
+    zl_status st = zli_swap_release(z->oswap, z->subs[s].slot, dirty);
+    if (!st && dirty && !z->cfg.offload_optimizer.pipeline_write) st = zz_masters_flush(z);
+    return st;
+}
+
+void zz_sub_prefetch(zl_zero *z, int s)
+{
+    if (swapped(z)) zli_swap_prefetch(z->oswap, z->subs[s].slot);
+}
+
+zl_status zz_masters_flush(zl_zero *z)
+{
+    if (!swapped(z)) return ZL_OK;
+    double t0 = zz_now();
+    zl_status st = zli_swap_flush(z->oswap);
+    z->io_time += zz_now() - t0;
+    return st;
+}

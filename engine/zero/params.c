@@ -1,0 +1,286 @@
+/* Stage 3's parameters. Each rank keeps only its chunk of every parameter; a
+ * parameter's data is empty until an op is about to read it (the use hook, in
+ * forward and in backward), when its P chunks are all-gathered into a whole
+ * tensor. The first micro-step records the order in which parameters are
+ * read; later ones follow it and gather the next parameters ahead
+ * (stage3_prefetch_bucket_size elements, asynchronously) while at most
+ * stage3_max_live_parameters elements are gathered. After an op a parameter
+ * is released unless it is persistent (at most
+ * stage3_param_persistence_threshold elements: gathered once per step and
+ * kept) or read again within stage3_max_reuse_distance elements of the
+ * trace. A trace that no longer matches is dropped and recorded again. A
+ * chunk on NVMe is read ahead when prefetched and gathered when it is next in
+ * line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "zero_impl.h"
+
+static zl_status set_data(zz_entry *e, zl_tensor *src)
+{
+    bool was = zl_grad_set_enabled(false);
+    zl_status st = zl_tensor_set_data(e->p, src);
+    zl_grad_set_enabled(was);
+    return st;
+}
+
+static void count_live(zl_zero *z, zz_entry *e, int64_t d)
+{
+    if (e->persistent) return;
+    z->live += d;
+    if (z->live > z->peak_live) z->peak_live = z->live;
+}
+
+/* The collective of e's gather from its working chunk. */
+static zl_status gather_from(zl_zero *z, zz_entry *e, bool async)
+{
+    zl_tensor *src;
+    zl_status st = zz_working_chunk(z, e, &src);
+    if (st) return st;
+    double t0 = zz_now();
+    if (z->cfg.use_all_reduce_for_fetch_params) {
+        /* every rank's chunk in its place of a zeroed whole, summed */
+        size_t ws = zl_dtype_size(z->wdtype);
+        memset(zl_tensor_data(e->gathered), 0, (size_t)(z->P * e->k) * ws);
+        memcpy(zz_at(e->gathered, (int64_t)z->q * e->k), zl_tensor_data(src), (size_t)e->k * ws);
+        if (async) {
+            e->req = zl_comm_allreduce_async(z->comm, e->gathered, ZL_COMM_SUM);
+            if (!e->req) st = ZL_EIO;
+        } else {
+            st = zl_comm_allreduce(z->comm, e->gathered, ZL_COMM_SUM);
+        }
+    } else if (async) {
+        e->req = zl_comm_allgather_async(z->comm, src, e->gathered);
+        if (!e->req) st = ZL_EIO;
+    } else {
+        st = zl_comm_allgather(z->comm, src, e->gathered);
+    }
+    z->comm_time += zz_now() - t0;
+    zl_tensor_release(src);
+    /* An NVMe chunk's buffer is given back once no gather reads it. */
+    if (!async || st) zz_working_done(z, e);
+    return st;
+}
+
+/* Start gathering e (asynchronously when prefetching). A chunk on NVMe
+ * prefetched is only read ahead here; its gather follows in complete(), in
+ * the trace's order on every rank like every other gather. */
+static zl_status start(zl_zero *z, zz_entry *e, bool async)
+{
+    if (!(e->gathered = zz_buffer(z->wdtype, z->P * e->k, ZL_MEM_PARAMS, false)))
+        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory gathering %s", e->name);
+    e->status = ZZ_INFLIGHT;
+    count_live(z, e, e->n);
+    if (e->pslot >= 0 && async) {
+        e->reading = true;
+        return ZL_OK;
+    }
+    return gather_from(z, e, async);
+}
+
+zl_status zz_params_complete(zl_zero *z, zz_entry *e)
+{
+    zl_status st = ZL_OK;
+    if (e->status == ZZ_AVAILABLE) return ZL_OK;
+    if (e->status == ZZ_RELEASED && (st = start(z, e, false))) return st;
+    if (e->reading) {
+        e->reading = false;
+        if ((st = gather_from(z, e, false))) return st;
+    }
+    if (e->req) {
+        double t0 = zz_now();
+        st = zl_comm_wait(e->req);
+        e->req = NULL;
+        z->comm_time += zz_now() - t0;
+        zz_working_done(z, e);
+        if (st) return st;
+    }
+    zl_tensor *part = zz_slice(e->gathered, 0, e->n);
+    zl_tensor *data = part ? zl_tensor_view(part, e->ndim, e->shape) : NULL;
+    st = data ? set_data(e, data) : ZL_ENOMEM;
+    zl_tensor_release(part);
+    zl_tensor_release(data);
+    if (!st) e->status = ZZ_AVAILABLE;
+    return st;
+}
+
+zl_status zz_params_release(zl_zero *z, zz_entry *e)
+{
+    if (e->status == ZZ_RELEASED) return ZL_OK;
+    zl_status st = ZL_OK;
+    if (e->req) {
+        st = zl_comm_wait(e->req);
+        e->req = NULL;
+    }
+    zz_working_done(z, e);
+    e->reading = false;
+    zl_status s2 = set_data(e, z->empty);
+    zl_tensor_release(e->gathered);
+    e->gathered = NULL;
+    e->status = ZZ_RELEASED;
+    count_live(z, e, -e->n);
+    return st ? st : s2;
+}
+
+static zl_status gather_persistent(zl_zero *z)
+{
+    zl_status st = ZL_OK;
+    for (int i = 0; i < z->nent && !st; i++) {
+        zz_entry *e = &z->ents[i];
+        if (!e->persistent) continue;
+        st = zz_params_release(z, e);
+        if (!st) st = zz_params_complete(z, e);
+    }
+    return st;
+}
+
+/* Gather what the trace says comes next, within the prefetch and live limits. */
+static zl_status prefetch_from(zl_zero *z, int pos)
+{
+    int64_t budget = z->cfg.prefetch_bucket_size;
+    for (int j = pos; j < z->ntrace; j++) {
+        zz_entry *e = &z->ents[z->trace[j]];
+        if (e->status != ZZ_RELEASED) continue;
+        if (e->n > budget || z->live + e->n > z->cfg.max_live_parameters) return ZL_OK;
+        /* a chunk on NVMe goes ahead only as far as free swap buffers allow */
+        if (e->pslot >= 0 && !zli_swap_prefetch(z->pswap, e->pslot)) return ZL_OK;
+        budget -= e->n;
+        zl_status st = start(z, e, true);
+        if (st) return st;
+    }
+    return ZL_OK;
+}
+
+/* Keep e after its use when the trace reads it again soon. */
+static bool reused_soon(const zl_zero *z, const zz_entry *e)
+{
+    if (!z->trace) return false;
+    int64_t dist = 0;
+    for (int j = z->pos; j < z->ntrace; j++) {
+        const zz_entry *x = &z->ents[z->trace[j]];
+        if (x == e) return dist <= z->cfg.max_reuse_distance && z->live <= z->cfg.max_live_parameters;
+        dist += x->n;
+        if (dist > z->cfg.max_reuse_distance) return false;
+    }
+    return false;
+}
+
+static zl_status record(zl_zero *z, int idx)
+{
+    if (z->nrec == z->cap_rec) {
+        int nc = z->cap_rec ? 2 * z->cap_rec : 64;
+        int *nr = realloc(z->rec, (size_t)nc * sizeof *nr);
+        if (!nr) return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory recording the parameter trace");
+        z->rec = nr;
+        z->cap_rec = nc;
+    }
+    z->rec[z->nrec++] = idx;
+    return ZL_OK;
+}
+
+static zl_status on_use(zl_tensor *t, zl_use_event ev, const char *op, void *user)
+{
+    (void)t;
+    (void)op;
+    zz_entry *e = user;
+    zl_zero *z = e->z;
+    zl_status st = ZL_OK;
+    if (ev == ZL_USE_BEFORE_FORWARD || ev == ZL_USE_BEFORE_BACKWARD) {
+        if (z->trace) {
+            if (z->pos >= z->ntrace || z->trace[z->pos] != e->index) {
+                /* The model read parameters in another order: record afresh. */
+                if (z->cfg.log_trace_cache_warnings)
+                    fprintf(stderr, "zlua: ZeRO-3: invalidate trace cache @ step %lld: expected parameter %s, got %s\n",
+                            (long long)z->steps_done,
+                            z->pos < z->ntrace ? z->ents[z->trace[z->pos]].name : "(end of trace)", e->name);
+                z->nrec = 0;
+                for (int j = 0; j < z->pos && !st; j++) st = record(z, z->trace[j]);
+                free(z->trace);
+                z->trace = NULL;
+                z->ntrace = 0;
+                z->recording = true;
+            } else {
+                z->pos++;
+            }
+        }
+        if (!st && z->recording) st = record(z, e->index);
+        if (!st) st = zz_params_complete(z, e);
+        if (!st) e->active++;
+        if (!st && z->trace) st = prefetch_from(z, z->pos);
+    } else {
+        e->active--;
+        if (e->active == 0 && !e->persistent && !reused_soon(z, e)) st = zz_params_release(z, e);
+    }
+    return st;
+}
+
+zl_status zz_params_setup(zl_zero *z)
+{
+    int64_t zero = 0;
+    if (!(z->empty = zl_tensor_new(z->wdtype, 1, &zero, ZL_MEM_PARAMS))) return ZL_ENOMEM;
+    z->recording = true;
+    int64_t persisted = 0;
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        /* Small parameters stay whole, up to stage3_model_persistence_threshold elements in all. */
+        e->persistent = e->n <= z->cfg.param_persistence_threshold &&
+                        persisted + e->n <= z->cfg.model_persistence_threshold;
+        if (e->persistent) persisted += e->n;
+        e->status = ZZ_RELEASED;
+        zl_status st = set_data(e, z->empty);
+        if (st) return st;
+        zl_tensor_set_category(e->p, ZL_MEM_PARAMS);
+        e->use_hook = zl_tensor_add_use_hook(e->p, on_use, e, NULL);
+        if (!e->use_hook) return zz_fail("the use hook of", e->name);
+    }
+    return gather_persistent(z);
+}
+
+zl_status zz_params_begin_forward(zl_zero *z)
+{
+    if (z->recording && z->nrec > 0) {
+        free(z->trace);
+        z->trace = z->rec;
+        z->ntrace = z->nrec;
+        z->rec = NULL;
+        z->nrec = z->cap_rec = 0;
+        z->recording = false;
+    }
+    z->pos = 0;
+    return z->trace ? prefetch_from(z, 0) : ZL_OK;
+}
+
+zl_status zz_params_after_step(zl_zero *z)
+{
+    z->steps_done++;
+    zl_status st = ZL_OK;
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        zl_status s2 = e->persistent ? ZL_OK : zz_params_release(z, e);
+        if (!st) st = s2;
+    }
+    return st ? st : gather_persistent(z);
+}
+
+void zz_params_free(zl_zero *z)
+{
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        if (e->req) zl_comm_wait(e->req);
+        e->req = NULL;
+        zz_working_done(z, e);
+        zl_tensor_release(e->gathered);
+        e->gathered = NULL;
+    }
+    zl_tensor_release(z->empty);
+    free(z->trace);
+    free(z->rec);
+}
+
+int64_t zz_params_gathered_bytes(const zl_zero *z)
+{
+    int64_t b = 0;
+    for (int i = 0; i < z->nent; i++)
+        if (z->ents[i].gathered) b += zl_tensor_numel(z->ents[i].gathered) * (int64_t)zl_dtype_size(z->wdtype);
+    return b;
+}

@@ -1,0 +1,219 @@
+/* The gradient path of every stage. A parameter's gradient-ready hook hands
+ * its finished gradient to the bucket (and drops it from the parameter, so no
+ * rank keeps a full gradient past its bucket); a bucket of reduce_bucket_size
+ * elements is laid out chunk by chunk (partition q's chunks of every gradient
+ * together, in f32) and reduced: all-reduced at stages 0-1 (every rank keeps
+ * the whole gradient), reduce-scattered at stages 2-3 (each rank receives its
+ * partition only; with reduce_scatter off all-reduced, each keeping its
+ * part). With overlap_comm the collective runs while backward goes on, over
+ * two buffers used in turn. The sum, divided by the world size, is added into
+ * the gradient buffer, so micro-steps accumulate there. */
+#include <stdlib.h>
+#include <string.h>
+#include "zero_impl.h"
+
+static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
+static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
+
+/* Wait for a bucket's collective and add its result into the gradient buffer. */
+static zl_status finish(zl_zero *z, zz_bucket *b)
+{
+    if (!b->busy) return ZL_OK;
+    b->busy = false;
+    zl_status st = ZL_OK;
+    if (b->req) {
+        double t0 = zz_now();
+        st = zl_comm_wait(b->req);
+        b->req = NULL;
+        z->comm_time += zz_now() - t0;
+    }
+    if (st) return st;
+    float inv = (float)(1.0 / z->world);
+    const float *view = zl_tensor_data(b->data);
+    const float *out = scatter(z) ? zl_tensor_data(b->out) : view + (int64_t)z->rank * b->len;
+    size_t gs = zl_dtype_size(z->gdtype);
+    char *grads = zl_tensor_data(z->grads);
+    for (int i = 0; i < b->nitems; i++) {
+        zz_entry *e = b->items[i].e;
+        int64_t boff = b->items[i].boff;
+        if (partitioned(z)) {
+            zz_axpy(grads + (size_t)e->off * gs, z->gdtype, out + boff, e->k, inv);
+        } else {
+            for (int q = 0; q < z->P; q++)
+                zz_axpy(grads + (size_t)(q * z->S + e->off) * gs, z->gdtype, view + q * b->len + boff, e->k, inv);
+        }
+    }
+    b->nitems = 0;
+    return ZL_OK;
+}
+
+/* The next bucket buffer, large enough for len elements per partition. */
+static zl_status next_bucket(zl_zero *z, int64_t len, zz_bucket **out)
+{
+    z->turn ^= 1;
+    zz_bucket *b = &z->buckets[z->turn];
+    if (b->busy) {
+        zl_status st = finish(z, b);
+        if (st) return st;
+    }
+    if (!b->data || b->cap < len) {
+        int64_t want = len > z->bucket_cap ? len : z->bucket_cap;
+        zl_tensor_release(b->data);
+        zl_tensor_release(b->out);
+        b->out = NULL;
+        b->data = zz_buffer(ZL_DTYPE_F32, z->P * want, ZL_MEM_COMM, false);
+        if (!b->data) return ZL_ENOMEM;
+        if (scatter(z) && !(b->out = zz_buffer(ZL_DTYPE_F32, want, ZL_MEM_COMM, false))) return ZL_ENOMEM;
+        b->cap = want;
+    }
+    *out = b;
+    return ZL_OK;
+}
+
+/* Reduce what the bucket holds (at the end of backward, or when full). */
+static zl_status flush(zl_zero *z)
+{
+    if (z->npending == 0) return ZL_OK;
+    int64_t L = z->fill;
+    zz_bucket *b;
+    zl_status st = next_bucket(z, L, &b);
+    if (st) return st;
+    float *view = zl_tensor_data(b->data);
+    for (int i = 0; i < z->npending; i++) {
+        zz_item *it = &z->pending[i];
+        zz_entry *e = it->e;
+        const float *g = zl_tensor_data(it->g);
+        for (int q = 0; q < z->P; q++) {
+            int64_t lo, own;
+            zz_owned(e->n, e->k, q, &lo, &own);
+            float *at = view + q * L + it->boff;
+            if (own > 0) memcpy(at, g + lo, (size_t)own * sizeof(float));
+            /* the padding: up to a whole chunk for a parameter smaller than P chunks */
+            if (own < e->k) memset(at + own, 0, (size_t)(e->k - own) * sizeof(float));
+        }
+        zl_tensor_release(it->g);
+        it->g = NULL;
+    }
+    /* The bucket keeps the list until its reduction is added in. */
+    if (b->icap < z->npending) {
+        zz_item *ni = realloc(b->items, (size_t)z->npending * sizeof *ni);
+        if (!ni) return zl_error(ZL_ENOMEM, "ZeRO: out of memory laying out a gradient bucket");
+        b->items = ni;
+        b->icap = z->npending;
+    }
+    memcpy(b->items, z->pending, (size_t)z->npending * sizeof *b->items);
+    b->nitems = z->npending;
+    z->npending = 0;
+    z->fill = 0;
+    b->len = L;
+    b->busy = true;
+    zl_tensor *whole = zz_slice(b->data, 0, z->P * L);
+    zl_tensor *part = scatter(z) ? zz_slice(b->out, 0, L) : NULL;
+    if (!whole || (scatter(z) && !part)) {
+        zl_tensor_release(whole);
+        return zl_error(ZL_ENOMEM, "ZeRO: out of memory viewing a gradient bucket");
+    }
+    double t0 = zz_now();
+    bool async = z->cfg.overlap_comm;
+    if (async) {
+        b->req = part ? zl_comm_reduce_scatter_async(z->comm, whole, part, ZL_COMM_SUM)
+                      : zl_comm_allreduce_async(z->comm, whole, ZL_COMM_SUM);
+        if (!b->req) st = ZL_EIO;
+    } else {
+        st = part ? zl_comm_reduce_scatter(z->comm, whole, part, ZL_COMM_SUM)
+                  : zl_comm_allreduce(z->comm, whole, ZL_COMM_SUM);
+    }
+    z->comm_time += zz_now() - t0;
+    zl_tensor_release(whole);
+    zl_tensor_release(part);
+    if (st) {
+        b->busy = false;
+        b->nitems = 0;
+        return st;
+    }
+    return async ? ZL_OK : finish(z, b);
+}
+
+zl_status zz_reduce_add(zl_zero *z, zz_entry *e)
+{
+    e->seen = true;
+    zl_tensor *g0 = zl_tensor_grad(e->p);
+    if (!g0) return ZL_OK;
+    int64_t n = e->n;
+    zl_tensor *flat = zl_tensor_reshape(g0, 1, &n);
+    zl_tensor *g = flat ? zl_tensor_contiguous(flat) : NULL;
+    zl_tensor_release(flat);
+    if (!g) return zz_fail("the gradient of", e->name);
+    if (zl_tensor_dtype(g) != ZL_DTYPE_F32) {
+        zl_tensor *f = zl_tensor_to(g, ZL_DTYPE_F32);
+        zl_tensor_release(g);
+        if (!(g = f)) return zz_fail("the gradient of", e->name);
+    }
+    zl_tensor_set_grad(e->p, NULL);
+    zl_status st = ZL_OK;
+    if (z->fill > 0 && z->fill + e->k > z->bucket_cap && (st = flush(z))) {
+        zl_tensor_release(g);
+        return st;
+    }
+    if (z->npending == z->cap_pending) {
+        int nc = z->cap_pending ? 2 * z->cap_pending : 16;
+        zz_item *ni = realloc(z->pending, (size_t)nc * sizeof *ni);
+        if (!ni) {
+            zl_tensor_release(g);
+            return zl_error(ZL_ENOMEM, "ZeRO: out of memory queueing the gradient of %s", e->name);
+        }
+        z->pending = ni;
+        z->cap_pending = nc;
+    }
+    z->pending[z->npending++] = (zz_item){.e = e, .g = g, .boff = z->fill};
+    z->fill += e->k;
+    if (z->fill >= z->bucket_cap) return flush(z);
+    return ZL_OK;
+}
+
+zl_status zz_reduce_drain(zl_zero *z)
+{
+    zl_status st = flush(z);
+    for (int i = 0; i < 2; i++) {
+        zl_status s2 = finish(z, &z->buckets[i]);
+        if (!st) st = s2;
+    }
+    if (st) return st;
+    bool check = !z->cfg.ignore_unused_parameters;
+    for (int i = 0; i < z->nent; i++) {
+        zz_entry *e = &z->ents[i];
+        if (check && !e->seen && !st)
+            st = zl_error(ZL_ESTATE,
+                          "engine:backward: parameter %s received no gradient (the loss does not depend on it); "
+                          "set zero_optimization.ignore_unused_parameters to true to allow this", e->name);
+        e->seen = false;
+    }
+    return st;
+}
+
+void zz_reduce_free(zl_zero *z)
+{
+    for (int i = 0; i < 2; i++) {
+        zz_bucket *b = &z->buckets[i];
+        if (b->req) zl_comm_wait(b->req);
+        for (int j = 0; j < b->nitems; j++) zl_tensor_release(b->items[j].g);
+        free(b->items);
+        zl_tensor_release(b->data);
+        zl_tensor_release(b->out);
+        memset(b, 0, sizeof *b);
+    }
+    for (int j = 0; j < z->npending; j++) zl_tensor_release(z->pending[j].g);
+    free(z->pending);
+    z->pending = NULL;
+    z->npending = z->cap_pending = 0;
+}
+
+int64_t zz_reduce_bytes(const zl_zero *z)
+{
+    int64_t b = 0;
+    for (int i = 0; i < 2; i++) {
+        if (z->buckets[i].data) b += zl_tensor_numel(z->buckets[i].data) * 4;
+        if (z->buckets[i].out) b += zl_tensor_numel(z->buckets[i].out) * 4;
+    }
+    return b;
+}

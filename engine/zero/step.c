@@ -1,0 +1,339 @@
+/* The optimizer step over this rank's partition: the overflow vote and the
+ * global gradient norm over every rank, clipping, the fused optimizer kernel
+ * once per param group span of each sub-group (all threads on one flat
+ * buffer), then the working parameters brought up to date: rounded into
+ * this rank's chunks and, at stages 1-2, all-gathered in buckets of
+ * allgather_bucket_size; at stage 3 gathered again on use. */
+#include <math.h>
+#include <string.h>
+#include "zero_impl.h"
+
+/* Stages 0-2: e's chunk in the whole working buffer. */
+static int64_t full_at(const zl_zero *z, const zz_entry *e) { return (int64_t)z->P * e->off + (int64_t)z->q * e->k; }
+
+/* The working chunk of e is the master itself (stage 0 and stage 3 in f32 without offload). */
+static bool master_is_working(const zl_zero *z, const zz_entry *e)
+{
+    if (z->stage <= 2) return z->full == z->master && z->master;
+    return !z->work && e->pslot < 0;
+}
+
+zl_status zz_store_working(zl_zero *z, zz_entry *e, const float *src)
+{
+    if (master_is_working(z, e)) return ZL_OK;
+    if (e->pslot >= 0) {
+        zl_tensor *buf;
+        zl_status st = zli_swap_acquire_new(z->pswap, e->pslot, &buf);
+        if (st) return st;
+        zl_convert(src, ZL_DTYPE_F32, zl_tensor_data(buf), z->wdtype, (size_t)e->k);
+        return zli_swap_release(z->pswap, e->pslot, true);
+    }
+    void *dst = z->stage <= 2 ? zz_at(z->full, full_at(z, e)) : zz_at(z->work, e->off);
+    zl_convert(src, ZL_DTYPE_F32, dst, z->wdtype, (size_t)e->k);
+    return ZL_OK;
+}
+
+zl_status zz_working_chunk(zl_zero *z, zz_entry *e, zl_tensor **out)
+{
+    if (e->pslot >= 0) {
+        zl_tensor *buf;
+        double t0 = zz_now();
+        zl_status st = zli_swap_acquire(z->pswap, e->pslot, &buf);
+        z->io_time += zz_now() - t0;
+        if (st) return st;
+        e->slot_held = true;
+        *out = zz_slice(buf, 0, e->k);
+    } else if (z->stage <= 2) {
+        *out = zz_slice(z->full, full_at(z, e), e->k);
+    } else {
+        *out = zz_slice(z->work ? z->work : z->master, e->off, e->k);
+    }
+    return *out ? ZL_OK : ZL_ENOMEM;
+}
+
+void zz_working_done(zl_zero *z, zz_entry *e)
+{
+    if (e->slot_held) {
+        zli_swap_release(z->pswap, e->pslot, false);
+        e->slot_held = false;
+    }
+}
+
+/* The span of one group within a sub-group: consecutive entries [a, b). */
+static zl_status step_span(zl_zero *z, const zz_view *v, int a, int b, double scale)
+{
+    zz_entry *first = &z->ents[a], *last = &z->ents[b - 1];
+    int g = first->group;
+    const zl_zero_hparams *hp = &z->hp[g];
+    int64_t at = first->off - v->off, n = last->off + last->k - first->off;
+    int64_t t = z->steps[g];
+    size_t gs = zl_dtype_size(z->gdtype);
+    const char *grads = (const char *)zl_tensor_data(z->grads) + (size_t)(z->gbase + first->off) * gs;
+    /* The half copy is written by the kernel where the span's working chunks are one flat run. */
+    void *half = NULL;
+    if (z->half && (z->stage == 0 || (z->stage == 3 && z->work))) {
+        bool flat = true;
+        for (int i = a; i < b; i++) flat = flat && z->ents[i].pslot < 0;
+        if (flat) half = z->stage == 0 ? zz_at(z->full, first->off) : zz_at(z->work, first->off);
+    }
+    zl_optim_buf buf = {.p = v->master + at, .g = grads, .g_dtype = z->gdtype, .m = v->states[0] ? v->states[0] + at : NULL,
+                        .v = v->states[1] ? v->states[1] + at : NULL, .p_half = half,
+                        .half_dtype = z->wdtype, .n = n};
+    zl_status st = ZL_OK;
+    if (z->cfg.optimizer == ZL_ZERO_ADAM) {
+        zl_optim_adam o = {.lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
+                           .weight_decay = hp->weight_decay, .adamw_mode = hp->adamw_mode,
+                           .bias_correction = hp->bias_correction, .step = t, .grad_scale = scale};
+        st = zl_optim_adam_step(&o, &buf);
+    } else if (z->cfg.optimizer == ZL_ZERO_SGD) {
+        zl_optim_sgd o = {.lr = hp->lr, .momentum = hp->momentum, .dampening = hp->dampening,
+                          .weight_decay = hp->weight_decay, .nesterov = hp->nesterov, .step = t, .grad_scale = scale};
+        st = zl_optim_sgd_step(&o, &buf);
+    } else {
+        /* Lamb's trust ratio is per parameter (stage 0: each chunk is the whole parameter). */
+        zl_optim_lamb o = {.lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
+                           .weight_decay = hp->weight_decay, .max_coeff = hp->max_coeff,
+                           .min_coeff = hp->min_coeff, .bias_correction = hp->bias_correction, .step = t,
+                           .grad_scale = scale};
+        for (int i = a; i < b && !st; i++) {
+            zz_entry *e = &z->ents[i];
+            int64_t d = e->off - first->off;
+            zl_optim_buf pb = buf;
+            pb.p += d;
+            pb.g = grads + (size_t)d * gs;
+            pb.m += d;
+            pb.v += d;
+            pb.p_half = half ? (char *)half + (size_t)d * zl_dtype_size(z->wdtype) : NULL;
+            pb.n = e->k;
+            st = zl_optim_lamb_step(&o, &pb, NULL);
+        }
+    }
+    if (st) return zz_fail("the optimizer step of", first->name);
+    if (!half)
+        for (int i = a; i < b && !st; i++) st = zz_store_working(z, &z->ents[i], v->master + (z->ents[i].off - v->off));
+    return st;
+}
+
+/* Sub-group s stepped; with ahead the next ones are read meanwhile. */
+static zl_status step_sub(zl_zero *z, int s, double scale, bool ahead)
+{
+    zz_view v;
+    zl_status st = zz_sub_acquire(z, s, false, &v);
+    if (st) return st;
+    for (int j = s + 1; ahead && j < z->nsub; j++) zz_sub_prefetch(z, j);
+    zz_sub *sg = &z->subs[s];
+    int a = sg->first, end = sg->first + sg->count;
+    while (a < end && !st) {
+        int b = a + 1;
+        while (b < end && z->ents[b].group == z->ents[a].group) b++;
+        st = step_span(z, &v, a, b, scale);
+        a = b;
+    }
+    zl_status s2 = zz_sub_release(z, s, st == ZL_OK);
+    return st ? st : s2;
+}
+
+/* Stages 1-2: every rank's chunks into every rank's whole buffer, in buckets
+ * of at most allgather_bucket_size elements. */
+static zl_status allgather_full(zl_zero *z)
+{
+    int P = z->P;
+    if (P == 1 || z->nent == 0) return ZL_OK;
+    int64_t cap = z->cfg.allgather_bucket_size / P;
+    if (cap < ZL_ZERO_ALIGN) cap = ZL_ZERO_ALIGN;
+    size_t ws = zl_dtype_size(z->wdtype);
+    double t0 = zz_now();
+    zl_status st = ZL_OK;
+    for (int i = 0; i < z->nent && !st;) {
+        int j = i;
+        int64_t len = z->ents[i].k;
+        while (j + 1 < z->nent && len + z->ents[j + 1].k <= cap) len += z->ents[++j].k;
+        if (!z->gsend || zl_tensor_numel(z->gsend) < len) {
+            zl_tensor_release(z->gsend);
+            zl_tensor_release(z->grecv);
+            z->grecv = NULL;
+            if (!(z->gsend = zz_buffer(z->wdtype, len, ZL_MEM_COMM, false)) ||
+                !(z->grecv = zz_buffer(z->wdtype, P * len, ZL_MEM_COMM, false))) {
+                st = ZL_ENOMEM;
+                break;
+            }
+        }
+        int64_t base = z->ents[i].off;
+        char *send = zl_tensor_data(z->gsend), *recv = zl_tensor_data(z->grecv);
+        char *full = zl_tensor_data(z->full);
+        for (int k = i; k <= j; k++) {
+            zz_entry *e = &z->ents[k];
+            memcpy(send + (size_t)(e->off - base) * ws, full + (size_t)full_at(z, e) * ws, (size_t)e->k * ws);
+        }
+        zl_tensor *sv = zz_slice(z->gsend, 0, len), *rv = zz_slice(z->grecv, 0, P * len);
+        st = sv && rv ? zl_comm_allgather(z->comm, sv, rv) : ZL_ENOMEM;
+        zl_tensor_release(sv);
+        zl_tensor_release(rv);
+        for (int k = i; k <= j && !st; k++) {
+            zz_entry *e = &z->ents[k];
+            for (int r = 0; r < P; r++)
+                if (r != z->q)
+                    memcpy(full + (size_t)((int64_t)P * e->off + (int64_t)r * e->k) * ws,
+                           recv + (size_t)((int64_t)r * len + e->off - base) * ws, (size_t)e->k * ws);
+        }
+        i = j + 1;
+    }
+    z->comm_time += zz_now() - t0;
+    return st;
+}
+
+zl_status zz_publish(zl_zero *z)
+{
+    if (z->pswap) {
+        double t0 = zz_now();
+        zl_status st = zli_swap_flush(z->pswap);
+        z->io_time += zz_now() - t0;
+        if (st) return st;
+    }
+    if (z->stage <= 2) return allgather_full(z);
+    return zz_params_after_step(z);
+}
+
+/* This rank's share of the gradient: what it checks and what its optimizer reads. */
+static zl_tensor *own_grads(zl_zero *z) { return zz_slice(z->grads, z->gbase, z->S); }
+
+static zl_status overflow_vote(zl_zero *z, bool *found)
+{
+    zl_tensor *g = own_grads(z);
+    if (!g) return ZL_ENOMEM;
+    zl_status st = zl_grad_nonfinite(&g, 1, found);
+    zl_tensor_release(g);
+    if (st || z->world == 1) return st;
+    int64_t one = 1;
+    zl_tensor *t = zl_tensor_full(ZL_DTYPE_F32, 1, &one, *found ? 1.0 : 0.0);
+    if (!t) return ZL_ENOMEM;
+    st = zl_comm_allreduce(z->comm, t, ZL_COMM_MAX);
+    if (!st) *found = zl_tensor_get(t, 0) > 0;
+    zl_tensor_release(t);
+    return st;
+}
+
+/* The squared norm of the whole (averaged, still loss-scaled) gradient: each
+ * rank's partition summed in f64, the partitions added in rank order, so
+ * every rank gets the same bits. */
+static zl_status norm_sq(zl_zero *z, double *out)
+{
+    zl_tensor *g = own_grads(z);
+    if (!g) return ZL_ENOMEM;
+    double s = 0;
+    zl_status st = zl_grad_norm_sq(&g, 1, &s);
+    zl_tensor_release(g);
+    if (st || z->P == 1) {
+        *out = s;
+        return st;
+    }
+    int64_t one = 1, all = z->world;
+    zl_tensor *mine = zl_tensor_new(ZL_DTYPE_I64, 1, &one, ZL_MEM_COMM);
+    zl_tensor *every = zl_tensor_new(ZL_DTYPE_I64, 1, &all, ZL_MEM_COMM);
+    if (!mine || !every) st = ZL_ENOMEM;
+    if (!st) {
+        memcpy(zl_tensor_data(mine), &s, sizeof s);
+        st = zl_comm_allgather(z->comm, mine, every);
+    }
+    if (!st) {
+        double sum = 0, v;
+        for (int r = 0; r < z->world; r++) {
+            memcpy(&v, (char *)zl_tensor_data(every) + 8 * r, sizeof v);
+            sum += v;
+        }
+        *out = sum;
+    }
+    zl_tensor_release(mine);
+    zl_tensor_release(every);
+    return st;
+}
+
+zl_status zl_zero_zero_grad(zl_zero *z)
+{
+    if (!z) return zl_error(ZL_EINVAL, "zl_zero_zero_grad: no engine");
+    memset(zl_tensor_data(z->grads), 0, (size_t)zl_tensor_numel(z->grads) * zl_dtype_size(z->gdtype));
+    return ZL_OK;
+}
+
+zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool check_overflow, zl_zero_step_info *info)
+{
+    if (!z) return zl_error(ZL_EINVAL, "zl_zero_step: no engine");
+    if (!(loss_scale > 0) || !isfinite(loss_scale))
+        return zl_error(ZL_EINVAL, "zl_zero_step: loss_scale must be finite and > 0, got %g", loss_scale);
+    zl_zero_step_info r = {.overflow = false, .grad_norm = 0, .clip_coef = 1};
+    zl_status st = ZL_OK;
+    if (check_overflow) st = overflow_vote(z, &r.overflow);
+    if (!st && r.overflow) r.grad_norm = INFINITY;
+    if (!st && !r.overflow) {
+        double sq;
+        st = norm_sq(z, &sq);
+        if (!st) {
+            r.grad_norm = sqrt(sq) / loss_scale;
+            if (max_norm > 0 && r.grad_norm > max_norm) r.clip_coef = max_norm / (r.grad_norm + 1e-6);
+        }
+    }
+    if (!st && !r.overflow) {
+        for (int g = 0; g < z->ngroups; g++) z->steps[g]++;
+        double scale = r.clip_coef / loss_scale;
+        bool ahead = z->oswap && z->cfg.offload_optimizer.pipeline_read;
+        for (int s = 0; s < z->nsub && !st; s++) st = step_sub(z, s, scale, ahead);
+        if (!st) st = zz_publish(z);
+        /* The next step's first sub-groups are read during its forward and backward. */
+        if (!st && ahead)
+            for (int s = 0; s < z->nsub; s++) zz_sub_prefetch(z, s);
+    }
+    zl_status s2 = zl_zero_zero_grad(z);
+    if (info) *info = r;
+    return st ? st : s2;
+}
+
+zl_status zl_zero_each_chunk(zl_zero *z, bool write, const bool *only, zl_zero_chunk_fn fn, void *user)
+{
+    if (!z || !fn) return zl_error(ZL_EINVAL, "zl_zero_each_chunk: no engine or function");
+    zl_status st = ZL_OK;
+    for (int s = 0; s < z->nsub && !st; s++) {
+        zz_sub *sg = &z->subs[s];
+        bool wanted = !only;
+        for (int i = sg->first; i < sg->first + sg->count && !wanted; i++) wanted = only[i];
+        if (!wanted) continue;
+        zz_view v;
+        if ((st = zz_sub_acquire(z, s, false, &v))) break;
+        for (int i = sg->first; i < sg->first + sg->count && !st; i++) {
+            if (only && !only[i]) continue;
+            zz_entry *e = &z->ents[i];
+            int64_t at = e->off - v.off;
+            zl_tensor *m = zl_tensor_from_data(ZL_DTYPE_F32, 1, &e->k, v.master + at);
+            zl_tensor *sts[2] = {NULL, NULL};
+            for (int j = 0; j < z->nstates; j++) sts[j] = zl_tensor_from_data(ZL_DTYPE_F32, 1, &e->k, v.states[j] + at);
+            if (!m || (z->nstates > 0 && !sts[0]) || (z->nstates > 1 && !sts[1])) st = ZL_ENOMEM;
+            if (!st) st = fn(i, m, sts, user);
+            if (!st && write) {
+                memcpy(v.master + at, zl_tensor_data(m), (size_t)e->k * 4);
+                for (int j = 0; j < z->nstates; j++) memcpy(v.states[j] + at, zl_tensor_data(sts[j]), (size_t)e->k * 4);
+            }
+            zl_tensor_release(m);
+            for (int j = 0; j < z->nstates; j++) zl_tensor_release(sts[j]);
+        }
+        zl_status s2 = zz_sub_release(z, s, write && !st);
+        if (!st) st = s2;
+    }
+    if (!st) st = zz_masters_flush(z);
+    return st;
+}
+
+zl_status zl_zero_sync_working(zl_zero *z)
+{
+    if (!z) return zl_error(ZL_EINVAL, "zl_zero_sync_working: no engine");
+    zl_status st = ZL_OK;
+    for (int s = 0; s < z->nsub && !st; s++) {
+        zz_view v;
+        if ((st = zz_sub_acquire(z, s, false, &v))) break;
+        zz_sub *sg = &z->subs[s];
+        for (int i = sg->first; i < sg->first + sg->count && !st; i++)
+            st = zz_store_working(z, &z->ents[i], v.master + (z->ents[i].off - v.off));
+        zl_status s2 = zz_sub_release(z, s, false);
+        if (!st) st = s2;
+    }
+    if (!st) st = zz_publish(z);
+    return st;
+}

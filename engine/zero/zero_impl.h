@@ -1,0 +1,166 @@
+/* Private to engine/zero: the ZeRO engine's state, shared by the files that
+ * each own one path through it (layout, reduce, params, step, masters, init,
+ * report). Never installed. */
+#ifndef ZL_ZERO_IMPL_H
+#define ZL_ZERO_IMPL_H
+
+#include "zlua/zlua.h"
+#include "../offload/swap.h"
+
+#define ZZ_HIDDEN __attribute__((visibility("hidden")))
+
+enum { ZZ_RELEASED = 0, ZZ_INFLIGHT = 1, ZZ_AVAILABLE = 2 };
+
+typedef struct zz_entry {
+    struct zl_zero *z;         /* the engine, for the hooks */
+    zl_tensor *p;              /* the parameter (retained) */
+    char *name;
+    int index, group, sub;     /* sub: the optimizer sub-group holding its chunk */
+    int ndim;
+    int64_t shape[ZL_MAX_DIMS];
+    int64_t n, k, off;         /* numel, chunk length, offset of its chunk in the partition */
+    int64_t lo, own;           /* this rank's real elements of the flattened parameter */
+    int grad_hook, use_hook;   /* hook handles, 0 when none */
+    bool seen;                 /* its gradient arrived in this backward */
+    /* stage 3 */
+    bool persistent;
+    int status, active;
+    zl_tensor *gathered;       /* [P*k] while gathered or in flight */
+    zl_comm_request *req;      /* the gather in flight */
+    int pslot;                 /* offload_param: its slot in the parameter swap, -1 when in memory */
+    bool slot_held;            /* the gather reads from the slot's buffer */
+    bool reading;              /* a prefetch of its slot was started */
+} zz_entry;
+
+/* Consecutive entries whose masters and moments move to and from NVMe
+ * together (one sub-group, or the whole partition when nothing swaps). */
+typedef struct zz_sub {
+    int first, count;
+    int64_t off, len;
+    int slot;                  /* in the optimizer swap; -1 when resident */
+} zz_sub;
+
+typedef struct zz_item {
+    zz_entry *e;
+    zl_tensor *g;              /* its gradient until the bucket is laid out */
+    int64_t boff;
+} zz_item;
+
+/* One of the two bucket buffers and the reduction that uses it. */
+typedef struct zz_bucket {
+    zl_tensor *data;           /* [P * cap] f32 */
+    zl_tensor *out;            /* [cap] f32: the reduce-scatter's output */
+    int64_t cap;
+    zz_item *items;
+    int nitems, icap;
+    int64_t len;               /* L: elements per partition in this bucket */
+    zl_comm_request *req;      /* in flight */
+    bool busy;
+} zz_bucket;
+
+struct zl_zero {
+    zl_comm *comm;
+    zl_zero_config cfg;
+    int rank, world, P, q, stage;
+    zl_dtype wdtype, gdtype;
+    bool half;
+    int nent;
+    zz_entry *ents;
+    int ngroups;
+    zl_zero_hparams *hp;
+    int64_t *steps;            /* per group */
+    int64_t S;                 /* partition elements */
+    int nstates;
+    const char *const *keys;
+
+    /* buffers */
+    zl_tensor *master;         /* [S] f32; NULL when the masters live on NVMe */
+    zl_tensor *states[2];      /* [S] f32 each; likewise */
+    zl_tensor *grads;          /* [S], or [P*S] at stage 1 */
+    int64_t gbase;             /* this rank's part of grads */
+    zl_tensor *full;           /* stages 0-2: [P*S], each parameter padded to P*k; may be master */
+    zl_tensor *work;           /* stage 3: working chunks in memory [resident]; NULL: the master is */
+
+    /* optimizer sub-groups and NVMe */
+    zz_sub *subs;
+    int nsub;
+    zl_aio *aio;
+    zli_swap *oswap;            /* offload_optimizer nvme */
+    zli_swap *pswap;            /* offload_param nvme */
+    int ahead;                 /* sub-groups read ahead for the next step */
+
+    /* reduce */
+    zz_bucket buckets[2];
+    int turn;
+    zz_item *pending;
+    int npending, cap_pending;
+    int64_t fill, bucket_cap;
+
+    /* stages 1-2 all-gather */
+    zl_tensor *gsend, *grecv;
+
+    /* stage 3 */
+    zl_tensor *empty;
+    int *trace, ntrace, *rec, nrec, cap_rec, pos;
+    bool recording;
+    int64_t live, peak_live, steps_done;
+
+    double comm_time, io_time;
+};
+
+/* layout.c */
+ZZ_HIDDEN int64_t zz_chunk(int64_t n, int P);
+ZZ_HIDDEN void zz_owned(int64_t n, int64_t k, int q, int64_t *lo, int64_t *own);
+ZZ_HIDDEN double zz_now(void);
+/* Prefix the current error with what failed and on which parameter; its status. */
+ZZ_HIDDEN zl_status zz_fail(const char *what, const char *name);
+ZZ_HIDDEN int zz_find(const zl_zero *z, const zl_tensor *p);
+/* dst[i] (+)= alpha * src[i] for n elements: dst in dt, src f32. */
+ZZ_HIDDEN void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha);
+/* A 1-d view of t's elements [off, off + n). */
+ZZ_HIDDEN zl_tensor *zz_slice(zl_tensor *t, int64_t off, int64_t n);
+ZZ_HIDDEN void *zz_at(zl_tensor *t, int64_t off);
+ZZ_HIDDEN zl_tensor *zz_buffer(zl_dtype dt, int64_t n, zl_mem_category cat, bool zero);
+
+/* reduce.c */
+ZZ_HIDDEN zl_status zz_reduce_add(zl_zero *z, zz_entry *e);
+ZZ_HIDDEN zl_status zz_reduce_drain(zl_zero *z);
+ZZ_HIDDEN void zz_reduce_free(zl_zero *z);
+ZZ_HIDDEN int64_t zz_reduce_bytes(const zl_zero *z);
+
+/* params.c (stage 3) */
+ZZ_HIDDEN zl_status zz_params_setup(zl_zero *z);
+ZZ_HIDDEN zl_status zz_params_begin_forward(zl_zero *z);
+ZZ_HIDDEN zl_status zz_params_after_step(zl_zero *z);
+ZZ_HIDDEN zl_status zz_params_complete(zl_zero *z, zz_entry *e);
+ZZ_HIDDEN zl_status zz_params_release(zl_zero *z, zz_entry *e);
+ZZ_HIDDEN void zz_params_free(zl_zero *z);
+ZZ_HIDDEN int64_t zz_params_gathered_bytes(const zl_zero *z);
+
+/* masters.c: the optimizer sub-groups, in memory or through the swap */
+typedef struct zz_view {
+    float *master;
+    float *states[2];
+    int64_t off, len;          /* the sub-group's place in the partition */
+    zl_tensor *buf;            /* the swap buffer holding it, or NULL */
+} zz_view;
+ZZ_HIDDEN zl_status zz_masters_setup(zl_zero *z);
+ZZ_HIDDEN zl_status zz_sub_acquire(zl_zero *z, int s, bool fresh, zz_view *v);
+ZZ_HIDDEN zl_status zz_sub_release(zl_zero *z, int s, bool dirty);
+ZZ_HIDDEN void zz_sub_prefetch(zl_zero *z, int s);
+ZZ_HIDDEN zl_status zz_masters_flush(zl_zero *z);
+
+/* step.c */
+ZZ_HIDDEN zl_status zz_store_working(zl_zero *z, zz_entry *e, const float *src);
+ZZ_HIDDEN zl_status zz_publish(zl_zero *z);
+ZZ_HIDDEN zl_status zz_working_chunk(zl_zero *z, zz_entry *e, zl_tensor **out);
+ZZ_HIDDEN void zz_working_done(zl_zero *z, zz_entry *e);
+
+/* init.c: zero.Init's chunks taken over by an engine */
+ZZ_HIDDEN zl_zero_init *zz_init_owner(zl_zero_init *const *inits, int n, const zl_tensor *p);
+ZZ_HIDDEN zl_status zz_init_take(zl_zero_init *in, const zl_tensor *p, float *dst, int64_t k,
+                                 int64_t *numel, int *ndim, int64_t *shape);
+ZZ_HIDDEN zl_status zz_init_shape(const zl_zero_init *in, const zl_tensor *p, int64_t *numel, int *ndim,
+                                  int64_t *shape);
+
+#endif

@@ -1,0 +1,167 @@
+/* embed_zero: a host program that trains the digits MLP (64 -> 32 -> 10) with
+ * ZeRO through the C API alone, no Lua state at all: the model built from
+ * tensors, the data read with zl_read_csv, the stage, buckets and offload
+ * taken from a DeepSpeed config, each step through zl_zero_*. train.lua
+ * beside it is its twin in Lua; both print the same `step N loss X` lines.
+ *   mpirun -np 2 embed_zero --deepspeed_config ds.json --steps N [--data digits.csv.gz] [--seed S] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlua/zlua.h>
+#include "config.h"
+
+#define NLAYER 2
+
+typedef struct model {
+    zl_tensor *w[NLAYER], *b[NLAYER];
+} model;
+
+static int die(const char *what)
+{
+    fprintf(stderr, "embed_zero: %s: %s\n", what, zl_last_error());
+    return 1;
+}
+
+/* nn.Linear's initialisation: w then b, both uniform in +-1/sqrt(in). */
+static zl_tensor *param(int ndim, const int64_t *shape, double bound)
+{
+    zl_tensor *t = zl_tensor_new(ZL_DTYPE_F32, ndim, shape, ZL_MEM_PARAMS);
+    if (!t || zl_tensor_uniform_(t, -bound, bound, NULL) || zl_tensor_set_requires_grad(t, true)) {
+        zl_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+static int build(model *m, const int *sizes)
+{
+    for (int l = 0; l < NLAYER; l++) {
+        double bound = 1 / sqrt((double)sizes[l]);
+        m->w[l] = param(2, (int64_t[]){sizes[l + 1], sizes[l]}, bound);
+        m->b[l] = m->w[l] ? param(1, (int64_t[]){sizes[l + 1]}, bound) : NULL;
+        if (!m->b[l]) return die("building the model");
+    }
+    return 0;
+}
+
+static zl_tensor *forward(model *m, zl_tensor *x)
+{
+    zl_tensor *h = zl_linear(x, m->w[0], m->b[0]);
+    zl_tensor *a = h ? zl_relu(h) : NULL;
+    zl_tensor *out = a ? zl_linear(a, m->w[1], m->b[1]) : NULL;
+    zl_tensor_release(h);
+    zl_tensor_release(a);
+    return out;
+}
+
+/* The rows of micro-batch `index` (a global count over ranks and micro-steps), wrapping around. */
+static zl_tensor *rows(int64_t index, int64_t micro, int64_t n)
+{
+    zl_tensor *t = zl_tensor_new(ZL_DTYPE_I64, 1, &micro, ZL_MEM_OTHER);
+    if (!t) return NULL;
+    int64_t *p = zl_tensor_data(t);
+    for (int64_t i = 0; i < micro; i++) p[i] = (index * micro + i) % n;
+    return t;
+}
+
+static const char *option(int argc, char **argv, const char *name, const char *def)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name)) return argv[i + 1];
+    return def;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i += 2)
+        if (strcmp(argv[i], "--deepspeed_config") && strcmp(argv[i], "--steps") && strcmp(argv[i], "--data") &&
+            strcmp(argv[i], "--seed")) {
+            fprintf(stderr, "embed_zero: unknown option %s\nusage: embed_zero --deepspeed_config ds.json "
+                    "--steps N [--data digits.csv.gz] [--seed S]\n", argv[i]);
+            return 2;
+        }
+    const char *cfg_path = option(argc, argv, "--deepspeed_config", NULL);
+    int steps = atoi(option(argc, argv, "--steps", "20"));
+    const char *data = option(argc, argv, "--data", ZLUA_DIGITS_CSV);
+    int seed = atoi(option(argc, argv, "--seed", "1"));
+    if (!cfg_path || steps < 1) {
+        fprintf(stderr, "embed_zero: --deepspeed_config FILE and --steps N (>= 1) are needed\n");
+        return 2;
+    }
+    zl_comm *comm;
+    if (zl_comm_open(getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self", &comm)) return die("opening the communicator");
+    int rank = zl_comm_rank(comm), world = zl_comm_size(comm);
+    example_config cfg;
+    char err[1024];
+    if (example_config_load(cfg_path, world, &cfg, err, sizeof err)) {
+        fprintf(stderr, "embed_zero: %s\n", err);
+        zl_comm_close(comm);
+        return 1;
+    }
+
+    zl_tensor *csv = zl_read_csv(data, false);
+    if (!csv) return die("reading the digits");
+    int64_t n = zl_tensor_size(csv, 0);
+    if (zl_tensor_size(csv, 1) != 65) {
+        fprintf(stderr, "embed_zero: %s: expected 65 columns (64 pixels and a label)\n", data);
+        return 1;
+    }
+    zl_tensor *px = zl_tensor_narrow(csv, 1, 0, 64);
+    zl_tensor *x_all = px ? zl_affine(px, 1.0 / 16, 0) : NULL;    /* pixels scaled to [0, 1] */
+    zl_tensor *lab = zl_tensor_select(csv, 1, 64);
+    zl_tensor *y_all = lab ? zl_tensor_to(lab, ZL_DTYPE_I64) : NULL;
+    if (!x_all || !y_all) return die("preparing the digits");
+
+    zl_manual_seed((uint64_t)seed);
+    model m;
+    if (build(&m, (int[]){64, 32, 10})) return 1;
+    zl_zero_param params[2 * NLAYER];
+    const char *names[] = {"0.weight", "0.bias", "2.weight", "2.bias"};
+    for (int l = 0; l < NLAYER; l++) {
+        params[2 * l] = (zl_zero_param){.tensor = m.w[l], .group = 0, .name = names[2 * l]};
+        params[2 * l + 1] = (zl_zero_param){.tensor = m.b[l], .group = 0, .name = names[2 * l + 1]};
+    }
+    zl_zero *z;
+    if (zl_zero_create(comm, &cfg.zero, params, 2 * NLAYER, &cfg.hp, 1, NULL, 0, &z)) return die("starting ZeRO");
+
+    for (int step = 1; step <= steps; step++) {
+        double sum = 0;
+        for (int64_t micro = 0; micro < cfg.gas; micro++) {
+            int64_t index = ((int64_t)(step - 1) * cfg.gas + micro) * world + rank;
+            zl_tensor *idx = rows(index, cfg.micro_batch, n);
+            zl_tensor *x = idx ? zl_index_select(x_all, 0, idx) : NULL;
+            zl_tensor *y = idx ? zl_index_select(y_all, 0, idx) : NULL;
+            if (!x || !y || zl_zero_begin_forward(z)) return die("a micro-batch");
+            zl_tensor *logits = forward(&m, x);
+            zl_tensor *loss = logits ? zl_cross_entropy(logits, y, -100, ZL_REDUCE_MEAN) : NULL;
+            zl_tensor *scaled = loss && cfg.gas > 1 ? zl_affine(loss, 1.0 / (double)cfg.gas, 0) : zl_tensor_retain(loss);
+            if (!scaled) return die("forward");
+            sum += zl_tensor_get(scaled, 0);
+            if (zl_backward(scaled, NULL, false) || zl_zero_end_backward(z)) return die("backward");
+            zl_tensor *all[] = {idx, x, y, logits, loss, scaled};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_tensor_release(all[i]);
+        }
+        zl_zero_step_info info;
+        if (zl_zero_step(z, 1.0, cfg.clip, false, &info)) return die("the optimizer step");
+        /* The loss of the step: the micro-steps' sum, averaged over the ranks. */
+        zl_tensor *t = zl_tensor_full(ZL_DTYPE_F32, 1, (int64_t[]){1}, sum);
+        if (!t || zl_comm_allreduce(comm, t, ZL_COMM_AVG)) return die("averaging the loss");
+        if (rank == 0) printf("step %d loss %.6g\n", step, zl_tensor_get(t, 0));
+        zl_tensor_release(t);
+    }
+    zl_zero_memory mem;
+    if (zl_zero_memory_of(z, &mem)) return die("reading the figures");
+    if (rank == 0 && mem.read_bytes + mem.write_bytes > 0)
+        printf("rank 0 swapped %lld bytes in, %lld out\n", (long long)mem.read_bytes, (long long)mem.write_bytes);
+    fflush(stdout);
+    zl_zero_free(z);
+    for (int l = 0; l < NLAYER; l++) {
+        zl_tensor_release(m.w[l]);
+        zl_tensor_release(m.b[l]);
+    }
+    zl_tensor *rest[] = {csv, px, x_all, lab, y_all};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) zl_tensor_release(rest[i]);
+    zl_comm_close(comm);
+    return 0;
+}

@@ -1,0 +1,268 @@
+/* engine/zero through zlua/zero.h on one rank (the "self" communicator):
+ * every stage steps the same bits, stage 3 empties and gathers parameters
+ * around their use, the checkpoint walk reads and writes masters, zero.Init's
+ * store hands its chunks over, memory figures add up, and bad input is
+ * refused by name. Several ranks: tests/dist and examples/embed_zero. */
+#include "harness.h"
+
+#define NP 4
+
+typedef struct net {
+    zl_tensor *p[NP];      /* w1 [5, 3], b1 [5], w2 [2, 5], b2 [2] */
+} net;
+
+static void make_net(net *n, uint64_t seed)
+{
+    zl_manual_seed(seed);
+    const int64_t shapes[NP][2] = {{5, 3}, {5, 0}, {2, 5}, {2, 0}};
+    for (int i = 0; i < NP; i++) {
+        n->p[i] = zl_tensor_randn(ZL_DTYPE_F32, shapes[i][1] ? 2 : 1, shapes[i], NULL);
+        zl_tensor_set_requires_grad(n->p[i], true);
+    }
+}
+
+static void free_net(net *n)
+{
+    for (int i = 0; i < NP; i++) zl_tensor_release(n->p[i]);
+}
+
+static zl_tensor *forward(net *n, zl_tensor *x)
+{
+    zl_tensor *h = zl_linear(x, n->p[0], n->p[1]);
+    zl_tensor *a = zl_tanh(h);
+    zl_tensor *y = zl_linear(a, n->p[2], n->p[3]);
+    zl_tensor_release(h);
+    zl_tensor_release(a);
+    return y;
+}
+
+static zl_zero *engine(zl_comm *c, net *n, zl_zero_config *cfg)
+{
+    static const char *names[NP] = {"w1", "b1", "w2", "b2"};
+    zl_zero_param ps[NP];
+    for (int i = 0; i < NP; i++) ps[i] = (zl_zero_param){.tensor = n->p[i], .group = i % 2, .name = names[i]};
+    zl_zero_hparams hp[2] = {zl_zero_hparams_defaults(), zl_zero_hparams_defaults()};
+    hp[0].lr = 0.05;
+    hp[0].weight_decay = 0.1;
+    hp[1].lr = 0.02;
+    zl_zero *z = NULL;
+    CHECK(zl_zero_create(c, cfg, ps, NP, hp, 2, NULL, 0, &z) == ZL_OK);
+    return z;
+}
+
+/* Losses of `steps` steps on a fixed batch. */
+static void train(zl_comm *c, zl_zero_config *cfg, int steps, float *losses, net *out)
+{
+    net n;
+    make_net(&n, 3);
+    zl_zero *z = engine(c, &n, cfg);
+    zl_manual_seed(9);
+    zl_tensor *x = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 3}, NULL);
+    zl_tensor *t = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 2}, NULL);
+    for (int s = 0; z && s < steps; s++) {
+        CHECK(zl_zero_begin_forward(z) == ZL_OK);
+        zl_tensor *xin = cfg->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(x) : zl_tensor_to(x, cfg->dtype);
+        zl_tensor *y = forward(&n, xin);
+        zl_tensor *yf = y ? zl_tensor_to(y, ZL_DTYPE_F32) : NULL;
+        zl_tensor *loss = yf ? zl_mse_loss(yf, t, ZL_REDUCE_MEAN) : NULL;
+        CHECK(loss != NULL);
+        if (!loss) break;
+        losses[s] = (float)zl_tensor_get(loss, 0);
+        CHECK(zl_backward(loss, NULL, false) == ZL_OK);
+        CHECK(zl_zero_end_backward(z) == ZL_OK);
+        for (int i = 0; i < NP; i++) CHECK(zl_tensor_grad(n.p[i]) == NULL);   /* handed to the buckets */
+        zl_zero_step_info info;
+        CHECK(zl_zero_step(z, 1.0, 0.5, false, &info) == ZL_OK);
+        CHECK(!info.overflow && info.grad_norm > 0);
+        zl_tensor *rel[] = {xin, y, yf, loss};
+        for (int i = 0; i < 4; i++) zl_tensor_release(rel[i]);
+    }
+    if (out) {
+        *out = n;
+        for (int i = 0; i < NP; i++) {
+            zl_tensor *m = NULL;
+            CHECK(zl_zero_full_fp32(z, n.p[i], &m) == ZL_OK);
+            out->p[i] = m;
+            zl_tensor_release(n.p[i]);
+        }
+    } else {
+        free_net(&n);
+    }
+    zl_zero_free(z);
+    zl_tensor_release(x);
+    zl_tensor_release(t);
+}
+
+static zl_comm *self_comm(void)
+{
+    zl_comm *c = NULL;
+    CHECK(zl_comm_open("self", &c) == ZL_OK);
+    return c;
+}
+
+TEST(stages_step_the_same_bits)
+{
+    zl_comm *c = self_comm();
+    zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
+    for (int d = 0; d < 2; d++) {
+        float ref[12], got[12];
+        for (int stage = 0; stage <= 3; stage++) {
+            zl_zero_config cfg = zl_zero_config_defaults();
+            cfg.stage = stage;
+            cfg.dtype = dts[d];
+            cfg.grad_accum_dtype = ZL_DTYPE_F32;
+            cfg.reduce_bucket_size = 20;       /* several buckets */
+            cfg.overlap_comm = stage % 2 == 1;
+            cfg.param_persistence_threshold = 4;
+            train(c, &cfg, 12, stage == 0 ? ref : got, NULL);
+            if (stage > 0) CHECK(memcmp(ref, got, sizeof ref) == 0);
+        }
+        CHECK(ref[11] < 0.8f * ref[0]);
+    }
+    zl_comm_close(c);
+}
+
+TEST(stage3_parameters_are_empty_between_uses)
+{
+    zl_comm *c = self_comm();
+    net n;
+    make_net(&n, 4);
+    zl_tensor *before = zl_tensor_clone(n.p[0]);
+    zl_zero_config cfg = zl_zero_config_defaults();
+    cfg.stage = 3;
+    cfg.param_persistence_threshold = 5;   /* the biases (5 and 2 elements) stay gathered... */
+    zl_zero *z = engine(c, &n, &cfg);
+    CHECK(zl_tensor_numel(n.p[0]) == 0);   /* ...the weights are released */
+    CHECK(zl_tensor_numel(n.p[1]) == 5 && zl_tensor_numel(n.p[3]) == 2);
+    CHECK(zl_zero_gather(z, n.p[0]) == ZL_OK);
+    CHECK(zl_tensor_numel(n.p[0]) == 15);
+    bool same = true;
+    for (int i = 0; i < 15; i++) same = same && zl_tensor_get(n.p[0], i) == zl_tensor_get(before, i);
+    CHECK(same);
+    CHECK(zl_zero_release(z, n.p[0]) == ZL_OK);
+    CHECK(zl_tensor_numel(n.p[0]) == 0);
+    zl_zero_param_info pi;
+    CHECK(zl_zero_param_of(z, 1, &pi) == ZL_OK && pi.persistent && pi.k == 16 && pi.own == 5 && pi.group == 1);
+    CHECK(strcmp(pi.name, "b1") == 0);
+    zl_zero_memory m;
+    CHECK(zl_zero_memory_of(z, &m) == ZL_OK);
+    CHECK(m.partition_elements == 16 + 16 + 16 + 16);
+    CHECK(m.grads == 64 * 4 && m.master == 64 * 4 && m.moments == 2 * 64 * 4);
+    zl_zero_free(z);
+    zl_tensor_release(before);
+    free_net(&n);
+    zl_comm_close(c);
+}
+
+static zl_status bump(int i, zl_tensor *master, zl_tensor *const *states, void *user)
+{
+    (void)states;
+    int *calls = user;
+    (*calls)++;
+    if (i == 3) zl_tensor_fill(master, 7.0);
+    return ZL_OK;
+}
+
+TEST(each_chunk_writes_masters_and_sync_publishes_them)
+{
+    zl_comm *c = self_comm();
+    net n;
+    make_net(&n, 5);
+    zl_zero_config cfg = zl_zero_config_defaults();
+    cfg.stage = 2;
+    cfg.dtype = ZL_DTYPE_BF16;
+    zl_zero *z = engine(c, &n, &cfg);
+    CHECK(zl_tensor_dtype(n.p[3]) == ZL_DTYPE_BF16);
+    int calls = 0;
+    CHECK(zl_zero_each_chunk(z, true, NULL, bump, &calls) == ZL_OK && calls == NP);
+    CHECK(zl_zero_sync_working(z) == ZL_OK);
+    CHECK(zl_tensor_get(n.p[3], 0) == 7.0 && zl_tensor_get(n.p[3], 1) == 7.0);
+    int nk;
+    const char *const *keys = zl_zero_state_keys(z, &nk);
+    CHECK(nk == 2 && strcmp(keys[0], "exp_avg") == 0 && strcmp(keys[1], "exp_avg_sq") == 0);
+    CHECK(zl_zero_group_steps(z, 0) == 0);
+    zl_zero_free(z);
+    free_net(&n);
+    zl_comm_close(c);
+}
+
+TEST(init_store_hands_its_chunks_over)
+{
+    zl_comm *c = self_comm();
+    net n;
+    make_net(&n, 6);
+    zl_tensor *orig[NP];
+    for (int i = 0; i < NP; i++) orig[i] = zl_tensor_clone(n.p[i]);
+    zl_zero_config cfg = zl_zero_config_defaults();
+    cfg.stage = 3;
+    zl_zero_init *in = NULL;
+    CHECK(zl_zero_init_new(c, &cfg, &in) == ZL_OK);
+    for (int i = 0; i < NP; i++) CHECK(zl_zero_init_partition(in, n.p[i]) == ZL_OK);
+    CHECK(zl_zero_init_holds(in, n.p[2]) && zl_tensor_numel(n.p[2]) == 0);
+    CHECK(zl_zero_init_gather(in, n.p[2]) == ZL_OK && zl_tensor_numel(n.p[2]) == 10);
+    CHECK(zl_zero_init_scatter(in, n.p[2], -1) == ZL_OK && zl_tensor_numel(n.p[2]) == 0);
+    static const char *names[NP] = {"w1", "b1", "w2", "b2"};
+    zl_zero_param ps[NP];
+    for (int i = 0; i < NP; i++) ps[i] = (zl_zero_param){.tensor = n.p[i], .group = 0, .name = names[i]};
+    zl_zero_hparams hp = zl_zero_hparams_defaults();
+    zl_zero *z = NULL;
+    CHECK(zl_zero_create(c, &cfg, ps, NP, &hp, 1, &in, 1, &z) == ZL_OK);
+    CHECK(!zl_zero_init_holds(in, n.p[0]));
+    for (int i = 0; z && i < NP; i++) {
+        zl_tensor *m = NULL;
+        CHECK(zl_zero_full_fp32(z, n.p[i], &m) == ZL_OK);
+        bool same = m && zl_tensor_numel(m) == zl_tensor_numel(orig[i]);
+        for (int64_t j = 0; same && j < zl_tensor_numel(m); j++) same = zl_tensor_get(m, j) == zl_tensor_get(orig[i], j);
+        CHECK(same);
+        zl_tensor_release(m);
+        zl_tensor_release(orig[i]);
+    }
+    zl_zero_free(z);
+    zl_zero_init_free(in);
+    free_net(&n);
+    zl_comm_close(c);
+}
+
+TEST(bad_input_is_refused_by_name)
+{
+    zl_comm *c = self_comm();
+    net n;
+    make_net(&n, 7);
+    zl_zero_hparams hp = zl_zero_hparams_defaults();
+    zl_zero *z = NULL;
+    zl_zero_config cfg = zl_zero_config_defaults();
+    cfg.stage = 1;
+    cfg.optimizer = ZL_ZERO_LAMB;
+    zl_zero_param ps[2] = {{n.p[0], 0, "w1"}, {n.p[0], 0, "again"}};
+    CHECK_ERR(zl_zero_create(c, &cfg, ps, 1, &hp, 1, NULL, 0, &z), "Lamb");
+    cfg.optimizer = ZL_ZERO_ADAM;
+    CHECK_ERR(zl_zero_create(c, &cfg, ps, 2, &hp, 1, NULL, 0, &z), "again appears in more than one place");
+    cfg.stage = 5;
+    CHECK_ERR(zl_zero_create(c, &cfg, ps, 1, &hp, 1, NULL, 0, &z), "zero_optimization.stage must be 0..3, got 5");
+    cfg.stage = 0;
+    zl_tensor *half = zl_tensor_to(n.p[1], ZL_DTYPE_BF16);
+    zl_zero_param hps[1] = {{half, 0, "b1"}};
+    CHECK_ERR(zl_zero_create(c, &cfg, hps, 1, &hp, 1, NULL, 0, &z), "parameter b1 is bf16");
+    cfg.stage = 3;
+    cfg.offload_param.device = ZL_OFFLOAD_NVME;
+    CHECK_ERR(zl_zero_create(c, &cfg, ps, 1, &hp, 1, NULL, 0, &z), "offload_param.nvme_path is needed");
+    CHECK(z == NULL);
+    /* A parameter the loss does not reach, with ignore_unused_parameters off. */
+    cfg = zl_zero_config_defaults();
+    cfg.ignore_unused_parameters = false;
+    zl_zero_param two[2] = {{n.p[0], 0, "w1"}, {n.p[2], 0, "w2"}};
+    CHECK(zl_zero_create(c, &cfg, two, 2, &hp, 1, NULL, 0, &z) == ZL_OK);
+    zl_tensor *x = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){4, 3}, NULL);
+    zl_tensor *y = zl_linear(x, n.p[0], NULL);
+    zl_tensor *s = zl_sum(y, ZL_ALL_DIMS, false);
+    CHECK(zl_backward(s, NULL, false) == ZL_OK);
+    CHECK_ERR(zl_zero_end_backward(z), "parameter w2 received no gradient");
+    zl_tensor *other = zl_tensor_zeros(ZL_DTYPE_F32, 1, (int64_t[]){3});
+    zl_tensor *m = NULL;
+    CHECK_ERR(zl_zero_full_fp32(z, other, &m), "not a parameter this engine trains");
+    zl_tensor *rel[] = {x, y, s, other, half};
+    for (int i = 0; i < 5; i++) zl_tensor_release(rel[i]);
+    zl_zero_free(z);
+    free_net(&n);
+    zl_comm_close(c);
+}

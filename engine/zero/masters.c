@@ -2,7 +2,8 @@
  * the whole partition, or (offload_optimizer nvme) sub-groups of at most
  * sub_group_size elements in the optimizer swap, each slot holding a
  * sub-group's master then each state tensor, brought into a swap buffer
- * while it is stepped, saved or loaded. */
+ * while it is stepped, saved or loaded; and the walk over them that
+ * checkpoints read and write through. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,5 +98,56 @@ zl_status zz_masters_flush(zl_zero *z)
     double t0 = zz_now();
     zl_status st = zli_swap_flush(z->oswap);
     z->io_time += zz_now() - t0;
+    return st;
+}
+
+zl_status zl_zero_each_chunk(zl_zero *z, bool write, const bool *only, zl_zero_chunk_fn fn, void *user)
+{
+    if (!z || !fn) return zl_error(ZL_EINVAL, "zl_zero_each_chunk: no engine or function");
+    zl_status st = ZL_OK;
+    for (int s = 0; s < z->nsub && !st; s++) {
+        zz_sub *sg = &z->subs[s];
+        bool wanted = !only;
+        for (int i = sg->first; i < sg->first + sg->count && !wanted; i++) wanted = only[i];
+        if (!wanted) continue;
+        zz_view v;
+        if ((st = zz_sub_acquire(z, s, false, &v))) break;
+        for (int i = sg->first; i < sg->first + sg->count && !st; i++) {
+            if (only && !only[i]) continue;
+            zz_entry *e = &z->ents[i];
+            int64_t at = e->off - v.off;
+            zl_tensor *m = zl_tensor_from_data(ZL_DTYPE_F32, 1, &e->k, v.master + at);
+            zl_tensor *sts[2] = {NULL, NULL};
+            for (int j = 0; j < z->nstates; j++) sts[j] = zl_tensor_from_data(ZL_DTYPE_F32, 1, &e->k, v.states[j] + at);
+            if (!m || (z->nstates > 0 && !sts[0]) || (z->nstates > 1 && !sts[1])) st = ZL_ENOMEM;
+            if (!st) st = fn(i, m, sts, user);
+            if (!st && write) {
+                memcpy(v.master + at, zl_tensor_data(m), (size_t)e->k * 4);
+                for (int j = 0; j < z->nstates; j++) memcpy(v.states[j] + at, zl_tensor_data(sts[j]), (size_t)e->k * 4);
+            }
+            zl_tensor_release(m);
+            for (int j = 0; j < z->nstates; j++) zl_tensor_release(sts[j]);
+        }
+        zl_status s2 = zz_sub_release(z, s, write && !st);
+        if (!st) st = s2;
+    }
+    if (!st) st = zz_masters_flush(z);
+    return st;
+}
+
+zl_status zl_zero_sync_working(zl_zero *z)
+{
+    if (!z) return zl_error(ZL_EINVAL, "zl_zero_sync_working: no engine");
+    zl_status st = ZL_OK;
+    for (int s = 0; s < z->nsub && !st; s++) {
+        zz_view v;
+        if ((st = zz_sub_acquire(z, s, false, &v))) break;
+        zz_sub *sg = &z->subs[s];
+        for (int i = sg->first; i < sg->first + sg->count && !st; i++)
+            st = zz_store_working(z, &z->ents[i], v.master + (z->ents[i].off - v.off));
+        zl_status s2 = zz_sub_release(z, s, false);
+        if (!st) st = s2;
+    }
+    if (!st) st = zz_publish(z);
     return st;
 }

@@ -1,53 +1,57 @@
-/* The one swapper (swap.h): slots of one file cached in a few aligned
- * buffers. A buffer serves one slot at a time; it is read into on acquire or
- * ahead of it (prefetch), written back from on a dirty release, and keeps the
- * slot until another slot needs it, chosen least recently used among those
- * with nothing pinned or being read. */
+/* The slot cache of swap.h: slots of one swap file held in buffer_count aligned
+ * buffers, read and written through the zl_aio engine, with prefetch,
+ * write-behind and least-recently-used eviction. */
 #define _GNU_SOURCE
-#include <dirent.h>
+#include "swap.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "swap.h"
 
-#define SWAP_BLOCK 4096
-#define SWAP_MARKER ".zlua_swap"
-
-enum { IO_NONE = 0, IO_READ = 1, IO_WRITE = 2 };
+#define SWAP_ALIGN 4096       /* O_DIRECT's unit, and the slots' alignment in the file */
 
 typedef struct swap_slot {
-    int64_t off, elems;
-    int buf;                   /* the buffer holding it, or -1 */
+    int64_t offset;           /* bytes into the file */
+    int64_t elems;
+    int buf;                  /* the buffer holding it, or -1 */
+    bool written;             /* the file holds it (else it reads as zeros) */
+    bool lost;                /* its last write failed: the file holds stale bytes */
 } swap_slot;
 
-typedef struct swap_buf {
-    zl_tensor *t;              /* allocated on first use */
-    int slot;                  /* -1: free */
+typedef struct swap_buffer {
+    zl_tensor *mem;           /* buffer_elems rounded up; NULL until first needed */
+    zl_tensor *view;          /* the slot's elements in mem, while it holds one */
+    int slot;                 /* -1: holds nothing */
     int pins;
-    int io;
-    zl_aio_request *req;
-    uint64_t used;             /* the tick of its last release, for LRU */
-} swap_buf;
+    bool fresh;               /* prefetched, not acquired since: never evicted */
+    bool dirty;               /* released dirty by an earlier pin: written at the last release */
+    bool valid;               /* holds the slot's contents (not so after acquire_new, until written) */
+    zl_aio_request *req;      /* a read or write in flight; none while pinned */
+    bool writing;
+    uint64_t used;            /* last release or acquire, for LRU */
+} swap_buffer;
 
 struct zli_swap {
     zl_aio *aio;
     char *path, *what;
-    zl_dtype dt;
-    size_t es;
-    int64_t belems;
+    zl_dtype dtype;
+    size_t esize;
+    int64_t buffer_elems;     /* as configured: the largest slot */
+    int64_t mem_elems;        /* rounded up to whole blocks */
     zl_mem_category cat;
-    swap_buf *bufs;
     int nbuf;
+    swap_buffer *bufs;
     swap_slot *slots;
     int nslots, cap;
-    int64_t next_off;
     uint64_t tick;
-    zli_swap_figures fig;
+    zli_swap_stats st;
 };
+
+static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 static double now(void)
 {
@@ -56,309 +60,371 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-zl_status zli_swap_open(zl_aio *aio, const zli_swap_config *cfg, zli_swap **out)
+/* The slot's whole blocks in elements: I/O moves them all, so it goes direct
+ * (the padding past the slot belongs to its region). */
+static int64_t region_elems(const zli_swap *s, const swap_slot *sl)
 {
-    const char *what = cfg && cfg->what ? cfg->what : "swap";
-    if (!aio || !cfg || !cfg->path || !out) return zl_error(ZL_EINVAL, "%s: swap file without engine or path", what);
-    if (cfg->buffer_count < 0 || cfg->buffer_elems < 0 || (cfg->buffer_count > 0) != (cfg->buffer_elems > 0))
-        return zl_error(ZL_EINVAL, "%s: %d swap buffers of %lld elements", what, cfg->buffer_count,
-                        (long long)cfg->buffer_elems);
-    zli_swap *s = calloc(1, sizeof *s);
-    if (!s) return zl_error(ZL_ENOMEM, "%s: out of memory", what);
-    s->aio = aio;
-    s->path = strdup(cfg->path);
-    s->what = strdup(what);
-    s->dt = cfg->dtype;
-    s->es = zl_dtype_size(cfg->dtype);
-    s->belems = cfg->buffer_elems;
-    s->cat = cfg->cat;
-    s->nbuf = cfg->buffer_count;
-    s->bufs = calloc((size_t)(s->nbuf > 0 ? s->nbuf : 1), sizeof *s->bufs);
-    if (!s->path || !s->what || !s->bufs) {
-        zli_swap_close(s);
-        return zl_error(ZL_ENOMEM, "%s: out of memory", what);
-    }
-    for (int i = 0; i < s->nbuf; i++) s->bufs[i].slot = -1;
-    /* A file left by an earlier run would be read as if it held this run's slots. */
-    if (unlink(s->path) != 0 && errno != ENOENT) {
-        zl_status st = zl_error(ZL_EIO, "%s: cannot replace %s: %s", what, s->path, strerror(errno));
-        zli_swap_close(s);
-        return st;
-    }
-    *out = s;
+    return round_up(sl->elems * (int64_t)s->esize, SWAP_ALIGN) / (int64_t)s->esize;
+}
+
+static zl_status check_slot(const zli_swap *s, int slot, const char *op)
+{
+    if (!s) return zl_error(ZL_EINVAL, "swap %s: the swapper is NULL", op);
+    if (slot < 0 || slot >= s->nslots)
+        return zl_error(ZL_EINVAL, "%s: %s of slot %d, which does not exist (%d slots)", s->what, op, slot,
+                        s->nslots);
     return ZL_OK;
 }
 
-/* Wait for a buffer's I/O; a failed read leaves it serving no slot. */
-static zl_status settle(zli_swap *s, swap_buf *b)
+/* The buffer forgets its slot; its I/O is over. */
+static void unbind(zli_swap *s, swap_buffer *b)
+{
+    if (b->slot >= 0) s->slots[b->slot].buf = -1;
+    zl_tensor_release(b->view);
+    b->view = NULL;
+    b->slot = -1;
+    b->pins = 0;
+    b->fresh = b->dirty = b->valid = false;
+}
+
+/* Wait for the buffer's I/O, if any. A failure drops the slot (a failed write
+ * leaves it lost) and returns the aio message, naming the file, prefixed with
+ * what and the slot. */
+static zl_status wait_io(zli_swap *s, swap_buffer *b)
 {
     if (!b->req) return ZL_OK;
     double t0 = now();
     zl_status st = zl_aio_wait(b->req);
-    s->fig.io_seconds += now() - t0;
+    s->st.wait_seconds += now() - t0;
     b->req = NULL;
-    if (st && b->io == IO_READ && b->slot >= 0) {
-        s->slots[b->slot].buf = -1;
-        b->slot = -1;
+    if (!st) return ZL_OK;
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", zl_last_error());
+    int slot = b->slot;
+    bool write = b->writing;
+    if (write) s->slots[slot].lost = true;
+    unbind(s, b);
+    return zl_error(st, "%s: %s slot %d: %s", s->what, write ? "writing" : "reading", slot, msg);
+}
+
+static zl_status start_io(zli_swap *s, swap_buffer *b, bool write)
+{
+    swap_slot *sl = &s->slots[b->slot];
+    int64_t n = region_elems(s, sl), one = 1;
+    zl_tensor *v = zli_view_of(b->mem, 1, &n, &one, 0);
+    if (!v) return zl_error(ZL_ENOMEM, "%s: out of memory for a view of slot %d", s->what, b->slot);
+    b->req = write ? zl_aio_write(s->aio, s->path, v, sl->offset) : zl_aio_read(s->aio, s->path, v, sl->offset);
+    zl_tensor_release(v);
+    b->writing = write;
+    if (!b->req) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", zl_last_error());
+        int slot = b->slot;
+        if (write) sl->lost = true;
+        zl_status st = zli_last_code();
+        unbind(s, b);
+        return zl_error(st ? st : ZL_EIO, "%s: %s slot %d: %s", s->what, write ? "writing" : "reading", slot, msg);
     }
-    b->io = IO_NONE;
-    return st;
+    int64_t bytes = sl->elems * (int64_t)s->esize;
+    if (write) s->st.bytes_written += bytes;
+    else s->st.bytes_read += bytes;
+    return ZL_OK;
+}
+
+/* Pick a buffer for a slot that is not resident (see swap.h for the order),
+ * evicting what it holds; *idx = -1 when none can be had. */
+static zl_status pick(zli_swap *s, bool may_wait, int *idx)
+{
+    int empty = -1, clean = -1, writing = -1;
+    for (int i = 0; i < s->nbuf; i++) {
+        swap_buffer *b = &s->bufs[i];
+        if (b->slot < 0) {
+            /* An allocated one first, so memory grows only when the cache is full. */
+            if (empty < 0 || (b->mem && !s->bufs[empty].mem)) empty = i;
+        } else if (!b->pins && !b->fresh) {
+            int *best = b->req ? &writing : &clean;
+            if (*best < 0 || b->used < s->bufs[*best].used) *best = i;
+        }
+    }
+    *idx = empty >= 0 ? empty : clean >= 0 ? clean : may_wait ? writing : -1;
+    if (*idx < 0) return ZL_OK;
+    swap_buffer *b = &s->bufs[*idx];
+    zl_status st = wait_io(s, b);
+    if (st) {
+        *idx = -1;
+        return st;
+    }
+    unbind(s, b);
+    return ZL_OK;
+}
+
+/* Give the picked buffer to the slot: memory on first use, and the slot's view. */
+static zl_status bind(zli_swap *s, int idx, int slot)
+{
+    swap_buffer *b = &s->bufs[idx];
+    if (!b->mem) {
+        b->mem = zl_aio_buffer(s->dtype, s->mem_elems, s->cat);
+        if (!b->mem)
+            return zl_error(ZL_ENOMEM, "%s: out of memory for swap buffer %d of %lld bytes", s->what, idx,
+                            (long long)(s->mem_elems * (int64_t)s->esize));
+        s->st.buffer_bytes += s->mem_elems * (int64_t)s->esize;
+    }
+    int64_t n = s->slots[slot].elems, one = 1;
+    b->view = zli_view_of(b->mem, 1, &n, &one, 0);
+    if (!b->view) return zl_error(ZL_ENOMEM, "%s: out of memory for a view of slot %d", s->what, slot);
+    b->slot = slot;
+    s->slots[slot].buf = idx;
+    return ZL_OK;
+}
+
+/* Bring a slot that is not resident into a buffer: a read started (not
+ * waited for), zeros for a slot never written, or nothing for acquire_new.
+ * *idx = -1 (ZL_OK) when no buffer can be had. */
+static zl_status load(zli_swap *s, int slot, bool may_wait, bool read, int *idx)
+{
+    zl_status st = pick(s, may_wait, idx);
+    if (st || *idx < 0) return st;
+    if ((st = bind(s, *idx, slot))) return st;
+    swap_buffer *b = &s->bufs[*idx];
+    swap_slot *sl = &s->slots[slot];
+    if (!read) return ZL_OK;
+    b->valid = true;
+    if (sl->written) return start_io(s, b, false);
+    memset(zl_tensor_data(b->mem), 0, (size_t)(region_elems(s, sl) * (int64_t)s->esize));
+    return ZL_OK;
+}
+
+static zl_status lost_error(const zli_swap *s, int slot)
+{
+    return zl_error(ZL_EIO, "%s: slot %d was lost: its last write to %s failed", s->what, slot, s->path);
+}
+
+static zl_status acquire(zli_swap *s, int slot, bool read, zl_tensor **buf)
+{
+    const char *op = read ? "acquire" : "acquire_new";
+    if (!buf) return zl_error(ZL_EINVAL, "swap %s: the output pointer is NULL", op);
+    *buf = NULL;
+    zl_status st = check_slot(s, slot, op);
+    if (st) return st;
+    swap_slot *sl = &s->slots[slot];
+    if (read && sl->lost) return lost_error(s, slot);
+    int idx = sl->buf;
+    if (idx < 0) {
+        if ((st = load(s, slot, true, read, &idx))) return st;
+        if (idx < 0) {
+            int held = 0;
+            for (int i = 0; i < s->nbuf; i++) held += s->bufs[i].pins > 0 || s->bufs[i].fresh;
+            return zl_error(ZL_ESTATE, "%s: ran out of swap buffers (%d in use) %s slot %d; increase %s.buffer_count",
+                            s->what, held, read ? "reading" : "writing", slot, s->what);
+        }
+    }
+    swap_buffer *b = &s->bufs[idx];
+    if ((st = wait_io(s, b))) return st;
+    b->pins++;
+    b->fresh = false;
+    b->used = ++s->tick;
+    *buf = b->view;
+    return ZL_OK;
+}
+
+zl_status zli_swap_acquire(zli_swap *s, int slot, zl_tensor **buf) { return acquire(s, slot, true, buf); }
+
+zl_status zli_swap_acquire_new(zli_swap *s, int slot, zl_tensor **buf) { return acquire(s, slot, false, buf); }
+
+zl_status zli_swap_prefetch(zli_swap *s, int slot, bool may_wait, bool *started)
+{
+    if (!started) return zl_error(ZL_EINVAL, "swap prefetch: the output pointer is NULL");
+    *started = false;
+    zl_status st = check_slot(s, slot, "prefetch");
+    if (st) return st;
+    if (s->slots[slot].lost) return lost_error(s, slot);
+    int idx = s->slots[slot].buf;
+    if (idx < 0 && ((st = load(s, slot, may_wait, true, &idx)) || idx < 0)) return st;
+    s->bufs[idx].fresh = true;
+    *started = true;
+    return ZL_OK;
+}
+
+zl_status zli_swap_release(zli_swap *s, int slot, bool dirty)
+{
+    zl_status st = check_slot(s, slot, "release");
+    if (st) return st;
+    int idx = s->slots[slot].buf;
+    if (idx < 0 || s->bufs[idx].pins == 0)
+        return zl_error(ZL_ESTATE, "%s: release of slot %d, which is not acquired", s->what, slot);
+    swap_buffer *b = &s->bufs[idx];
+    b->dirty |= dirty;
+    if (--b->pins > 0) return ZL_OK;
+    b->used = ++s->tick;
+    if (b->dirty) {
+        b->dirty = false;
+        b->valid = true;
+        s->slots[slot].written = true;
+        s->slots[slot].lost = false;
+        return start_io(s, b, true);
+    }
+    if (!b->valid) unbind(s, b);
+    return ZL_OK;
 }
 
 zl_status zli_swap_flush(zli_swap *s)
 {
+    if (!s) return zl_error(ZL_EINVAL, "swap flush: the swapper is NULL");
     zl_status first = ZL_OK;
     char msg[1024] = "";
-    for (int i = 0; s && i < s->nbuf; i++) {
-        zl_status st = settle(s, &s->bufs[i]);
+    for (int i = 0; i < s->nbuf; i++) {
+        zl_status st = wait_io(s, &s->bufs[i]);
         if (st && !first) {
             first = st;
             snprintf(msg, sizeof msg, "%s", zl_last_error());
         }
+        s->bufs[i].fresh = false;
     }
     return first ? zl_error(first, "%s", msg) : ZL_OK;
 }
 
-void zli_swap_close(zli_swap *s)
-{
-    if (!s) return;
-    zli_swap_flush(s);
-    for (int i = 0; i < s->nbuf; i++) zl_tensor_release(s->bufs[i].t);
-    if (s->path) unlink(s->path);
-    free(s->bufs);
-    free(s->slots);
-    free(s->path);
-    free(s->what);
-    free(s);
-}
-
 int zli_swap_add_slot(zli_swap *s, int64_t elems)
 {
-    if (elems < 0 || (s->nbuf > 0 && elems > s->belems)) {
-        zl_error(ZL_EINVAL, "%s: a slot of %lld elements does not fit buffers of %lld", s->what, (long long)elems,
-                 (long long)s->belems);
+    if (!s) {
+        zl_error(ZL_EINVAL, "swap add_slot: the swapper is NULL");
+        return -1;
+    }
+    if (elems < 0 || elems > s->buffer_elems) {
+        zl_error(ZL_EINVAL, "%s: a slot of %lld elements does not fit the swap buffers of %lld elements", s->what,
+                 (long long)elems, (long long)s->buffer_elems);
+        return -1;
+    }
+    if (s->nslots == INT_MAX) {
+        zl_error(ZL_EINVAL, "%s: too many swap slots", s->what);
         return -1;
     }
     if (s->nslots == s->cap) {
-        int nc = s->cap ? 2 * s->cap : 64;
-        swap_slot *ns = realloc(s->slots, (size_t)nc * sizeof *ns);
-        if (!ns) {
-            zl_error(ZL_ENOMEM, "%s: out of memory adding a slot", s->what);
+        int cap = s->cap ? (s->cap > INT_MAX / 2 ? INT_MAX : s->cap * 2) : 16;
+        swap_slot *p = realloc(s->slots, (size_t)cap * sizeof *p);
+        if (!p) {
+            zl_error(ZL_ENOMEM, "%s: out of memory for %d swap slots", s->what, cap);
             return -1;
         }
-        s->slots = ns;
-        s->cap = nc;
+        s->slots = p;
+        s->cap = cap;
     }
-    int64_t bytes = (elems * (int64_t)s->es + SWAP_BLOCK - 1) / SWAP_BLOCK * SWAP_BLOCK;
-    s->slots[s->nslots] = (swap_slot){.off = s->next_off, .elems = elems, .buf = -1};
-    s->next_off += bytes;
-    s->fig.file_bytes = s->next_off;
+    swap_slot *sl = &s->slots[s->nslots];
+    *sl = (swap_slot){.offset = s->st.file_bytes, .elems = elems, .buf = -1};
+    s->st.file_bytes += region_elems(s, sl) * (int64_t)s->esize;
     return s->nslots++;
-}
-
-static zl_status check_slot(const zli_swap *s, int slot)
-{
-    if (slot < 0 || slot >= s->nslots)
-        return zl_error(ZL_EINVAL, "%s: slot %d is outside 0..%d", s->what, slot, s->nslots - 1);
-    return ZL_OK;
-}
-
-/* A buffer for another slot: a free one, else the least recently used idle
- * one; with wait, else the least recently used one whose write is in flight,
- * else one being read ahead (a slot needed now goes before one read on
- * speculation). */
-static int pick(zli_swap *s, bool wait)
-{
-    int best = -1;
-    for (int i = 0; i < s->nbuf; i++) {
-        swap_buf *b = &s->bufs[i];
-        if (b->slot < 0 && b->io == IO_NONE) return i;
-        if (b->pins == 0 && b->io == IO_NONE && (best < 0 || b->used < s->bufs[best].used)) best = i;
-    }
-    for (int io = IO_WRITE; wait && best < 0 && io >= IO_READ; io--)
-        for (int i = 0; i < s->nbuf; i++) {
-            swap_buf *b = &s->bufs[i];
-            if (b->pins == 0 && b->io == io && (best < 0 || b->used < s->bufs[best].used)) best = i;
-        }
-    return best;
-}
-
-/* Give buffer i to slot (evicting what it held, waiting for its write). */
-static zl_status attach(zli_swap *s, int i, int slot)
-{
-    swap_buf *b = &s->bufs[i];
-    zl_status st = settle(s, b);
-    if (b->slot >= 0) s->slots[b->slot].buf = -1;
-    b->slot = -1;
-    if (st) return st;
-    if (!b->t) {
-        if (!(b->t = zl_aio_buffer(s->dt, s->belems, s->cat)))
-            return zl_error(ZL_ENOMEM, "%s: out of memory for a swap buffer of %lld elements", s->what,
-                            (long long)s->belems);
-        s->fig.buffer_bytes += (s->belems * (int64_t)s->es + SWAP_BLOCK - 1) / SWAP_BLOCK * SWAP_BLOCK;
-    }
-    b->slot = slot;
-    s->slots[slot].buf = i;
-    return ZL_OK;
-}
-
-/* Start moving slot's elements between its buffer and the file. */
-static zl_status start(zli_swap *s, int slot, bool write)
-{
-    swap_slot *sl = &s->slots[slot];
-    swap_buf *b = &s->bufs[sl->buf];
-    zl_tensor *view = zl_tensor_narrow(b->t, 0, 0, sl->elems);
-    if (!view) return ZL_ENOMEM;
-    b->req = write ? zl_aio_write(s->aio, s->path, view, sl->off) : zl_aio_read(s->aio, s->path, view, sl->off);
-    zl_tensor_release(view);
-    if (!b->req) return zl_error(ZL_EIO, "%s: %s", s->what, zl_last_error());
-    b->io = write ? IO_WRITE : IO_READ;
-    if (write) s->fig.write_bytes += sl->elems * (int64_t)s->es;
-    else s->fig.read_bytes += sl->elems * (int64_t)s->es;
-    return ZL_OK;
-}
-
-bool zli_swap_prefetch(zli_swap *s, int slot)
-{
-    if (check_slot(s, slot)) return false;
-    if (s->slots[slot].buf >= 0) return true;
-    int i = pick(s, false);
-    if (i < 0 || attach(s, i, slot)) return false;
-    if (start(s, slot, false)) {
-        s->slots[slot].buf = -1;
-        s->bufs[i].slot = -1;
-        return false;
-    }
-    return true;
-}
-
-static zl_status acquire(zli_swap *s, int slot, bool fresh, zl_tensor **buf)
-{
-    zl_status st = check_slot(s, slot);
-    if (st) return st;
-    if (s->nbuf == 0) return zl_error(ZL_ESTATE, "%s: this swap file has no buffers", s->what);
-    int i = s->slots[slot].buf;
-    if (i >= 0) {
-        if ((st = settle(s, &s->bufs[i]))) return st;
-        i = s->slots[slot].buf;   /* a failed read gave the buffer up */
-    }
-    if (i < 0) {
-        i = pick(s, true);
-        if (i < 0) {
-            int pinned = 0;
-            for (int j = 0; j < s->nbuf; j++) pinned += s->bufs[j].pins > 0;
-            return zl_error(ZL_ESTATE, "%s: ran out of swap buffers (%d of %d in use) reading slot %d; increase "
-                            "%s.buffer_count", s->what, pinned, s->nbuf, slot, s->what);
-        }
-        if ((st = attach(s, i, slot))) return st;
-        if (!fresh && ((st = start(s, slot, false)) || (st = settle(s, &s->bufs[i])))) {
-            if (s->slots[slot].buf >= 0) {
-                s->slots[slot].buf = -1;
-                s->bufs[i].slot = -1;
-            }
-            return st;
-        }
-    }
-    s->bufs[i].pins++;
-    *buf = s->bufs[i].t;
-    return ZL_OK;
-}
-
-zl_status zli_swap_acquire(zli_swap *s, int slot, zl_tensor **buf) { return acquire(s, slot, false, buf); }
-zl_status zli_swap_acquire_new(zli_swap *s, int slot, zl_tensor **buf) { return acquire(s, slot, true, buf); }
-
-zl_status zli_swap_release(zli_swap *s, int slot, bool dirty)
-{
-    zl_status st = check_slot(s, slot);
-    if (st) return st;
-    int i = s->slots[slot].buf;
-    if (i < 0 || s->bufs[i].pins == 0) return zl_error(ZL_ESTATE, "%s: slot %d released but not acquired", s->what, slot);
-    swap_buf *b = &s->bufs[i];
-    b->pins--;
-    b->used = ++s->tick;
-    if (!dirty) return ZL_OK;
-    /* A write already in flight carries older bytes: it must land first. */
-    if ((st = settle(s, b))) return st;
-    return start(s, slot, true);
 }
 
 static zl_status direct(zli_swap *s, int slot, zl_tensor *t, bool write)
 {
-    zl_status st = check_slot(s, slot);
+    const char *op = write ? "write" : "read";
+    zl_status st = check_slot(s, slot, op);
     if (st) return st;
     swap_slot *sl = &s->slots[slot];
-    if (zl_tensor_numel(t) != sl->elems || zl_tensor_dtype(t) != s->dt)
-        return zl_error(ZL_EINVAL, "%s: slot %d holds %lld %s elements, the tensor %lld %s", s->what, slot,
-                        (long long)sl->elems, zl_dtype_name(s->dt), (long long)zl_tensor_numel(t),
-                        zl_dtype_name(zl_tensor_dtype(t)));
-    double t0 = now();
-    zl_aio_request *r = write ? zl_aio_write(s->aio, s->path, t, sl->off) : zl_aio_read(s->aio, s->path, t, sl->off);
-    st = r ? zl_aio_wait(r) : ZL_EIO;
-    s->fig.io_seconds += now() - t0;
-    if (!st) {
-        if (write) s->fig.write_bytes += sl->elems * (int64_t)s->es;
-        else s->fig.read_bytes += sl->elems * (int64_t)s->es;
+    if (!t || zl_tensor_numel(t) != sl->elems || zl_tensor_dtype(t) != s->dtype || !zl_tensor_is_contiguous(t))
+        return zl_error(ZL_EINVAL, "%s: %s of slot %d needs a contiguous tensor of %lld %s elements", s->what, op, slot,
+                        (long long)sl->elems, zl_dtype_name(s->dtype));
+    if (sl->buf >= 0) return zl_error(ZL_ESTATE, "%s: %s of slot %d, which a buffer holds", s->what, op, slot);
+    if (!write && sl->lost) return lost_error(s, slot);
+    if (!write && !sl->written) {
+        memset(zl_tensor_data(t), 0, (size_t)sl->elems * s->esize);
+        return ZL_OK;
     }
-    return st;
+    double t0 = now();
+    zl_aio_request *r = write ? zl_aio_write(s->aio, s->path, t, sl->offset) : zl_aio_read(s->aio, s->path, t, sl->offset);
+    st = r ? zl_aio_wait(r) : zli_last_code();
+    s->st.wait_seconds += now() - t0;
+    if (st) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", zl_last_error());
+        if (write) sl->lost = true;
+        return zl_error(st, "%s: %s slot %d: %s", s->what, write ? "writing" : "reading", slot, msg);
+    }
+    if (write) {
+        sl->written = true;
+        sl->lost = false;
+        s->st.bytes_written += sl->elems * (int64_t)s->esize;
+    } else {
+        s->st.bytes_read += sl->elems * (int64_t)s->esize;
+    }
+    return ZL_OK;
 }
 
 zl_status zli_swap_read(zli_swap *s, int slot, zl_tensor *dst) { return direct(s, slot, dst, false); }
 zl_status zli_swap_write(zli_swap *s, int slot, zl_tensor *src) { return direct(s, slot, src, true); }
 
-void zli_swap_figures_of(const zli_swap *s, zli_swap_figures *out)
+zli_swap_stats zli_swap_stats_of(const zli_swap *s)
 {
-    memset(out, 0, sizeof *out);
-    if (s) *out = s->fig;
+    return s ? s->st : (zli_swap_stats){0};
 }
 
-/* ---- the swap folder ---- */
-
-/* 1 when dir holds anything but the marker, 0 when empty or only marked, -1 when unreadable. */
-static int foreign_content(const char *dir, bool *marked)
+static zl_status check_config(const zli_swap_config *c, const char *what)
 {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int foreign = 0;
-    *marked = false;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!strcmp(e->d_name, SWAP_MARKER)) *marked = true;
-        else foreign = 1;
-    }
-    closedir(d);
-    return foreign;
-}
-
-zl_status zli_swap_folder(const char *nvme_path, const char *sub, const char *what, char *out, size_t n)
-{
-    if (!nvme_path || !*nvme_path) return zl_error(ZL_EINVAL, "%s: nvme_path is empty", what);
-    if (!sub || !*sub || sub[0] == '/' || strstr(sub, ".."))
-        return zl_error(ZL_EINVAL, "%s: bad swap sub-folder '%s'", what, sub ? sub : "(null)");
-    int len = snprintf(out, n, "%s/zlua_swap/%s", nvme_path, sub);
-    if (len < 0 || (size_t)len >= n) return zl_error(ZL_EINVAL, "%s: nvme_path is too long: %s", what, nvme_path);
-    struct stat stt;
-    if (stat(out, &stt) == 0) {
-        bool marked = false;
-        int foreign = S_ISDIR(stt.st_mode) ? foreign_content(out, &marked) : 1;
-        if (foreign != 0 && !marked)
-            return zl_error(ZL_EINVAL, "%s: the swap folder %s exists and was not made by zlua (no %s in it): "
-                            "refusing to empty it; point nvme_path elsewhere or remove it", what, out, SWAP_MARKER);
-        if (zl_fs_remove_tree(out))
-            return zl_error(ZL_EIO, "%s: cannot prepare the swap folder %s under nvme_path: %s", what, out,
-                            zl_last_error());
-    }
-    char marker[4200];
-    snprintf(marker, sizeof marker, "%s/%s", out, SWAP_MARKER);
-    if (zl_fs_mkdirs(out)) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", zl_last_error());
-        return zl_error(ZL_EIO, "%s: cannot prepare the swap folder %s under nvme_path: %s", what, out, why);
-    }
-    FILE *f = fopen(marker, "w");
-    if (!f)
-        return zl_error(ZL_EIO, "%s: cannot prepare the swap folder %s under nvme_path: %s: %s", what, out, marker,
-                        strerror(errno));
-    fputs("made by zlua for swap files; the folder is emptied at the next run\n", f);
-    fclose(f);
+    if (!c->path || !*c->path) return zl_error(ZL_EINVAL, "%s: the swap file's path is empty", what);
+    if ((unsigned)c->dtype >= ZL_DTYPE_COUNT)
+        return zl_error(ZL_EINVAL, "%s: swap dtype %d is not a dtype", what, (int)c->dtype);
+    if ((unsigned)c->cat >= ZL_MEM_COUNT)
+        return zl_error(ZL_EINVAL, "%s: swap memory category %d is not a category", what, (int)c->cat);
+    if (c->buffer_elems < 1 || c->buffer_elems > ((int64_t)1 << 50) / (int64_t)zl_dtype_size(c->dtype))
+        return zl_error(ZL_EINVAL, "%s: swap buffers of %lld elements: must be between 1 and 2^50 bytes", what,
+                        (long long)c->buffer_elems);
+    if (c->buffer_count < 1)
+        return zl_error(ZL_EINVAL, "%s.buffer_count must be at least 1, got %d", what, c->buffer_count);
     return ZL_OK;
+}
+
+zl_status zli_swap_open(zl_aio *aio, const zli_swap_config *cfg, zli_swap **out)
+{
+    if (!out) return zl_error(ZL_EINVAL, "swap open: the output pointer is NULL");
+    *out = NULL;
+    if (!aio || !cfg) return zl_error(ZL_EINVAL, "swap open: the %s is NULL", aio ? "config" : "aio engine");
+    const char *what = cfg->what && *cfg->what ? cfg->what : "swap";
+    if (check_config(cfg, what)) return ZL_EINVAL;
+    int fd = open(cfg->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return zl_error(ZL_EIO, "%s: cannot create the swap file %s: %s", what, cfg->path, strerror(errno));
+    close(fd);
+    zli_swap *s = calloc(1, sizeof *s);
+    if (s) {
+        s->path = strdup(cfg->path);
+        s->what = strdup(what);
+        s->bufs = calloc((size_t)cfg->buffer_count, sizeof *s->bufs);
+    }
+    if (!s || !s->path || !s->what || !s->bufs) {
+        unlink(cfg->path);
+        if (s) { free(s->path); free(s->what); free(s->bufs); }
+        free(s);
+        return zl_error(ZL_ENOMEM, "%s: out of memory for a swapper", what);
+    }
+    s->aio = aio;
+    s->dtype = cfg->dtype;
+    s->esize = zl_dtype_size(cfg->dtype);
+    s->buffer_elems = cfg->buffer_elems;
+    s->mem_elems = round_up(cfg->buffer_elems * (int64_t)s->esize, SWAP_ALIGN) / (int64_t)s->esize;
+    s->cat = cfg->cat;
+    s->nbuf = cfg->buffer_count;
+    for (int i = 0; i < s->nbuf; i++) s->bufs[i].slot = -1;
+    *out = s;
+    return ZL_OK;
+}
+
+void zli_swap_close(zli_swap *s)
+{
+    if (!s) return;
+    /* The caller's error, if any, outlives the waits below. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", zl_last_error());
+    zl_status code = zli_last_code();
+    for (int i = 0; i < s->nbuf; i++) {
+        swap_buffer *b = &s->bufs[i];
+        if (b->req) zl_aio_wait(b->req);
+        zl_tensor_release(b->view);
+        zl_tensor_release(b->mem);
+    }
+    unlink(s->path);
+    if (code) zl_error(code, "%s", msg);
+    else zl_clear_error();
+    free(s->bufs);
+    free(s->slots);
+    free(s->path);
+    free(s->what);
+    free(s);
 }

@@ -1,61 +1,102 @@
-/* Private to the engine: the one swapper behind every NVMe offload (optimizer
- * sub-groups, stage-3 parameter chunks, zero.Init's store). One file of
- * slots, each a region at a 4096-byte boundary, cached in buffer_count
- * aligned buffers moved through the zl_aio engine. Never installed. */
-#ifndef ZL_SWAP_H
-#define ZL_SWAP_H
+/* Private to the engine (engine/zero, and the tests): the one NVMe swapper
+ * behind offload_optimizer's sub-groups, offload_param's chunks and zero.Init's
+ * store — a slot cache over one file, through the zl_aio engine — and its folder. */
+#ifndef ZL_OFFLOAD_SWAP_H
+#define ZL_OFFLOAD_SWAP_H
 
-#include "zlua/zlua.h"
+#include "../core/tensor_impl.h"
+
+/* Design: the file is a row of slots, each on a 4096-byte boundary, laid out
+ * in the order they are added. buffer_count aligned buffers (allocated on
+ * first need) cache slots: a slot is resident while a buffer holds it, pinned
+ * while acquired. I/O runs only on unpinned buffers: a read started by a
+ * prefetch, a write started by a dirty release (write-behind: the buffer stays
+ * a valid copy, so the slot is served from it, never read back while its
+ * write is in flight). A buffer for a slot that is not resident is, in this
+ * order: one holding nothing; the least recently used unpinned one with no I/O
+ * in flight; the least recently used unpinned one whose write is in flight,
+ * after waiting for it. A pinned slot and a prefetched slot not yet acquired
+ * are never evicted. One thread drives a swapper. */
 
 typedef struct zli_swap zli_swap;
 
 typedef struct zli_swap_config {
-    const char *path;          /* the swap file: created empty, removed by zli_swap_close */
+    const char *path;          /* the swap file: created empty by open, removed by close */
     zl_dtype dtype;            /* element type of the slots */
-    int64_t buffer_elems;      /* elements per buffer: the largest slot (0: no buffers, direct reads/writes only) */
-    int buffer_count;          /* buffers in memory (0 with buffer_elems 0) */
+    int64_t buffer_elems;      /* the largest slot, in elements (buffers round it up to whole 4096-byte blocks) */
+    int buffer_count;          /* buffers in memory, at least 1 (DeepSpeed's buffer_count) */
     zl_mem_category cat;       /* what the buffers are charged to */
-    const char *what;          /* the config block, for messages ("offload_optimizer") */
+    const char *what;          /* the config block, for messages ("offload_optimizer", "offload_param", ...) */
 } zli_swap_config;
 
-typedef struct zli_swap_figures {
-    int64_t read_bytes, write_bytes;   /* moved to and from the file so far */
-    int64_t buffer_bytes;              /* buffers allocated */
-    int64_t file_bytes;                /* the file's slots */
-    double io_seconds;                 /* waited on I/O */
-} zli_swap_figures;
+typedef struct zli_swap_stats {
+    int64_t bytes_read;        /* slot bytes (elements x dtype size) read from the file */
+    int64_t bytes_written;     /* and written to it */
+    double wait_seconds;       /* spent waiting for reads and writes */
+    int64_t buffer_bytes;      /* buffers allocated so far */
+    int64_t file_bytes;        /* the file's layout: every slot's region */
+} zli_swap_stats;
 
-zl_status zli_swap_open(zl_aio *aio, const zli_swap_config *cfg, zli_swap **out);
-/* Waits for I/O in flight, frees the buffers, removes the file. NULL is a no-op. */
-void zli_swap_close(zli_swap *s);
-/* A new slot of elems elements at the next 4096-byte boundary: its id, or -1
- * with an error (larger than a buffer). */
-int zli_swap_add_slot(zli_swap *s, int64_t elems);
+/* A swapper over cfg->path, creating (or truncating) the file. `aio` is
+ * borrowed and must outlive the swapper; several swappers may share one.
+ * ZL_EINVAL naming the field for a bad config, ZL_EIO naming the file. */
+ZLI_HIDDEN zl_status zli_swap_open(zl_aio *aio, const zli_swap_config *cfg, zli_swap **out);
+/* Waits for the I/O in flight (its errors are dropped: flush first to see
+ * them), frees the buffers and removes the file. NULL is a no-op. */
+ZLI_HIDDEN void zli_swap_close(zli_swap *s);
 
-/* Start reading a slot into a buffer, unless it is in one already; false
- * (no error) when no buffer is free without waiting. */
-bool zli_swap_prefetch(zli_swap *s, int slot);
-/* The slot's elements in memory, read (waiting) when needed and pinned until
- * zli_swap_release: *buf is the whole buffer (borrowed), the slot in its first
- * elements. Every buffer pinned is an error naming <what>.buffer_count. */
-zl_status zli_swap_acquire(zli_swap *s, int slot, zl_tensor **buf);
-/* The same for a slot about to be overwritten whole: no read. */
-zl_status zli_swap_acquire_new(zli_swap *s, int slot, zl_tensor **buf);
-/* Unpin; dirty starts writing the slot back. The buffer keeps serving the
- * slot until it is needed for another. */
-zl_status zli_swap_release(zli_swap *s, int slot, bool dirty);
-/* Wait for every read and write in flight; the first error. */
-zl_status zli_swap_flush(zli_swap *s);
+/* A new slot of `elems` elements at the file's next 4096-byte boundary: its
+ * id (0, 1, ... in order), or -1 with ZL_EINVAL when elems is negative or
+ * larger than buffer_elems. A slot never written reads as zeros. */
+ZLI_HIDDEN int zli_swap_add_slot(zli_swap *s, int64_t elems);
 
-/* Uncached: a slot straight from or into a tensor of its elements (zero.Init's chunks). */
-zl_status zli_swap_read(zli_swap *s, int slot, zl_tensor *dst);
-zl_status zli_swap_write(zli_swap *s, int slot, zl_tensor *src);
+/* Start reading the slot into a buffer, so a later acquire need not wait for
+ * it. *started is true when the slot is now resident or being read (it is
+ * then kept until acquired, or until a flush), false (ZL_OK) when no buffer
+ * can be had: all pinned or prefetched, or, unless may_wait, only ones whose
+ * write is in flight. With may_wait the oldest such write is waited for, and
+ * its error returned. */
+ZLI_HIDDEN zl_status zli_swap_prefetch(zli_swap *s, int slot, bool may_wait, bool *started);
 
-void zli_swap_figures_of(const zli_swap *s, zli_swap_figures *out);
+/* The slot's elements in memory, pinned until released: read first (waiting)
+ * unless resident; any I/O in flight on its buffer is waited for, so the
+ * caller may change the elements. *buf is borrowed: a 1-d tensor of exactly
+ * the slot's elements, valid until the slot's last release. Acquiring a pinned
+ * slot pins it again. Errors: ZL_ESTATE "<what>: ran out of swap buffers (<n>
+ * in use) reading slot <id>; increase <what>.buffer_count"; ZL_EIO "<what>:
+ * reading slot <id>: " and the aio engine's message, naming the file (the slot
+ * is then not resident); ZL_EIO "<what>: slot <id> was lost: its last write
+ * to <file> failed" until acquire_new and a dirty release rewrite it. */
+ZLI_HIDDEN zl_status zli_swap_acquire(zli_swap *s, int slot, zl_tensor **buf);
+/* As acquire, for a slot the caller is about to overwrite whole: nothing is
+ * read. Released clean, the slot keeps its old contents. */
+ZLI_HIDDEN zl_status zli_swap_acquire_new(zli_swap *s, int slot, zl_tensor **buf);
+/* Unpin one acquire. `dirty`: the elements changed; the last release then
+ * starts writing them (asynchronously: a later call that needs the buffer, or
+ * flush, waits and returns the write's error). The buffer stays a valid copy.
+ * ZL_ESTATE for a slot that is not acquired. */
+ZLI_HIDDEN zl_status zli_swap_release(zli_swap *s, int slot, bool dirty);
+/* Wait for every read and write in flight; the first error. Prefetched slots
+ * become ordinary cached ones (evictable). */
+ZLI_HIDDEN zl_status zli_swap_flush(zli_swap *s);
 
-/* <nvme_path>/zlua_swap/<sub> made, and emptied, for this run; out receives
- * it. A folder is only ever emptied when it carries the marker this function
- * leaves in the folders it makes: anything else there is refused, named. */
-zl_status zli_swap_folder(const char *nvme_path, const char *sub, const char *what, char *out, size_t n);
+/* Uncached, for slots written once and read back rarely (zero.Init's
+ * chunks): the slot straight from or into a tensor of its elements and dtype,
+ * waited for. A slot never written reads as zeros. Such a swapper may be
+ * opened with buffer_elems as large as its largest slot could be: buffers
+ * are allocated only by acquire and prefetch. */
+ZLI_HIDDEN zl_status zli_swap_read(zli_swap *s, int slot, zl_tensor *dst);
+ZLI_HIDDEN zl_status zli_swap_write(zli_swap *s, int slot, zl_tensor *src);
+
+ZLI_HIDDEN zli_swap_stats zli_swap_stats_of(const zli_swap *s);
+
+/* Make <nvme_path>/zlua_swap/<sub> exist and be empty for this run, and write
+ * it into out (n bytes). Every folder this makes gets a marker file
+ * (.zlua_swap); a folder found non-empty is emptied only when it has the
+ * marker, and is otherwise refused (ZL_EIO naming it): this never empties a
+ * folder someone else made. `sub` is relative, without "..". Errors name
+ * `what` (the config block) and the folder. */
+ZLI_HIDDEN zl_status zli_swap_folder(const char *nvme_path, const char *sub, const char *what, char *out,
+                                     size_t n);
 
 #endif

@@ -170,20 +170,19 @@ zl_status zl_zero_memory_of(const zl_zero *z, zl_zero_memory *out)
         if (z->states[j]) out->moments += zl_tensor_numel(z->states[j]) * 4;
     out->reduce_buffers = zz_reduce_bytes(z);
     if (z->gsend) out->allgather_buffers = (zl_tensor_numel(z->gsend) + zl_tensor_numel(z->grecv)) * ws;
-    zli_swap_figures f;
     if (z->oswap) {
-        zli_swap_figures_of(z->oswap, &f);
+        zli_swap_stats f = zli_swap_stats_of(z->oswap);
         out->swap_buffers = f.buffer_bytes;
         out->nvme += f.file_bytes;
-        out->read_bytes += f.read_bytes;
-        out->write_bytes += f.write_bytes;
+        out->read_bytes += f.bytes_read;
+        out->write_bytes += f.bytes_written;
     }
     if (z->pswap) {
-        zli_swap_figures_of(z->pswap, &f);
+        zli_swap_stats f = zli_swap_stats_of(z->pswap);
         out->params += f.buffer_bytes;
         out->nvme += f.file_bytes;
-        out->read_bytes += f.read_bytes;
-        out->write_bytes += f.write_bytes;
+        out->read_bytes += f.bytes_read;
+        out->write_bytes += f.bytes_written;
     }
     out->partition_elements = z->S;
     out->peak_live = z->peak_live;

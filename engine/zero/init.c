@@ -43,8 +43,9 @@ zl_status zl_zero_init_new(zl_comm *comm, const zl_zero_config *cfg, zl_zero_ini
         if (!st) st = zli_swap_folder(cfg->offload_param.nvme_path, sub, "zero.Init (offload_param)", dir, sizeof dir);
         if (!st) st = zl_aio_open(&cfg->aio, &in->aio);
         snprintf(path, sizeof path, "%s/chunks.swp", dir);
-        /* Chunks go straight from and to their own tensors: the store keeps no buffers. */
-        zli_swap_config sc = {.path = path, .dtype = ZL_DTYPE_F32, .buffer_elems = 0, .buffer_count = 0,
+        /* Chunks go straight from and to their own tensors (zli_swap_read/write):
+         * the swapper's buffer, sized for any chunk, is never allocated. */
+        zli_swap_config sc = {.path = path, .dtype = ZL_DTYPE_F32, .buffer_elems = (int64_t)1 << 47, .buffer_count = 1,
                              .cat = ZL_MEM_OPTIMIZER, .what = "zero.Init (offload_param)"};
         if (!st) st = zli_swap_open(in->aio, &sc, &in->swap);
     }

@@ -47,7 +47,7 @@ zl_status zz_masters_setup(zl_zero *z)
     int per = oc->buffer_count / ntensors;
     if (per < 1) per = 1;
     if ((oc->pipeline_read || oc->pipeline_write) && per < 2) per = 2;
-    zli_swap_config sc = {.path = path, .dtype = ZL_DTYPE_F32, .buffer_elems = ntensors * maxlen,
+    zli_swap_config sc = {.path = path, .dtype = ZL_DTYPE_F32, .buffer_elems = ntensors * (maxlen > 0 ? maxlen : 1),
                          .buffer_count = per, .cat = ZL_MEM_OPTIMIZER, .what = "offload_optimizer"};
     if ((st = zli_swap_open(z->aio, &sc, &z->oswap))) return st;
     for (int s = 0; s < z->nsub; s++) {
@@ -87,9 +87,13 @@ zl_status zz_sub_release(zl_zero *z, int s, bool dirty)
     return st;
 }
 
-void zz_sub_prefetch(zl_zero *z, int s)
+/* A read ahead that cannot start now is no error (the acquire reads it):
+ * false tells the caller to stop reading further ahead, since a prefetched
+ * slot holds its buffer until it is acquired. */
+bool zz_sub_prefetch(zl_zero *z, int s)
 {
-    if (swapped(z)) zli_swap_prefetch(z->oswap, z->subs[s].slot);
+    bool started = false;
+    return swapped(z) && !zli_swap_prefetch(z->oswap, z->subs[s].slot, false, &started) && started;
 }
 
 zl_status zz_masters_flush(zl_zero *z)

@@ -143,7 +143,8 @@ static zl_status prefetch_from(zl_zero *z, int pos)
         if (e->status != ZZ_RELEASED) continue;
         if (e->n > budget || z->live + e->n > z->cfg.max_live_parameters) return ZL_OK;
         /* a chunk on NVMe goes ahead only as far as free swap buffers allow */
-        if (e->pslot >= 0 && !zli_swap_prefetch(z->pswap, e->pslot)) return ZL_OK;
+        bool started = true;
+        if (e->pslot >= 0 && (zli_swap_prefetch(z->pswap, e->pslot, false, &started) || !started)) return ZL_OK;
         budget -= e->n;
         zl_status st = start(z, e, true);
         if (st) return st;

@@ -120,7 +120,7 @@ static zl_status step_sub(zl_zero *z, int s, double scale, bool ahead)
     zz_view v;
     zl_status st = zz_sub_acquire(z, s, false, &v);
     if (st) return st;
-    for (int j = s + 1; ahead && j < z->nsub; j++) zz_sub_prefetch(z, j);
+    for (int j = s + 1; ahead && j < z->nsub && zz_sub_prefetch(z, j); j++) continue;
     zz_sub *sg = &z->subs[s];
     int a = sg->first, end = sg->first + sg->count;
     while (a < end && !st) {
@@ -279,8 +279,7 @@ zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool chec
         for (int s = 0; s < z->nsub && !st; s++) st = step_sub(z, s, scale, ahead);
         if (!st) st = zz_publish(z);
         /* The next step's first sub-groups are read during its forward and backward. */
-        if (!st && ahead)
-            for (int s = 0; s < z->nsub; s++) zz_sub_prefetch(z, s);
+        for (int s = 0; !st && ahead && s < z->nsub && zz_sub_prefetch(z, s); s++) continue;
     }
     zl_status s2 = zl_zero_zero_grad(z);
     if (info) *info = r;

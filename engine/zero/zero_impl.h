@@ -147,7 +147,7 @@ typedef struct zz_view {
 ZZ_HIDDEN zl_status zz_masters_setup(zl_zero *z);
 ZZ_HIDDEN zl_status zz_sub_acquire(zl_zero *z, int s, bool fresh, zz_view *v);
 ZZ_HIDDEN zl_status zz_sub_release(zl_zero *z, int s, bool dirty);
-ZZ_HIDDEN void zz_sub_prefetch(zl_zero *z, int s);
+ZZ_HIDDEN bool zz_sub_prefetch(zl_zero *z, int s);
 ZZ_HIDDEN zl_status zz_masters_flush(zl_zero *z);
 
 /* step.c */

@@ -85,8 +85,11 @@ for ex in digits gpt; do
     launch=("$ZLUA")
     [ "$np" -gt 1 ] && launch=("$ZLUA" --nprocs "$np")
     run "$TMP/ex-none" "${launch[@]}" "${prog[@]}" --config "$TMP/$ex-none.json"
+    # Every rank prints its own lines, interleaved as the ranks happen to run.
+    sort -o "$TMP/ex-none" "$TMP/ex-none"
     for dev in cpu nvme; do
       run "$TMP/ex-$dev" "${launch[@]}" "${prog[@]}" --config "$TMP/$ex-$dev.json" --nvme_path "$TMP/nvme"
+      sort -o "$TMP/ex-$dev" "$TMP/ex-$dev"
       same "$TMP/ex-none" "$TMP/ex-$dev" "$ex example, $np rank(s), stage $stage, offload $dev == no offload"
     done
   done

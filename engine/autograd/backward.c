@@ -59,7 +59,8 @@ static zl_status add_pending(zl_tensor *t, zl_tensor *g, const char *op)
     }
     zl_tensor *gc = zli_f32c(g);
     if (!gc) return ZL_ENOMEM;
-    if (!t->bw_grad) {
+    zli_grad_meta *m = zli_meta(t);
+    if (!m->bw_grad) {
         /* Own the buffer we accumulate into: a backward may hand the same
          * gradient (or views of it) to several inputs. Held only by gin and gc
          * with unshared storage, it is ours to adopt. */
@@ -69,21 +70,22 @@ static zl_status add_pending(zl_tensor *t, zl_tensor *g, const char *op)
             if (!copy) return ZL_ENOMEM;
             gc = copy;
         }
-        t->bw_grad = gc;
+        m->bw_grad = gc;
         return ZL_OK;
     }
-    accumulate_into(t->bw_grad, gc);
+    accumulate_into(m->bw_grad, gc);
     zl_tensor_release(gc);
     return ZL_OK;
 }
 
 static zl_status accumulate_leaf(zl_tensor *leaf, zl_tensor *g)
 {
-    if (!leaf->grad) {
-        leaf->grad = zli_copy_as(g, leaf->grad_f32 ? ZL_DTYPE_F32 : leaf->dtype, ZL_MEM_GRADS);
-        return leaf->grad ? ZL_OK : ZL_ENOMEM;
+    zli_grad_meta *m = zli_meta(leaf);
+    if (!m->grad) {
+        m->grad = zli_copy_as(g, m->grad_f32 ? ZL_DTYPE_F32 : leaf->dtype, ZL_MEM_GRADS);
+        return m->grad ? ZL_OK : ZL_ENOMEM;
     }
-    accumulate_into(leaf->grad, g);
+    accumulate_into(m->grad, g);
     return ZL_OK;
 }
 
@@ -92,12 +94,12 @@ static zl_status collect(zl_tensor *root, vec *all)
     vec stack = {0};
     zl_status st = ZL_OK;
     epoch++;
-    root->bw_epoch = epoch;
-    root->bw_pending = 0;
+    zli_meta(root)->bw_epoch = epoch;
+    zli_meta(root)->bw_pending = 0;
     if ((st = push(all, zl_tensor_retain(root))) || (st = push(&stack, root))) goto done;
     while (stack.n) {
         zl_tensor *t = stack.v[--stack.n];
-        zl_node *nd = t->grad_fn;
+        zl_node *nd = zli_grad_fn(t);
         if (!nd) continue;
         if (nd->freed) {
             st = zl_error(ZL_ESTATE, "backward through the graph a second time: the saved state of "
@@ -106,15 +108,16 @@ static zl_status collect(zl_tensor *root, vec *all)
         }
         for (int i = 0; i < nd->ninputs; i++) {
             zl_tensor *in = nd->inputs[i];
-            if (!in->requires_grad) continue;
-            if (in->bw_epoch != epoch) {
-                in->bw_epoch = epoch;
-                in->bw_pending = 0;
-                zl_tensor_release(in->bw_grad);
-                in->bw_grad = NULL;
+            if (!zli_requires_grad(in)) continue;
+            zli_grad_meta *m = zli_meta(in);
+            if (m->bw_epoch != epoch) {
+                m->bw_epoch = epoch;
+                m->bw_pending = 0;
+                zl_tensor_release(m->bw_grad);
+                m->bw_grad = NULL;
                 if ((st = push(all, zl_tensor_retain(in))) || (st = push(&stack, in))) goto done;
             }
-            in->bw_pending++;
+            m->bw_pending++;
         }
     }
 done:
@@ -124,23 +127,24 @@ done:
 
 static zl_status run_node(zl_tensor *t, vec *ready)
 {
-    zl_node *nd = t->grad_fn;
+    zl_node *nd = zli_grad_fn(t);
     zl_tensor *gin_small[8] = {0};
     zl_tensor **gin = nd->ninputs <= 8 ? gin_small : calloc((size_t)nd->ninputs, sizeof *gin);
     if (!gin) return zl_error(ZL_ENOMEM, "backward: out of memory");
     zl_status st = zli_fire_use(nd->ninputs, nd->inputs, ZL_USE_BEFORE_BACKWARD, nd->name);
     if (!st) {
         bool was = zl_grad_set_enabled(false);
-        st = nd->backward(nd, t->bw_grad, gin);
+        st = nd->backward(nd, zli_meta(t)->bw_grad, gin);
         zl_grad_set_enabled(was);
     }
     /* The inputs' gradients are taken in before the AFTER event: a ZeRO-3
      * hook releases a parameter's data there, and its shape with it. */
     for (int i = 0; i < nd->ninputs; i++) {
         zl_tensor *in = nd->inputs[i];
-        if (!st && in->requires_grad) {
+        if (!st && zli_requires_grad(in)) {
+            zli_grad_meta *m = zli_meta(in);
             if (gin[i]) st = add_pending(in, gin[i], nd->name);
-            if (!st && --in->bw_pending == 0 && in->bw_grad) st = push(ready, in);
+            if (!st && --m->bw_pending == 0 && m->bw_grad) st = push(ready, in);
         }
         zl_tensor_release(gin[i]);
     }
@@ -152,7 +156,7 @@ static zl_status run_node(zl_tensor *t, vec *ready)
 zl_status zl_backward(zl_tensor *root, zl_tensor *grad, bool retain_graph)
 {
     if (zli_check_arg("backward", "tensor", root)) return zli_last_code();
-    if (!root->requires_grad)
+    if (!zli_requires_grad(root))
         return zl_error(ZL_ESTATE, "backward: the tensor does not require grad and has no grad_fn");
     zl_tensor *seed;
     if (grad) {
@@ -176,29 +180,31 @@ zl_status zl_backward(zl_tensor *root, zl_tensor *grad, bool retain_graph)
     vec all = {0}, ready = {0};
     zl_status st = collect(root, &all);
     if (!st) {
-        zl_tensor_release(root->bw_grad);
-        root->bw_grad = seed;
+        zl_tensor_release(zli_meta(root)->bw_grad);
+        zli_meta(root)->bw_grad = seed;
         seed = NULL;
         st = push(&ready, root);
     }
     while (!st && ready.n) {
         zl_tensor *t = ready.v[--ready.n];
+        zli_grad_meta *m = zli_meta(t);
         if (zl_interrupt_pending()) { st = zl_error(ZL_EINTERRUPT, "backward: interrupted"); break; }
-        if (t->grad_fn) {
+        if (m->grad_fn) {
             st = run_node(t, &ready);
         } else {
-            st = accumulate_leaf(t, t->bw_grad);
+            st = accumulate_leaf(t, m->bw_grad);
             if (!st) st = zli_fire_grad_ready(t);
         }
-        zl_tensor_release(t->bw_grad);
-        t->bw_grad = NULL;
+        zl_tensor_release(m->bw_grad);
+        m->bw_grad = NULL;
     }
     zl_tensor *work = NULL;
     for (size_t i = 0; i < all.n; i++) {
         zl_tensor *t = all.v[i];
-        zli_release_deferred(t->bw_grad, &work);
-        t->bw_grad = NULL;
-        if (!retain_graph && t->grad_fn && !st) zli_node_clear(t->grad_fn, &work);
+        zli_grad_meta *m = zli_meta(t);
+        zli_release_deferred(m->bw_grad, &work);
+        m->bw_grad = NULL;
+        if (!retain_graph && m->grad_fn && !st) zli_node_clear(m->grad_fn, &work);
         zli_release_deferred(t, &work);
     }
     /* Hand the worklist to the ordinary release, which drains it iteratively. */
@@ -214,31 +220,37 @@ zl_status zl_backward(zl_tensor *root, zl_tensor *grad, bool retain_graph)
     return st;
 }
 
-bool zl_tensor_requires_grad(const zl_tensor *t) { return t && t->requires_grad; }
+bool zl_tensor_requires_grad(const zl_tensor *t) { return t && zli_requires_grad(t); }
 zl_status zl_tensor_set_grad_dtype(zl_tensor *t, zl_dtype dt)
 {
     if (zli_check_arg("set_grad_dtype", "tensor", t)) return zli_last_code();
     if (dt != ZL_DTYPE_F32 && dt != t->dtype)
         return zl_error(ZL_EDTYPE, "set_grad_dtype: a %s tensor's gradient can be %s or f32, not %s",
                         zl_dtype_name(t->dtype), zl_dtype_name(t->dtype), zl_dtype_name(dt));
-    t->grad_f32 = dt == ZL_DTYPE_F32;
+    if (dt != ZL_DTYPE_F32 && !zli_meta(t)) return ZL_OK;   /* already the default */
+    zli_grad_meta *m = zli_meta_get(t);
+    if (!m) return ZL_ENOMEM;
+    m->grad_f32 = dt == ZL_DTYPE_F32;
     return ZL_OK;
 }
 
-bool zl_tensor_is_leaf(const zl_tensor *t) { return t && !t->grad_fn; }
-zl_tensor *zl_tensor_grad(const zl_tensor *t) { return t ? t->grad : NULL; }
-const char *zl_tensor_grad_fn_name(const zl_tensor *t) { return t && t->grad_fn ? t->grad_fn->name : NULL; }
+bool zl_tensor_is_leaf(const zl_tensor *t) { return t && !zli_grad_fn(t); }
+zl_tensor *zl_tensor_grad(const zl_tensor *t) { return t && zli_meta(t) ? zli_meta(t)->grad : NULL; }
+const char *zl_tensor_grad_fn_name(const zl_tensor *t) { return t && zli_grad_fn(t) ? zli_grad_fn(t)->name : NULL; }
 
 zl_status zl_tensor_set_requires_grad(zl_tensor *t, bool on)
 {
     if (zli_check_arg("requires_grad", "tensor", t)) return zli_last_code();
-    if (t->grad_fn && !on)
+    if (zli_grad_fn(t) && !on)
         return zl_error(ZL_ESTATE, "requires_grad: cannot turn off requires_grad on a non-leaf tensor "
-                        "(produced by %s); use detach()", t->grad_fn->name);
+                        "(produced by %s); use detach()", zli_grad_fn(t)->name);
     if (on && !zl_dtype_traits_of(t->dtype)->is_float)
         return zl_error(ZL_EDTYPE, "requires_grad: only float tensors can require gradients, got %s",
                         zl_dtype_name(t->dtype));
-    t->requires_grad = on;
+    if (!on && !zli_meta(t)) return ZL_OK;
+    zli_grad_meta *m = zli_meta_get(t);
+    if (!m) return ZL_ENOMEM;
+    m->requires_grad = on;
     return ZL_OK;
 }
 
@@ -250,8 +262,11 @@ zl_status zl_tensor_set_grad(zl_tensor *t, zl_tensor *g)
         return zl_error(ZL_ESHAPE, "set_grad: gradient of shape %s for a tensor of shape %s",
                         zl_shape_str(g->ndim, g->shape, a, sizeof a), zl_shape_str(t->ndim, t->shape, b, sizeof b));
     }
+    if (!g && !zli_meta(t)) return ZL_OK;
+    zli_grad_meta *m = zli_meta_get(t);
+    if (!m) return ZL_ENOMEM;
     zl_tensor_retain(g);
-    zl_tensor_release(t->grad);
-    t->grad = g;
+    zl_tensor_release(m->grad);
+    m->grad = g;
     return ZL_OK;
 }

@@ -12,7 +12,8 @@ static int add_hook(zl_tensor *t, int kind, zl_grad_ready_fn gr, zl_use_fn use, 
 {
     if (!t) { zl_error(ZL_EINVAL, "add_hook: tensor is NULL"); return 0; }
     if (!gr && !use) { zl_error(ZL_EINVAL, "add_hook: the hook function is NULL"); return 0; }
-    zli_hook *h = calloc(1, sizeof *h);
+    zli_grad_meta *m = zli_meta_get(t);
+    zli_hook *h = m ? calloc(1, sizeof *h) : NULL;
     if (!h) { zl_error(ZL_ENOMEM, "add_hook: out of memory"); return 0; }
     h->handle = next_handle++;
     h->kind = kind;
@@ -20,7 +21,7 @@ static int add_hook(zl_tensor *t, int kind, zl_grad_ready_fn gr, zl_use_fn use, 
     h->use = use;
     h->user = user;
     h->user_free = user_free;
-    zli_hook **tail = &t->hooks;   /* append: hooks fire in registration order */
+    zli_hook **tail = &m->hooks;   /* append: hooks fire in registration order */
     while (*tail) tail = &(*tail)->next;
     *tail = h;
     return h->handle;
@@ -29,9 +30,9 @@ static int add_hook(zl_tensor *t, int kind, zl_grad_ready_fn gr, zl_use_fn use, 
 int zl_tensor_add_grad_ready_hook(zl_tensor *leaf, zl_grad_ready_fn fn, void *user,
                                   void (*user_free)(void *))
 {
-    if (leaf && leaf->grad_fn) {
+    if (leaf && zli_grad_fn(leaf)) {
         zl_error(ZL_EINVAL, "add_grad_ready_hook: the tensor is not a leaf (produced by %s)",
-                 leaf->grad_fn->name);
+                 zli_grad_fn(leaf)->name);
         return 0;
     }
     return add_hook(leaf, ZLI_HOOK_GRAD_READY, fn, NULL, user, user_free);
@@ -54,18 +55,29 @@ static void unlink_free(zli_hook **p)
  * marked, and the list is swept once the firing loop has let go of it. */
 void zl_tensor_remove_hook(zl_tensor *t, int handle)
 {
-    for (zli_hook **p = t ? &t->hooks : NULL; p && *p; p = &(*p)->next) {
+    zli_grad_meta *m = t ? zli_meta(t) : NULL;
+    for (zli_hook **p = m ? &m->hooks : NULL; p && *p; p = &(*p)->next) {
         if ((*p)->handle != handle || (*p)->removed) continue;
-        if (t->hooks_firing) (*p)->removed = true;
+        if (m->hooks_firing) (*p)->removed = true;
         else unlink_free(p);
         return;
     }
 }
 
-static void sweep(zl_tensor *t)
+void zli_hooks_free(zli_hook *h)
 {
-    if (--t->hooks_firing > 0) return;
-    for (zli_hook **p = &t->hooks; *p;) {
+    while (h) {
+        zli_hook *next = h->next;
+        if (h->user_free) h->user_free(h->user);
+        free(h);
+        h = next;
+    }
+}
+
+static void sweep(zli_grad_meta *m)
+{
+    if (--m->hooks_firing > 0) return;
+    for (zli_hook **p = &m->hooks; *p;) {
         if ((*p)->removed) unlink_free(p);
         else p = &(*p)->next;
     }
@@ -80,20 +92,21 @@ static zl_status hook_failed(const char *what, const char *op)
 static zl_status fire_one(zl_tensor *t, zl_use_event ev, const char *op)
 {
     zl_status st = ZL_OK;
-    t->hooks_firing++;
-    for (zli_hook *h = t->hooks; h && !st; h = h->next) {
+    zli_grad_meta *m = zli_meta(t);
+    m->hooks_firing++;
+    for (zli_hook *h = m->hooks; h && !st; h = h->next) {
         if (h->kind != ZLI_HOOK_USE || h->removed) continue;
         zl_clear_error();
         if (h->use(t, ev, op, h->user)) st = hook_failed("use", op);
     }
-    sweep(t);
+    sweep(m);
     return st;
 }
 
 zl_status zli_fire_use(int n, zl_tensor *const *ts, zl_use_event ev, const char *op)
 {
     for (int i = 0; i < n; i++) {
-        if (!ts[i] || !ts[i]->hooks) continue;
+        if (!ts[i] || !zli_hooks(ts[i])) continue;
         zl_status st = fire_one(ts[i], ev, op);
         if (!st) continue;
         /* The inputs before this one saw "before": they get their "after" (a
@@ -102,7 +115,7 @@ zl_status zli_fire_use(int n, zl_tensor *const *ts, zl_use_event ev, const char 
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", zl_last_error());
             for (int j = 0; j < i; j++)
-                if (ts[j] && ts[j]->hooks) fire_one(ts[j], (zl_use_event)(ev + 1), op);
+                if (ts[j] && zli_hooks(ts[j])) fire_one(ts[j], (zl_use_event)(ev + 1), op);
             zl_error(st, "%s", msg);
         }
         return st;
@@ -113,12 +126,14 @@ zl_status zli_fire_use(int n, zl_tensor *const *ts, zl_use_event ev, const char 
 zl_status zli_fire_grad_ready(zl_tensor *leaf)
 {
     zl_status st = ZL_OK;
-    leaf->hooks_firing++;
-    for (zli_hook *h = leaf->hooks; h && !st; h = h->next) {
+    zli_grad_meta *m = zli_meta(leaf);
+    if (!m) return ZL_OK;
+    m->hooks_firing++;
+    for (zli_hook *h = m->hooks; h && !st; h = h->next) {
         if (h->kind != ZLI_HOOK_GRAD_READY || h->removed) continue;
         zl_clear_error();
         if (h->grad_ready(leaf, h->user)) st = hook_failed("grad-ready", "backward");
     }
-    sweep(leaf);
+    sweep(m);
     return st;
 }

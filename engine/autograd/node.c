@@ -20,8 +20,10 @@ zl_status zli_record(zl_tensor *out, const char *name, zli_backward_fn bw, int n
     *node = NULL;
     if (grad_disabled) return ZL_OK;
     bool need = false;
-    for (int i = 0; i < n; i++) need |= inputs[i] && inputs[i]->requires_grad;
+    for (int i = 0; i < n; i++) need |= inputs[i] && zli_requires_grad(inputs[i]);
     if (!need) return ZL_OK;
+    zli_grad_meta *m = zli_meta_get(out);
+    if (!m) return ZL_ENOMEM;
     zl_node *nd = calloc(1, sizeof *nd);
     zl_tensor **in = calloc((size_t)n, sizeof *in);
     if (!nd || !in) { free(nd); free(in); return zl_error(ZL_ENOMEM, "%s: out of memory recording the graph", name); }
@@ -32,8 +34,8 @@ zl_status zli_record(zl_tensor *out, const char *name, zli_backward_fn bw, int n
     for (int i = 0; i < n; i++) in[i] = zl_tensor_retain(inputs[i]);
     nd->out_ndim = out->ndim;
     memcpy(nd->out_shape, out->shape, sizeof out->shape);
-    out->grad_fn = nd;
-    out->requires_grad = true;
+    m->grad_fn = nd;
+    m->requires_grad = true;
     *node = nd;
     return ZL_OK;
 }

@@ -1,11 +1,12 @@
-/* Tensor lifetime, inspection and element access. Release is iterative: a
- * tensor's graph node holds its inputs, and a long chain must not recurse. */
+/* Tensor lifetime, inspection, element access, and the plain fill/copy/add
+ * under the public in-place ops. Release is iterative: data a layer above hangs
+ * on a tensor may hold other tensors, and a long chain must not recurse. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <math.h>
 #include "tensor_impl.h"
-#include "../autograd/node.h"
+#include "view.h"
 
 int64_t zli_numel(int ndim, const int64_t *shape)
 {
@@ -164,7 +165,7 @@ zl_tensor *zl_tensor_zeros(zl_dtype dt, int ndim, const int64_t *shape)
 zl_tensor *zl_tensor_full(zl_dtype dt, int ndim, const int64_t *shape, double value)
 {
     zl_tensor *t = zl_tensor_new(dt, ndim, shape, ZL_MEM_OTHER);
-    if (t && zl_tensor_fill(t, value)) { zl_tensor_release(t); return NULL; }
+    if (t) zli_fill(t, value);
     return t;
 }
 
@@ -209,16 +210,6 @@ static void storage_release(zl_storage *s)
     free(s);
 }
 
-static void hooks_free(zli_hook *h)
-{
-    while (h) {
-        zli_hook *next = h->next;
-        if (h->user_free) h->user_free(h->user);
-        free(h);
-        h = next;
-    }
-}
-
 void zl_tensor_release(zl_tensor *t)
 {
     zl_tensor *work = NULL;
@@ -228,29 +219,13 @@ void zl_tensor_release(zl_tensor *t)
         work = x->free_next;
         x->refcount = 0;
         storage_release(x->storage);
-        hooks_free(x->hooks);
-        zli_release_deferred(x->grad, &work);
-        zli_release_deferred(x->bw_grad, &work);
-        if (x->grad_fn) zli_node_free(x->grad_fn, &work);
+        if (x->ext_free) x->ext_free(x->ext, &work);
         free(x);
     }
 }
 
-zl_status zl_tensor_set_data(zl_tensor *t, zl_tensor *src)
+void zli_share_storage(zl_tensor *t, const zl_tensor *src)
 {
-    if (zli_check_arg("set_data", "tensor", t) || zli_check_arg("set_data", "source", src)) return zli_last_code();
-    if (t->grad_fn)
-        return zl_error(ZL_ESTATE, "set_data: the tensor was produced by %s; only a leaf's data can be replaced",
-                        t->grad_fn->name);
-    if (t->requires_grad && !zl_dtype_traits_of(src->dtype)->is_float)
-        return zl_error(ZL_EDTYPE, "set_data: a tensor that requires grad cannot take %s data",
-                        zl_dtype_name(src->dtype));
-    zl_dtype grad_dt = t->grad_f32 ? ZL_DTYPE_F32 : src->dtype;
-    if (t->grad && (t->grad->dtype != grad_dt || t->grad->ndim != src->ndim ||
-                    memcmp(t->grad->shape, src->shape, (size_t)src->ndim * sizeof src->shape[0]) != 0)) {
-        zl_tensor_release(t->grad);
-        t->grad = NULL;
-    }
     src->storage->refcount++;
     storage_release(t->storage);
     t->storage = src->storage;
@@ -259,7 +234,6 @@ zl_status zl_tensor_set_data(zl_tensor *t, zl_tensor *src)
     memcpy(t->shape, src->shape, sizeof t->shape);
     memcpy(t->stride, src->stride, sizeof t->stride);
     t->offset = src->offset;
-    return ZL_OK;
 }
 
 int zl_tensor_ndim(const zl_tensor *t) { return t->ndim; }
@@ -355,40 +329,31 @@ zl_status zl_tensor_to_f64(const zl_tensor *t, double *out)
     return ZL_OK;
 }
 
-static zl_status check_inplace(const char *op, const zl_tensor *t)
+void zli_fill(zl_tensor *t, double v)
 {
-    if (t->requires_grad && !t->grad_fn && zl_grad_is_enabled())
-        return zl_error(ZL_ESTATE, "%s: cannot modify a leaf tensor that requires grad in place "
-                        "(use no_grad)", op);
-    return ZL_OK;
-}
-
-zl_status zl_tensor_fill(zl_tensor *t, double v)
-{
-    if (zli_check_arg("fill", "tensor", t) || check_inplace("fill", t)) return zli_last_code();
     const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
     int64_t n = zl_tensor_numel(t);
     char *base = zl_tensor_data(t);
     if (t->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(t)) {
         float *p = (float *)base, fv = (float)v;
         for (int64_t i = 0; i < n; i++) p[i] = fv;
-        return ZL_OK;
+        return;
     }
     for (int64_t i = 0; i < n; i++) tr->from_f64(base + zli_linear_offset(t, i) * (int64_t)tr->size, v);
-    return ZL_OK;
 }
 
-zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src)
+zl_status zli_broadcast_error(const char *op, const zl_tensor *src, const zl_tensor *dst)
 {
-    if (zli_check_arg("copy_", "dst", dst) || zli_check_arg("copy_", "src", src)) return zli_last_code();
-    if (check_inplace("copy_", dst)) return ZL_ESTATE;
-    zl_tensor *e = zl_tensor_expand((zl_tensor *)src, dst->ndim, dst->shape);
-    if (!e) {
-        char a[128], b[128];
-        return zl_error(ZL_ESHAPE, "copy_: source of shape %s cannot be broadcast to %s",
-                        zl_shape_str(src->ndim, src->shape, a, sizeof a),
-                        zl_shape_str(dst->ndim, dst->shape, b, sizeof b));
-    }
+    char a[128], b[128];
+    return zl_error(ZL_ESHAPE, "%s: source of shape %s cannot be broadcast to %s", op,
+                    zl_shape_str(src->ndim, src->shape, a, sizeof a),
+                    zl_shape_str(dst->ndim, dst->shape, b, sizeof b));
+}
+
+zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
+{
+    zl_tensor *e = zli_expand((zl_tensor *)src, dst->ndim, dst->shape);
+    if (!e) return zli_last_code() == ZL_ENOMEM ? ZL_ENOMEM : zli_broadcast_error("copy_", src, dst);
     int64_t n = zl_tensor_numel(dst);
     const zl_dtype_traits *st = zl_dtype_traits_of(e->dtype), *dt = zl_dtype_traits_of(dst->dtype);
     const char *sb = zl_tensor_data(e);
@@ -399,7 +364,7 @@ zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src)
         /* Overlap possible: go through a temporary. */
         zl_tensor *tmp = zli_copy_as(e, e->dtype, ZL_MEM_OTHER);
         if (!tmp) { zl_tensor_release(e); return ZL_ENOMEM; }
-        zl_status st2 = zl_tensor_copy_(dst, tmp);
+        zl_status st2 = zli_copy(dst, tmp);
         zl_tensor_release(tmp);
         zl_tensor_release(e);
         return st2;
@@ -412,19 +377,10 @@ zl_status zl_tensor_copy_(zl_tensor *dst, const zl_tensor *src)
     return ZL_OK;
 }
 
-zl_status zl_tensor_add_(zl_tensor *dst, const zl_tensor *src, double alpha)
+zl_status zli_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 {
-    if (zli_check_arg("add_", "dst", dst) || zli_check_arg("add_", "src", src)) return zli_last_code();
-    if (check_inplace("add_", dst)) return ZL_ESTATE;
-    if (!zl_dtype_traits_of(dst->dtype)->is_float)
-        return zl_error(ZL_EDTYPE, "add_: the destination must be a float tensor, got %s", zl_dtype_name(dst->dtype));
-    zl_tensor *e = zl_tensor_expand((zl_tensor *)src, dst->ndim, dst->shape);
-    if (!e) {
-        char a[128], b[128];
-        return zl_error(ZL_ESHAPE, "add_: source of shape %s cannot be broadcast to %s",
-                        zl_shape_str(src->ndim, src->shape, a, sizeof a),
-                        zl_shape_str(dst->ndim, dst->shape, b, sizeof b));
-    }
+    zl_tensor *e = zli_expand((zl_tensor *)src, dst->ndim, dst->shape);
+    if (!e) return zli_last_code() == ZL_ENOMEM ? ZL_ENOMEM : zli_broadcast_error("add_", src, dst);
     /* A source sharing dst's storage is read from a copy, so no element is read after it changed. */
     zl_tensor *s = e->storage == dst->storage ? zli_copy_as(e, ZL_DTYPE_F32, ZL_MEM_OTHER) : zli_f32c(e);
     zl_tensor_release(e);

@@ -1,5 +1,6 @@
-/* Private layout of zl_tensor and its storage, shared by core/, autograd/ and ops/.
- * Never installed: hosts see only the opaque type. */
+/* Private layout of zl_tensor and its storage, and core's internal helpers,
+ * for core/ and the layers above it. Never installed: hosts see only the
+ * opaque type. Nothing here depends on a layer above core. */
 #ifndef ZL_TENSOR_IMPL_H
 #define ZL_TENSOR_IMPL_H
 
@@ -15,21 +16,6 @@ typedef struct zl_storage {
     bool sys_aligned;      /* from zli_mem_alloc_aligned, so freed by zli_mem_free_aligned */
 } zl_storage;
 
-enum { ZLI_HOOK_GRAD_READY = 0, ZLI_HOOK_USE = 1 };
-
-typedef struct zli_hook {
-    int handle;
-    int kind;
-    zl_grad_ready_fn grad_ready;
-    zl_use_fn use;
-    void *user;
-    void (*user_free)(void *);
-    bool removed;            /* removed while hooks were firing: freed after */
-    struct zli_hook *next;
-} zli_hook;
-
-struct zl_node;
-
 struct zl_tensor {
     int refcount;
     zl_dtype dtype;
@@ -38,17 +24,15 @@ struct zl_tensor {
     int64_t stride[ZL_MAX_DIMS];
     int64_t offset;
     zl_storage *storage;
-    /* autograd */
-    bool requires_grad;
-    bool grad_f32;          /* a leaf's gradient kept in f32 whatever its dtype (zl_tensor_set_grad_dtype) */
-    zl_tensor *grad;
-    struct zl_node *grad_fn;
-    zli_hook *hooks;
-    int hooks_firing;        /* > 0 while this tensor's hooks run (see hooks.c) */
-    /* scratch of the backward in progress (see autograd/backward.c) */
-    zl_tensor *bw_grad;
-    int bw_pending;
-    unsigned bw_epoch;
+    /* Per-tensor data of a layer above core (autograd keeps requires_grad, the
+     * gradient, the graph node and the hooks here). Core never looks inside:
+     * whoever attaches `ext` sets `ext_free`, and release calls it with its
+     * worklist, so tensors the data holds are dropped without recursion. A
+     * function pointer per tensor rather than a call upward keeps core linkable
+     * on its own (issue 11), and needs no registration at start-up that a
+     * static link or a second context could miss. */
+    void *ext;
+    void (*ext_free)(void *ext, zl_tensor **worklist);
     /* link in the release worklist, so freeing a long graph never recurses */
     zl_tensor *free_next;
 };
@@ -65,7 +49,7 @@ ZLI_HIDDEN zl_tensor *zli_tensor_new_aligned(zl_dtype dt, int ndim, const int64_
                                             zl_mem_category cat, size_t align);
 
 /* Drop one reference; when it reaches zero, link t into *worklist instead of
- * freeing it (used by node teardown). */
+ * freeing it (used by ext_free and graph teardown). */
 ZLI_HIDDEN void zli_release_deferred(zl_tensor *t, zl_tensor **worklist);
 
 /* The status code of the last zl_error on this thread. */
@@ -76,22 +60,31 @@ ZLI_HIDDEN zl_status zli_norm_dim(const char *op, int dim, int ndim, int *out);
 /* The same for the position of a new dimension inserted into an ndim-d tensor
  * (0..ndim, or -ndim-1..-1). */
 ZLI_HIDDEN zl_status zli_norm_dim_insert(const char *op, int dim, int ndim, int *out);
-/* A new tensor header over t's storage (retained) with the given view, no autograd. */
+/* A new tensor header over t's storage (retained) with the given view. */
 ZLI_HIDDEN zl_tensor *zli_view_of(const zl_tensor *t, int ndim, const int64_t *shape,
                                   const int64_t *stride, int64_t offset);
 /* Contiguous row-major strides for shape. */
 ZLI_HIDDEN void zli_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 ZLI_HIDDEN int64_t zli_numel(int ndim, const int64_t *shape);
 /* Contiguous f32 version of t: t retained when it already is one, else a copy
- * (no autograd). Used by kernels that compute in f32. */
+ * (used by kernels that compute in f32). */
 ZLI_HIDDEN zl_tensor *zli_f32c(const zl_tensor *t);
-/* Contiguous copy of t in dtype dt, charged to cat (no autograd). */
+/* Contiguous copy of t in dtype dt, charged to cat. */
 ZLI_HIDDEN zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat);
 /* Offset (in elements, from the view's first element) of logical index `linear`. */
 ZLI_HIDDEN int64_t zli_linear_offset(const zl_tensor *t, int64_t linear);
 /* Check a non-NULL tensor argument; sets an error naming op and role. */
 ZLI_HIDDEN zl_status zli_check_arg(const char *op, const char *role, const zl_tensor *t);
-/* Sum g ([gshape]) down to `shape` (the reverse of broadcasting), f32 contiguous. */
-ZLI_HIDDEN zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape);
+/* t takes src's storage (retained) and view; its own storage is released. */
+ZLI_HIDDEN void zli_share_storage(zl_tensor *t, const zl_tensor *src);
+/* Set every element of t to v (any layout). No check for who else reads t. */
+ZLI_HIDDEN void zli_fill(zl_tensor *t, double v);
+/* dst = src, src broadcast to dst's shape and converted to dst's dtype; a src
+ * sharing dst's storage is read through a copy. */
+ZLI_HIDDEN zl_status zli_copy(zl_tensor *dst, const zl_tensor *src);
+/* ZL_ESHAPE, "<op>: source of shape [..] cannot be broadcast to [..]". */
+ZLI_HIDDEN zl_status zli_broadcast_error(const char *op, const zl_tensor *src, const zl_tensor *dst);
+/* dst += alpha * src in f32; dst must be a float tensor, src is broadcast to its shape. */
+ZLI_HIDDEN zl_status zli_add(zl_tensor *dst, const zl_tensor *src, double alpha);
 
 #endif

@@ -24,6 +24,8 @@ ZLI_HIDDEN zl_tensor *zli_new_f32(int ndim, const int64_t *shape);
 ZLI_HIDDEN zl_tensor *zli_cast_result(zl_tensor *f32, zl_dtype dt);
 /* Error naming both shapes: "<op>: <what> (shapes [a] and [b])". */
 ZLI_HIDDEN zl_status zli_shape_error(const char *op, const char *what, const zl_tensor *a, const zl_tensor *b);
+/* Sum g ([gshape]) down to `shape` (the reverse of broadcasting), f32 contiguous. */
+ZLI_HIDDEN zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape);
 /* Check that t is a float tensor for op; names the role. */
 ZLI_HIDDEN zl_status zli_need_float(const char *op, const char *role, const zl_tensor *t);
 /* Check that t is an index tensor (i64/i32) and copy it into a contiguous i64 array (malloc'd). */

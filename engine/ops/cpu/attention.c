@@ -48,14 +48,14 @@ static zl_status attention_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     float scale = (float)n->f[0];
     const float *pp = zl_tensor_data(n->saved[0]), *pg = zl_tensor_data(g);
     zl_tensor *qf = zli_f32c(q), *kf = zli_f32c(k), *vf = zli_f32c(v);
-    bool need_ds = q->requires_grad || k->requires_grad;
+    bool need_ds = zli_requires_grad(q) || zli_requires_grad(k);
     zl_tensor *ds = qf && kf && vf && need_ds ? zli_new_f32(2, (int64_t[]){tq, tk}) : NULL;
-    if (q->requires_grad) gin[0] = zli_new_f32(q->ndim, q->shape);
-    if (k->requires_grad) gin[1] = zli_new_f32(k->ndim, k->shape);
-    if (v->requires_grad) gin[2] = zli_new_f32(v->ndim, v->shape);
+    if (zli_requires_grad(q)) gin[0] = zli_new_f32(q->ndim, q->shape);
+    if (zli_requires_grad(k)) gin[1] = zli_new_f32(k->ndim, k->shape);
+    if (zli_requires_grad(v)) gin[2] = zli_new_f32(v->ndim, v->shape);
     zl_status st = ZL_OK;
-    if (!qf || !kf || !vf || (need_ds && !ds) || (q->requires_grad && !gin[0]) || (k->requires_grad && !gin[1]) ||
-        (v->requires_grad && !gin[2]))
+    if (!qf || !kf || !vf || (need_ds && !ds) || (zli_requires_grad(q) && !gin[0]) ||
+        (zli_requires_grad(k) && !gin[1]) || (zli_requires_grad(v) && !gin[2]))
         st = ZL_ENOMEM;
     const float *pq = qf ? zl_tensor_data(qf) : NULL, *pk = kf ? zl_tensor_data(kf) : NULL;
     const float *pv = vf ? zl_tensor_data(vf) : NULL;

@@ -162,20 +162,20 @@ static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *ga = NULL, *gb = NULL;
     switch ((int)n->i[0]) {
     case B_ADD:
-        if (a->requires_grad) ga = reduce_to(zl_tensor_retain(g), a);
-        if (b->requires_grad) gb = reduce_to(zl_tensor_retain(g), b);
+        if (zli_requires_grad(a)) ga = reduce_to(zl_tensor_retain(g), a);
+        if (zli_requires_grad(b)) gb = reduce_to(zl_tensor_retain(g), b);
         break;
     case B_SUB:
-        if (a->requires_grad) ga = reduce_to(zl_tensor_retain(g), a);
-        if (b->requires_grad) gb = reduce_to(zl_neg(g), b);
+        if (zli_requires_grad(a)) ga = reduce_to(zl_tensor_retain(g), a);
+        if (zli_requires_grad(b)) gb = reduce_to(zl_neg(g), b);
         break;
     case B_MUL:
-        if (a->requires_grad) ga = reduce_to(zl_mul(g, b), a);
-        if (b->requires_grad) gb = reduce_to(zl_mul(g, a), b);
+        if (zli_requires_grad(a)) ga = reduce_to(zl_mul(g, b), a);
+        if (zli_requires_grad(b)) gb = reduce_to(zl_mul(g, a), b);
         break;
     case B_DIV:
-        if (a->requires_grad) ga = reduce_to(zl_div(g, b), a);
-        if (b->requires_grad) {
+        if (zli_requires_grad(a)) ga = reduce_to(zl_div(g, b), a);
+        if (zli_requires_grad(b)) {
             /* d(a/b)/db = -a / b^2 = -(a/b) / b */
             zl_tensor *q = zl_div(a, b), *q2 = q ? zl_div(q, b) : NULL, *m = q2 ? zl_mul(g, q2) : NULL;
             gb = reduce_to(m ? zl_neg(m) : NULL, b);
@@ -184,14 +184,14 @@ static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
         break;
     case B_POW: {
         zl_tensor *y = zl_pow(a, b);
-        if (a->requires_grad && y) {
+        if (zli_requires_grad(a) && y) {
             /* d(a^b)/da = b * a^(b-1) = b * y / a, written without dividing by a = 0 */
             zl_tensor *one = zl_tensor_scalar(ZL_DTYPE_F32, 1.0), *bm1 = one ? zl_sub(b, one) : NULL;
             zl_tensor *p = bm1 ? zl_pow(a, bm1) : NULL, *q = p ? zl_mul(p, b) : NULL;
             ga = reduce_to(q ? zl_mul(g, q) : NULL, a);
             zl_tensor_release(one); zl_tensor_release(bm1); zl_tensor_release(p); zl_tensor_release(q);
         }
-        if (b->requires_grad && y) {
+        if (zli_requires_grad(b) && y) {
             zl_tensor *la = zl_log(a), *q = la ? zl_mul(y, la) : NULL;
             gb = reduce_to(q ? zl_mul(g, q) : NULL, b);
             zl_tensor_release(la); zl_tensor_release(q);
@@ -202,6 +202,6 @@ static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     }
     gin[0] = ga;
     gin[1] = gb;
-    if ((a->requires_grad && !ga) || (b->requires_grad && !gb)) return ZL_ENOMEM;
+    if ((zli_requires_grad(a) && !ga) || (zli_requires_grad(b) && !gb)) return ZL_ENOMEM;
     return ZL_OK;
 }

@@ -76,11 +76,11 @@ static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     bool direct = geom_is_direct(&geo);
     const float *pg = zl_tensor_data(g);
     zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w);
-    bool need_col = !direct && (x->requires_grad || w->requires_grad);
+    bool need_col = !direct && (zli_requires_grad(x) || zli_requires_grad(w));
     zl_tensor *col = xf && wf && need_col ? zli_new_f32(2, (int64_t[]){K, len}) : NULL;
     zl_status st = xf && wf && (!need_col || col) ? ZL_OK : ZL_ENOMEM;
     float *pc = col ? zl_tensor_data(col) : NULL;
-    if (!st && x->requires_grad) {
+    if (!st && zli_requires_grad(x)) {
         /* gcol [K, len] = wᵀ [K, O] · g_n [O, len], folded back onto the image. */
         gin[0] = zli_new_f32(4, x->shape);
         if (gin[0]) {
@@ -94,7 +94,7 @@ static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
             st = ZL_ENOMEM;
         }
     }
-    if (!st && w->requires_grad) {
+    if (!st && zli_requires_grad(w)) {
         /* gw [O, K] = Σ_n g_n [O, len] · col_nᵀ [len, K], images in order. */
         gin[1] = zl_tensor_new(ZL_DTYPE_F32, 4, w->shape, ZL_MEM_GRADS);
         if (gin[1]) {
@@ -110,7 +110,7 @@ static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
             st = ZL_ENOMEM;
         }
     }
-    if (!st && b && b->requires_grad) {
+    if (!st && b && zli_requires_grad(b)) {
         gin[2] = zl_tensor_new(ZL_DTYPE_F32, 1, b->shape, ZL_MEM_GRADS);
         if (gin[2]) {
             float *pb = zl_tensor_data(gin[2]);

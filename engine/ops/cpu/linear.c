@@ -38,19 +38,19 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     const float *pg = zl_tensor_data(g);
     zl_tensor *xc = operand(x, wdt), *wc = operand(w, wdt), *gc = operand(g, wdt);
     zl_status st = xc && wc && gc ? ZL_OK : ZL_ENOMEM;
-    if (!st && x->requires_grad) {
+    if (!st && zli_requires_grad(x)) {
         gin[0] = zli_new_f32(x->ndim, x->shape);   /* gx[rows, in] = g[rows, out] · w[out, in] */
         st = gin[0] ? gemm(half, false, false, rows, in, outf, zl_tensor_data(gc), outf, zl_tensor_data(wc), in,
                            NULL, zl_tensor_data(gin[0]), ZL_DTYPE_F32, in)
                     : ZL_ENOMEM;
     }
-    if (!st && w->requires_grad) {
+    if (!st && zli_requires_grad(w)) {
         gin[1] = zl_tensor_new(ZL_DTYPE_F32, 2, w->shape, ZL_MEM_GRADS);   /* gw = gᵀ · x */
         st = gin[1] ? gemm(half, true, false, outf, in, rows, zl_tensor_data(gc), outf, zl_tensor_data(xc), in,
                            NULL, zl_tensor_data(gin[1]), ZL_DTYPE_F32, in)
                     : ZL_ENOMEM;
     }
-    if (!st && b && b->requires_grad) {
+    if (!st && b && zli_requires_grad(b)) {
         gin[2] = zl_tensor_new(ZL_DTYPE_F32, 1, b->shape, ZL_MEM_GRADS);
         if (gin[2]) {
             float *pb = zl_tensor_data(gin[2]);

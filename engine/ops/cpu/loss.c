@@ -195,8 +195,8 @@ static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     int64_t cnt = zl_tensor_numel(x);
     zl_tensor *xf = zli_f32c(x), *tf = zli_f32c(t);
     zl_status st = xf && tf ? ZL_OK : ZL_ENOMEM;
-    if (!st && x->requires_grad && !(gin[0] = zli_new_f32(x->ndim, x->shape))) st = ZL_ENOMEM;
-    if (!st && t->requires_grad && !(gin[1] = zli_new_f32(t->ndim, t->shape))) st = ZL_ENOMEM;
+    if (!st && zli_requires_grad(x) && !(gin[0] = zli_new_f32(x->ndim, x->shape))) st = ZL_ENOMEM;
+    if (!st && zli_requires_grad(t) && !(gin[1] = zli_new_f32(t->ndim, t->shape))) st = ZL_ENOMEM;
     if (!st && cnt > 0) {
         float k = red == ZL_REDUCE_MEAN ? (float)(2.0 / (double)cnt) : 2.0f;
         mse_backward_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(g),

@@ -140,13 +140,13 @@ static zl_tensor *reduce_to(zl_tensor *full, const zl_tensor *like)
 
 static zl_status matmul_grads(zl_tensor *a, zl_tensor *b, zl_tensor *g, zl_tensor **gin)
 {
-    if (a->requires_grad) {
+    if (zli_requires_grad(a)) {
         zl_tensor *bt = zl_tensor_transpose(b, -1, -2);
         gin[0] = bt ? reduce_to(matmul_nd(g, bt, ZL_DTYPE_F32), a) : NULL;
         zl_tensor_release(bt);
         if (!gin[0]) return ZL_ENOMEM;
     }
-    if (b->requires_grad) {
+    if (zli_requires_grad(b)) {
         if (b->ndim == 2 && a->ndim > 2) {   /* fold batch rows: one GEMM */
             int64_t sa[2] = {-1, a->shape[a->ndim - 1]}, sg[2] = {-1, g->shape[g->ndim - 1]};
             zl_tensor *a2 = zl_tensor_reshape(a, 2, sa), *g2 = zl_tensor_reshape(g, 2, sg);

@@ -95,15 +95,15 @@ static zl_status ln_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *xf = zli_f32c(x), *wf = w ? zli_f32c(w) : NULL;
     zl_status st = xf && (!w || wf) ? ZL_OK : ZL_ENOMEM;
     zl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
-    if (!st && x->requires_grad) {
+    if (!st && zli_requires_grad(x)) {
         if ((gx = zli_new_f32(x->ndim, x->shape)))
             ln_backward_x_kernel(rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL, mean, rstd,
                                  zl_tensor_data(g), zl_tensor_data(gx));
         else st = ZL_ENOMEM;
     }
-    if (!st && w && w->requires_grad && !(gw = zl_tensor_new(ZL_DTYPE_F32, w->ndim, w->shape, ZL_MEM_GRADS)))
+    if (!st && w && zli_requires_grad(w) && !(gw = zl_tensor_new(ZL_DTYPE_F32, w->ndim, w->shape, ZL_MEM_GRADS)))
         st = ZL_ENOMEM;
-    if (!st && b && b->requires_grad && !(gb = zl_tensor_new(ZL_DTYPE_F32, b->ndim, b->shape, ZL_MEM_GRADS)))
+    if (!st && b && zli_requires_grad(b) && !(gb = zl_tensor_new(ZL_DTYPE_F32, b->ndim, b->shape, ZL_MEM_GRADS)))
         st = ZL_ENOMEM;
     if (!st && (gw || gb))
         ln_backward_wb_kernel(rows, m, zl_tensor_data(xf), mean, rstd, zl_tensor_data(g),

@@ -66,7 +66,7 @@ static zl_status where_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     for (int side = 1; side <= 2; side++) {
         zl_tensor *t = n->inputs[side];
-        if (!t->requires_grad) continue;
+        if (!zli_requires_grad(t)) continue;
         zl_tensor *full = route_grad(n->inputs[0], g, side == 1);
         gin[side] = full ? zli_sum_to_shape(full, t->ndim, t->shape) : NULL;
         zl_tensor_release(full);

@@ -22,7 +22,7 @@ static zl_status join_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     int64_t at = 0;
     for (int i = 0; i < n->ninputs; i++) {
         zl_tensor *t = n->inputs[i];
-        if (t->requires_grad) {
+        if (zli_requires_grad(t)) {
             int64_t stride[ZL_MAX_DIMS];
             for (int k = 0, j = 0; k < g->ndim; k++)
                 if (!stack || k != d) stride[j++] = g->stride[k];

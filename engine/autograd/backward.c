@@ -5,10 +5,13 @@
  * gradient while the rest of backward goes on. The ready stack is LIFO and the
  * input order fixed, so the walk, and every sum in it, is the same run to run. */
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "node.h"
 
-static unsigned epoch;
+/* Stamps marking the tensors one walk has met: process-wide and atomic, so
+ * walks in different contexts or threads never share a stamp. */
+static _Atomic unsigned epoch;
 
 typedef struct { zl_tensor **v; size_t n, cap; } vec;
 
@@ -91,8 +94,8 @@ static zl_status collect(zl_tensor *root, vec *all)
 {
     vec stack = {0};
     zl_status st = ZL_OK;
-    epoch++;
-    root->bw_epoch = epoch;
+    unsigned mine = atomic_fetch_add(&epoch, 1) + 1;
+    root->bw_epoch = mine;
     root->bw_pending = 0;
     if ((st = push(all, zl_tensor_retain(root))) || (st = push(&stack, root))) goto done;
     while (stack.n) {
@@ -107,8 +110,8 @@ static zl_status collect(zl_tensor *root, vec *all)
         for (int i = 0; i < nd->ninputs; i++) {
             zl_tensor *in = nd->inputs[i];
             if (!in->requires_grad) continue;
-            if (in->bw_epoch != epoch) {
-                in->bw_epoch = epoch;
+            if (in->bw_epoch != mine) {
+                in->bw_epoch = mine;
                 in->bw_pending = 0;
                 zl_tensor_release(in->bw_grad);
                 in->bw_grad = NULL;

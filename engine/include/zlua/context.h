@@ -14,9 +14,10 @@ extern "C" {
 /* Every call acts on the calling thread's current context: the process's
  * default one until the thread sets another, so a host that never creates a
  * context sees one process-wide engine. What stays process-wide on purpose:
- * the interrupt flag (a signal handler sets it), the MPI communicator (MPI is
- * initialised once per process), the kernel variant chosen for the CPU, and
- * the error message and autograd mode, which are per thread as before. */
+ * the interrupt flag (a signal handler sets it), MPI (initialised once per
+ * process), the kernel variants chosen for the CPU and their overrides for
+ * tests and benchmarks (zl_optim_set_kernel), and the error message and
+ * autograd mode, which are per thread as before. */
 typedef struct zl_context zl_context;
 
 /* A new context: default generator seeded as the process's starts (seed

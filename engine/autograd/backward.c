@@ -5,10 +5,13 @@
  * gradient while the rest of backward goes on. The ready stack is LIFO and the
  * input order fixed, so the walk, and every sum in it, is the same run to run. */
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "node.h"
 
-static unsigned epoch;
+/* Stamps marking the tensors one walk has met: process-wide and atomic, so
+ * walks in different contexts or threads never share a stamp. */
+static _Atomic unsigned epoch;
 
 typedef struct { zl_tensor **v; size_t n, cap; } vec;
 
@@ -93,8 +96,8 @@ static zl_status collect(zl_tensor *root, vec *all)
 {
     vec stack = {0};
     zl_status st = ZL_OK;
-    epoch++;
-    zli_meta(root)->bw_epoch = epoch;
+    unsigned mine = atomic_fetch_add(&epoch, 1) + 1;
+    zli_meta(root)->bw_epoch = mine;
     zli_meta(root)->bw_pending = 0;
     if ((st = push(all, zl_tensor_retain(root))) || (st = push(&stack, root))) goto done;
     while (stack.n) {
@@ -110,8 +113,8 @@ static zl_status collect(zl_tensor *root, vec *all)
             zl_tensor *in = nd->inputs[i];
             if (!zli_requires_grad(in)) continue;
             zli_grad_meta *m = zli_meta(in);
-            if (m->bw_epoch != epoch) {
-                m->bw_epoch = epoch;
+            if (m->bw_epoch != mine) {
+                m->bw_epoch = mine;
                 m->bw_pending = 0;
                 zl_tensor_release(m->bw_grad);
                 m->bw_grad = NULL;

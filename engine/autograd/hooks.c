@@ -1,11 +1,13 @@
 /* Hook registration and firing: gradient-ready hooks on leaves (ZeRO-2 buckets
  * from them) and use hooks on parameters (ZeRO-3 gathers and releases from them). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "node.h"
 
-static int next_handle = 1;
+/* Process-wide and atomic: handles stay unique whichever context or thread adds. */
+static _Atomic int next_handle = 1;
 
 static int add_hook(zl_tensor *t, int kind, zl_grad_ready_fn gr, zl_use_fn use, void *user,
                     void (*user_free)(void *))
@@ -15,7 +17,7 @@ static int add_hook(zl_tensor *t, int kind, zl_grad_ready_fn gr, zl_use_fn use, 
     zli_grad_meta *m = zli_meta_get(t);
     zli_hook *h = m ? calloc(1, sizeof *h) : NULL;
     if (!h) { zl_error(ZL_ENOMEM, "add_hook: out of memory"); return 0; }
-    h->handle = next_handle++;
+    h->handle = atomic_fetch_add(&next_handle, 1);
     h->kind = kind;
     h->grad_ready = gr;
     h->use = use;

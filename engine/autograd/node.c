@@ -3,6 +3,8 @@
 #include <string.h>
 #include "node.h"
 
+/* Per thread, as PyTorch's: a mode set and restored around a block, so
+ * contexts used alternately on one thread between calls never see another's. */
 static _Thread_local bool grad_disabled;
 
 bool zl_grad_set_enabled(bool on)

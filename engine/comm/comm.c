@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "backend.h"
+#include "../core/memory_impl.h"
 
 #define DEFAULT_TIMEOUT_S (30.0 * 60.0)
 
@@ -20,6 +21,7 @@ struct zl_comm_request {
     zl_tensor *keep[2];        /* retained until the request ends */
     zl_tensor *dst;            /* receives the f32 result when it is widened */
     float *wide_in, *wide_out; /* f32 buffers of half types (ZL_MEM_COMM) */
+    zl_context *ctx;           /* the caller's, which they are charged to */
     size_t in_bytes, out_bytes;
     float *result;             /* the f32 result of a reduction */
     size_t result_n;
@@ -72,8 +74,8 @@ zl_status zl_comm_open(const char *backend, zl_comm **out)
 
 static void request_free(zl_comm_request *r)
 {
-    zl_mem_free(r->wide_in, r->in_bytes, ZL_MEM_COMM);
-    zl_mem_free(r->wide_out, r->out_bytes, ZL_MEM_COMM);
+    zli_mem_free(r->ctx, r->wide_in, r->in_bytes, false, ZL_MEM_COMM);
+    zli_mem_free(r->ctx, r->wide_out, r->out_bytes, false, ZL_MEM_COMM);
     zl_tensor_release(r->keep[0]);
     zl_tensor_release(r->keep[1]);
     free(r);
@@ -177,13 +179,14 @@ static zl_comm_request *request_new(zl_comm *c, const char *what)
     }
     r->c = c;
     r->what = what;
+    r->ctx = zl_context_current();
     return r;
 }
 
-static float *wide_copy(const zl_tensor *t, size_t n, size_t *bytes)
+static float *wide_copy(zl_context *ctx, const zl_tensor *t, size_t n, size_t *bytes)
 {
     *bytes = (n ? n : 1) * sizeof(float);
-    float *w = zl_mem_alloc(*bytes, ZL_MEM_COMM);
+    float *w = zli_mem_alloc(ctx, *bytes, 0, ZL_MEM_COMM);
     if (!w) return NULL;
     if (t) zl_convert(zl_tensor_data(t), zl_tensor_dtype(t), w, ZL_DTYPE_F32, n);
     return w;
@@ -308,7 +311,7 @@ zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_comm_op op
     if (zl_tensor_dtype(t) == ZL_DTYPE_F32) {
         coll.buf = zl_tensor_data(t);
     } else {
-        r->wide_in = wide_copy(t, n, &r->in_bytes);
+        r->wide_in = wide_copy(r->ctx, t, n, &r->in_bytes);
         if (!r->wide_in) {
             request_free(r);
             return NULL;
@@ -360,8 +363,8 @@ zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, z
         coll.send = zl_tensor_data(in);
         coll.recv = zl_tensor_data(out);
     } else {
-        r->wide_in = wide_copy(in, n * (size_t)c->size, &r->in_bytes);
-        r->wide_out = r->wide_in ? wide_copy(NULL, n, &r->out_bytes) : NULL;
+        r->wide_in = wide_copy(r->ctx, in, n * (size_t)c->size, &r->in_bytes);
+        r->wide_out = r->wide_in ? wide_copy(r->ctx, NULL, n, &r->out_bytes) : NULL;
         if (!r->wide_out) {
             request_free(r);
             return NULL;

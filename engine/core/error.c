@@ -1,11 +1,8 @@
-/* Errors, version, interruption and thread settings: the small process-wide
- * state every other file reports through. */
+/* Errors, version and interruption: the small per-thread and process-wide
+ * state every other file reports through (the rest lives in a context). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <signal.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "zlua/base.h"
 
 static _Thread_local char last_error[2048];
@@ -50,21 +47,3 @@ const char *zl_version(void) { return ZL_VERSION_STRING; }
 
 void zl_interrupt_set(int on) { interrupt_flag = on ? 1 : 0; }
 int zl_interrupt_pending(void) { return interrupt_flag != 0; }
-
-void zl_set_num_threads(int n)
-{
-#ifdef _OPENMP
-    if (n > 0) omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
-
-int zl_get_num_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}

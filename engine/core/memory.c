@@ -1,6 +1,7 @@
 /* The allocator every tensor goes through: aligned memory, per-category
  * accounting (how ZeRO's memory formulas are checked), a host hook, a pressure
- * callback before failing, and fault injection for the error-path tests. */
+ * callback before failing, and fault injection for the error-path tests; all
+ * of it held by a context (context_impl.h), the current one for the public calls. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
@@ -8,17 +9,7 @@
 #include <search.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include "zlua/memory.h"
-#include "tensor_impl.h"
-
-static _Atomic int64_t current[ZL_MEM_COUNT];
-static _Atomic int64_t peak[ZL_MEM_COUNT];
-static _Atomic int64_t fail_countdown;
-static zl_alloc_fn host_alloc;
-static zl_free_fn host_free;
-static void *host_user;
-static zl_pressure_fn pressure_fn;
-static void *pressure_user;
+#include "memory_impl.h"
 
 static const char *const cat_names[ZL_MEM_COUNT] = {
     "params", "grads", "optimizer", "activations", "comm", "other",
@@ -37,11 +28,11 @@ zl_status zl_mem_category_from_name(const char *name, zl_mem_category *out)
                     "activations, comm or other)", name ? name : "(null)");
 }
 
-static void charge(zl_mem_category cat, int64_t delta)
+static void charge(zl_context *ctx, zl_mem_category cat, int64_t delta)
 {
-    int64_t now = atomic_fetch_add(&current[cat], delta) + delta;
-    int64_t p = atomic_load(&peak[cat]);
-    while (now > p && !atomic_compare_exchange_weak(&peak[cat], &p, now)) {}
+    int64_t now = atomic_fetch_add(&ctx->current[cat], delta) + delta;
+    int64_t p = atomic_load(&ctx->peak[cat]);
+    while (now > p && !atomic_compare_exchange_weak(&ctx->peak[cat], &p, now)) {}
 }
 
 /* With a release threshold set, blocks that large are mapped from the
@@ -49,8 +40,9 @@ static void charge(zl_mem_category cat, int64_t delta)
  * self-raising mmap threshold, so a step that frees gigabytes keeps them
  * resident: fast (no page faults the next step) but hiding the real need
  * from a memory limit (ZeRO-Infinity). Mapped blocks are remembered by
- * address, so the threshold may change while blocks of either kind live. */
-static _Atomic size_t release_threshold;
+ * address, so the threshold may change while blocks of either kind live. The
+ * threshold is the context's; the set of mapped blocks is the process's, as
+ * the address space is. */
 static void *mapped;                     /* tsearch tree of mapped block addresses */
 static _Atomic int64_t nmapped;          /* its size, read without the lock */
 static pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -91,111 +83,120 @@ static bool unmap_block(void *p, size_t nbytes)
     return was;
 }
 
-static bool release_on_free(size_t nbytes)
+static bool release_on_free(zl_context *ctx, size_t nbytes)
 {
-    size_t t = atomic_load(&release_threshold);
+    size_t t = atomic_load(&ctx->release_threshold);
     return t && nbytes >= t;
 }
 
-void zl_mem_set_release_threshold(size_t nbytes) { atomic_store(&release_threshold, nbytes); }
+void zl_mem_set_release_threshold(size_t nbytes)
+{
+    atomic_store(&zl_context_current()->release_threshold, nbytes);
+}
 
 /* align 0: the host hook's memory (or aligned_alloc), ZL_ALIGNMENT-aligned.
- * Otherwise posix_memalign whatever the hook, which promises only ZL_ALIGNMENT;
- * such blocks are freed by zli_mem_free_aligned. */
-static void *raw_alloc(size_t nbytes, size_t align, zl_mem_category cat)
+ * Otherwise posix_memalign whatever the hook. */
+static void *raw_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_category cat)
 {
-    int64_t c = atomic_load(&fail_countdown);
-    if (c > 0 && atomic_fetch_sub(&fail_countdown, 1) == 1) return NULL;
+    int64_t c = atomic_load(&ctx->fail_countdown);
+    if (c > 0 && atomic_fetch_sub(&ctx->fail_countdown, 1) == 1) return NULL;
     if (align) {
-        if (release_on_free(nbytes) && align <= 4096) return map_block(nbytes);
+        if (release_on_free(ctx, nbytes)) return map_block(nbytes);
         void *p = NULL;
         return posix_memalign(&p, align, nbytes ? nbytes : align) == 0 ? p : NULL;
     }
-    if (host_alloc) return host_alloc(nbytes, cat, host_user);
-    if (release_on_free(nbytes)) return map_block(nbytes);
+    if (ctx->host_alloc) return ctx->host_alloc(nbytes, cat, ctx->host_user);
+    if (release_on_free(ctx, nbytes)) return map_block(nbytes);
     size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
     return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
 }
 
-static void *alloc_charged(size_t nbytes, size_t align, zl_mem_category cat)
+void *zli_mem_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_category cat)
 {
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
-    void *p = raw_alloc(nbytes, align, cat);
-    if (!p && pressure_fn) {
-        pressure_fn(nbytes, pressure_user);
-        p = raw_alloc(nbytes, align, cat);
-    }
-    if (!p) {
-        zl_error(ZL_ENOMEM, "out of memory allocating %zu bytes for %s", nbytes, cat_names[cat]);
-        return NULL;
-    }
-    charge(cat, (int64_t)nbytes);
-    return p;
-}
-
-void *zl_mem_alloc(size_t nbytes, zl_mem_category cat) { return alloc_charged(nbytes, 0, cat); }
-
-void *zli_mem_alloc_aligned(size_t nbytes, size_t align, zl_mem_category cat)
-{
     /* Page alignment at most: mapped blocks have no more. */
     if (align > 4096) {
         zl_error(ZL_EINVAL, "memory: alignment %zu is above the page size", align);
         return NULL;
     }
-    return alloc_charged(nbytes, align > ZL_ALIGNMENT ? align : ZL_ALIGNMENT, cat);
+    if (align && align < ZL_ALIGNMENT) align = ZL_ALIGNMENT;
+    void *p = raw_alloc(ctx, nbytes, align, cat);
+    if (!p && ctx->pressure_fn) {
+        ctx->pressure_fn(nbytes, ctx->pressure_user);
+        p = raw_alloc(ctx, nbytes, align, cat);
+    }
+    if (!p) {
+        zl_error(ZL_ENOMEM, "out of memory allocating %zu bytes for %s", nbytes, cat_names[cat]);
+        return NULL;
+    }
+    charge(ctx, cat, (int64_t)nbytes);
+    zli_context_retain(ctx);
+    return p;
 }
 
-void zli_mem_free_aligned(void *p, size_t nbytes, zl_mem_category cat)
+void zli_mem_free(zl_context *ctx, void *p, size_t nbytes, bool aligned, zl_mem_category cat)
 {
     if (!p) return;
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
-    charge(cat, -(int64_t)nbytes);
-    if (!unmap_block(p, nbytes)) free(p);
+    charge(ctx, cat, -(int64_t)nbytes);
+    if (!unmap_block(p, nbytes)) {
+        if (!aligned && ctx->host_free) ctx->host_free(p, nbytes, cat, ctx->host_user);
+        else free(p);
+    }
+    zli_context_release(ctx);
 }
+
+void zli_mem_recharge(zl_context *ctx, size_t nbytes, zl_mem_category from, zl_mem_category to)
+{
+    if (from == to || (unsigned)from >= ZL_MEM_COUNT || (unsigned)to >= ZL_MEM_COUNT) return;
+    charge(ctx, from, -(int64_t)nbytes);
+    charge(ctx, to, (int64_t)nbytes);
+}
+
+/* The public calls act on the current context: a block from zl_mem_alloc is
+ * freed by zl_mem_free under the same one (the engine's own blocks name theirs). */
+void *zl_mem_alloc(size_t nbytes, zl_mem_category cat) { return zli_mem_alloc(zl_context_current(), nbytes, 0, cat); }
 
 void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat)
 {
-    if (!p) return;
-    if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
-    charge(cat, -(int64_t)nbytes);
-    if (unmap_block(p, nbytes)) return;
-    if (host_free) host_free(p, nbytes, cat, host_user);
-    else free(p);
+    zli_mem_free(zl_context_current(), p, nbytes, false, cat);
 }
 
 void zl_mem_recharge(size_t nbytes, zl_mem_category from, zl_mem_category to)
 {
-    if (from == to || (unsigned)from >= ZL_MEM_COUNT || (unsigned)to >= ZL_MEM_COUNT) return;
-    charge(from, -(int64_t)nbytes);
-    charge(to, (int64_t)nbytes);
+    zli_mem_recharge(zl_context_current(), nbytes, from, to);
 }
 
 zl_mem_stats zl_mem_stats_of(zl_mem_category cat)
 {
+    zl_context *ctx = zl_context_current();
     zl_mem_stats s = {0, 0};
     if ((unsigned)cat < ZL_MEM_COUNT) {
-        s.current = atomic_load(&current[cat]);
-        s.peak = atomic_load(&peak[cat]);
+        s.current = atomic_load(&ctx->current[cat]);
+        s.peak = atomic_load(&ctx->peak[cat]);
     }
     return s;
 }
 
 void zl_mem_reset_peak(void)
 {
-    for (int i = 0; i < ZL_MEM_COUNT; i++) atomic_store(&peak[i], atomic_load(&current[i]));
+    zl_context *ctx = zl_context_current();
+    for (int i = 0; i < ZL_MEM_COUNT; i++) atomic_store(&ctx->peak[i], atomic_load(&ctx->current[i]));
 }
 
 void zl_mem_set_allocator(zl_alloc_fn alloc, zl_free_fn free_fn, void *user)
 {
-    host_alloc = alloc && free_fn ? alloc : NULL;
-    host_free = alloc && free_fn ? free_fn : NULL;
-    host_user = user;
+    zl_context *ctx = zl_context_current();
+    ctx->host_alloc = alloc && free_fn ? alloc : NULL;
+    ctx->host_free = alloc && free_fn ? free_fn : NULL;
+    ctx->host_user = user;
 }
 
 void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user)
 {
-    pressure_fn = fn;
-    pressure_user = user;
+    zl_context *ctx = zl_context_current();
+    ctx->pressure_fn = fn;
+    ctx->pressure_user = user;
 }
 
-void zl_mem_fail_after(int64_t n) { atomic_store(&fail_countdown, n > 0 ? n : 0); }
+void zl_mem_fail_after(int64_t n) { atomic_store(&zl_context_current()->fail_countdown, n > 0 ? n : 0); }

@@ -1,16 +1,11 @@
 /* Philox-4x32-10 counter-based generator. A draw of n numbers takes counters
  * offset .. offset+n-1, one per element, and advances the offset by n: any
- * split of the elements across threads gives the same numbers. */
+ * split of the elements across threads gives the same numbers. NULL names the
+ * current context's generator. */
 #include <stdlib.h>
 #include <math.h>
 #include "tensor_impl.h"
-
-struct zl_generator {
-    uint64_t seed;
-    uint64_t offset;
-};
-
-static zl_generator default_gen = {0x5eed, 0};
+#include "context_impl.h"
 
 static inline void philox(uint64_t counter, uint64_t key, uint32_t out[4])
 {
@@ -32,7 +27,8 @@ static inline void philox(uint64_t counter, uint64_t key, uint32_t out[4])
 static inline float u01(uint32_t x) { return (float)(x >> 8) * 0x1p-24f; }          /* [0, 1) */
 static inline float u01_open(uint32_t x) { return ((float)(x >> 8) + 0.5f) * 0x1p-24f; } /* (0, 1) */
 
-static zl_generator *gen(zl_generator *g) { return g ? g : &default_gen; }
+static zl_generator *gen(zl_generator *g) { return g ? g : &zl_context_current()->rng; }
+static const zl_generator *cgen(const zl_generator *g) { return g ? g : &zl_context_current()->rng; }
 
 zl_generator *zl_generator_new(uint64_t seed)
 {
@@ -42,10 +38,10 @@ zl_generator *zl_generator_new(uint64_t seed)
     return g;
 }
 
-void zl_generator_free(zl_generator *g) { if (g != &default_gen) free(g); }
+void zl_generator_free(zl_generator *g) { if (g && !g->in_context) free(g); }
 void zl_generator_seed(zl_generator *g, uint64_t seed) { gen(g)->seed = seed; gen(g)->offset = 0; }
-uint64_t zl_generator_get_seed(const zl_generator *g) { return g ? g->seed : default_gen.seed; }
-uint64_t zl_generator_get_offset(const zl_generator *g) { return g ? g->offset : default_gen.offset; }
+uint64_t zl_generator_get_seed(const zl_generator *g) { return cgen(g)->seed; }
+uint64_t zl_generator_get_offset(const zl_generator *g) { return cgen(g)->offset; }
 void zl_generator_set_offset(zl_generator *g, uint64_t off) { gen(g)->offset = off; }
 void zl_manual_seed(uint64_t seed) { zl_generator_seed(NULL, seed); }
 

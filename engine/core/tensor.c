@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <math.h>
 #include "tensor_impl.h"
+#include "memory_impl.h"
 #include "view.h"
 
 int64_t zli_numel(int ndim, const int64_t *shape)
@@ -92,8 +93,8 @@ static zl_status check_shape(const char *op, int ndim, const int64_t *shape)
     return ZL_OK;
 }
 
-/* align 0: zl_mem_alloc's memory; otherwise zli_mem_alloc_aligned's, rounded
- * up to whole `align` blocks with the tail zeroed. */
+/* align 0: the host hook's memory; otherwise the system's, rounded up to
+ * whole `align` blocks with the tail zeroed. Charged to the current context. */
 static zl_tensor *tensor_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, size_t align)
 {
     if (!zl_dtype_traits_of(dt)) { zl_error(ZL_EDTYPE, "tensor: invalid dtype %d", (int)dt); return NULL; }
@@ -109,15 +110,16 @@ static zl_tensor *tensor_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_m
     s->refcount = 1;
     s->nbytes = (size_t)n * zl_dtype_size(dt);
     s->cat = cat;
+    s->ctx = zl_context_current();
     if (align) {
         size_t used = s->nbytes;
         s->nbytes = (used + align - 1) / align * align;
         if (!s->nbytes) s->nbytes = align;
-        s->data = zli_mem_alloc_aligned(s->nbytes, align, cat);
+        s->data = zli_mem_alloc(s->ctx, s->nbytes, align, cat);
         s->sys_aligned = true;
         if (s->data) memset((char *)s->data + used, 0, s->nbytes - used);
     } else {
-        s->data = zl_mem_alloc(s->nbytes, cat);
+        s->data = zli_mem_alloc(s->ctx, s->nbytes, 0, cat);
     }
     if (!s->data) { free(t); free(s); return NULL; }
     t->storage = s;
@@ -205,8 +207,7 @@ void zli_release_deferred(zl_tensor *t, zl_tensor **worklist)
 static void storage_release(zl_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    if (s->sys_aligned) zli_mem_free_aligned(s->data, s->nbytes, s->cat);
-    else zl_mem_free(s->data, s->nbytes, s->cat);
+    zli_mem_free(s->ctx, s->data, s->nbytes, s->sys_aligned, s->cat);
     free(s);
 }
 
@@ -248,7 +249,7 @@ zl_mem_category zl_tensor_category(const zl_tensor *t) { return t->storage->cat;
 void zl_tensor_set_category(zl_tensor *t, zl_mem_category cat)
 {
     if ((unsigned)cat >= ZL_MEM_COUNT) return;
-    zl_mem_recharge(t->storage->nbytes, t->storage->cat, cat);
+    zli_mem_recharge(t->storage->ctx, t->storage->nbytes, t->storage->cat, cat);
     t->storage->cat = cat;
 }
 

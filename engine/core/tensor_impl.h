@@ -13,7 +13,8 @@ typedef struct zl_storage {
     void *data;
     size_t nbytes;
     zl_mem_category cat;
-    bool sys_aligned;      /* from zli_mem_alloc_aligned, so freed by zli_mem_free_aligned */
+    bool sys_aligned;      /* from zli_mem_alloc with an alignment (memory_impl.h) */
+    zl_context *ctx;       /* charged to, and given back to, this context */
 } zl_storage;
 
 struct zl_tensor {
@@ -37,12 +38,6 @@ struct zl_tensor {
     zl_tensor *free_next;
 };
 
-/* Memory aligned to `align` (a power of two; at least ZL_ALIGNMENT), charged
- * and fault-injected as zl_mem_alloc's, but taken from the system allocator
- * whatever the host hook (which promises only ZL_ALIGNMENT). Freed with
- * zli_mem_free_aligned, never zl_mem_free. */
-ZLI_HIDDEN void *zli_mem_alloc_aligned(size_t nbytes, size_t align, zl_mem_category cat);
-ZLI_HIDDEN void zli_mem_free_aligned(void *p, size_t nbytes, zl_mem_category cat);
 /* zl_tensor_new, but the storage starts on an `align` boundary and is a whole
  * number of `align` blocks long (the tail past the elements zeroed). */
 ZLI_HIDDEN zl_tensor *zli_tensor_new_aligned(zl_dtype dt, int ndim, const int64_t *shape,

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "../core/tensor_impl.h"
+#include "../core/memory_impl.h"
 
 /* O_DIRECT's unit: file offsets, lengths and memory addresses are multiples of it. */
 #define AIO_ALIGN 4096
@@ -78,6 +79,7 @@ typedef struct aio_worker {
 
 struct zl_aio {
     zl_aio_config cfg;
+    zl_context *ctx;              /* the opener's: bounce blocks are charged to it (held) */
     bool force_buffered;          /* ZLUA_AIO_BUFFERED=1 */
     pthread_mutex_t mu;
     pthread_cond_t work;          /* a share was queued, or closing */
@@ -259,7 +261,7 @@ static void run_direct(aio_worker *w, zl_aio_request *r, const aio_share *s)
             char *buf = r->data + pos;
             if (!direct) {
                 /* On this thread the Lua binding's pressure handler collects nothing. */
-                if (!sl->bounce) sl->bounce = zli_mem_alloc_aligned((size_t)cfg->block_size, AIO_ALIGN, ZL_MEM_OTHER);
+                if (!sl->bounce) sl->bounce = zli_mem_alloc(w->a->ctx, (size_t)cfg->block_size, AIO_ALIGN, ZL_MEM_OTHER);
                 if (!sl->bounce) {
                     w->free_slots[w->nfree++] = sl;
                     fail(r, ZL_ENOMEM, "%s: out of memory for a %lld-byte bounce block", r->path,
@@ -331,6 +333,7 @@ static void engine_free(zl_aio *a)
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->work);
     pthread_cond_destroy(&a->done);
+    zli_context_release(a->ctx);
     free(a->workers);
     free(a);
 }
@@ -348,7 +351,7 @@ static void shut_down(zl_aio *a)
         if (w->running) pthread_join(w->thread, NULL);
         if (w->ctx) io_destroy(w->ctx);
         for (int k = 0; w->slots && k < a->cfg.queue_depth; k++)
-            zli_mem_free_aligned(w->slots[k].bounce, (size_t)a->cfg.block_size, ZL_MEM_OTHER);
+            zli_mem_free(a->ctx, w->slots[k].bounce, (size_t)a->cfg.block_size, true, ZL_MEM_OTHER);
         free(w->slots);
         free(w->free_slots);
         free(w->batch);
@@ -419,6 +422,8 @@ zl_status zl_aio_open(const zl_aio_config *cfg, zl_aio **out)
     a->workers = calloc((size_t)c.intra_op_parallelism, sizeof *a->workers);
     if (!a->workers) { free(a); return zl_error(ZL_ENOMEM, "aio: out of memory"); }
     a->cfg = c;
+    a->ctx = zl_context_current();
+    zli_context_retain(a->ctx);
     const char *env = getenv("ZLUA_AIO_BUFFERED");
     a->force_buffered = env && *env && strcmp(env, "0") != 0;
     atomic_init(&a->direct, !a->force_buffered);

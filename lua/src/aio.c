@@ -199,7 +199,7 @@ void zlb_open_aio(lua_State *L)
     };
     static const luaL_Reg request_methods[] = {{"wait", request_wait}, {NULL, NULL}};
     if (luaL_newmetatable(L, ZLB_AIO_MT)) {
-        luaL_newlib(L, engine_methods);
+        zlb_newlib(L, engine_methods);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, aio_gc);
         lua_setfield(L, -2, "__gc");
@@ -210,7 +210,7 @@ void zlb_open_aio(lua_State *L)
     }
     lua_pop(L, 1);
     if (luaL_newmetatable(L, ZLB_AIO_REQUEST_MT)) {
-        luaL_newlib(L, request_methods);
+        zlb_newlib(L, request_methods);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, request_gc);
         lua_setfield(L, -2, "__gc");
@@ -219,5 +219,5 @@ void zlb_open_aio(lua_State *L)
     }
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"aio_open", l_aio_open}, {"aio_buffer", l_aio_buffer}, {NULL, NULL}};
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
 }

@@ -250,13 +250,13 @@ void zlb_open_amp(lua_State *L)
         {"grad_nonfinite", grad_nonfinite}, {"grad_norm_sq", grad_norm_sq}, {"grad_scale", grad_scale},
         {"grad_clip_coef", grad_clip_coef}, {"loss_scaler_new", loss_scaler_new}, {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
     static const luaL_Reg methods[] = {
         {"update", scaler_update}, {"scale", scaler_scale}, {"is_dynamic", scaler_is_dynamic},
         {"state", scaler_state}, {"load", scaler_load}, {"free", scaler_free}, {NULL, NULL},
     };
     luaL_newmetatable(L, ZLB_LOSS_SCALER_MT);
-    luaL_newlib(L, methods);
+    zlb_newlib(L, methods);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, scaler_free);
     lua_setfield(L, -2, "__gc");

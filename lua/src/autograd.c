@@ -201,5 +201,5 @@ void zlb_open_autograd(lua_State *L)
         {"add_use_hook", add_use_hook}, {"remove_hook", remove_hook},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
 }

@@ -1,9 +1,13 @@
 /* Private to the binding: the tensor userdata, the helpers every lua/src/<area>.c
  * uses to check and push tensors and to turn engine errors into Lua errors, and
- * the per-state runtime that hooks and the memory-pressure handler call back into. */
+ * the per-state runtime that hooks and the memory-pressure handler call back into.
+ * The binding keeps no process-global state: what is per state lives in the
+ * runtime (the registry) and its engine context. Only the executable's files
+ * (zlua.c, repl.c, launch.c) keep some, for the process's one REPL and its signals. */
 #ifndef ZLB_BINDING_H
 #define ZLB_BINDING_H
 
+#include <pthread.h>
 #include <lua.h>
 #include <lauxlib.h>
 #include "zlua/zlua.h"
@@ -45,25 +49,39 @@ int zlb_check_shape(lua_State *L, int idx, int64_t *shape);
 /* A generator argument (nil or none: the default generator). */
 zl_generator *zlb_opt_generator(lua_State *L, int idx);
 
-/* The state's runtime: a thread kept for calling back into Lua from engine
- * frames (hooks, the pressure handler), counted by the registry sentinel and by
- * every hook, so a hook that outlives its state finds `alive` false. */
+/* The state's runtime: its engine context (RNG, thread count, memory
+ * accounting and pressure handler, none shared with another state), a thread
+ * kept for calling back into Lua from engine frames (hooks, the pressure
+ * handler), and the collector's bookkeeping. Counted by the registry sentinel
+ * and by every hook, so a hook that outlives its state finds `alive` false. */
 typedef struct zlb_runtime {
+    zl_context *ctx;
     lua_State *cb;
     int refs;
     int alive;
+    pthread_t owner;      /* the OS thread that opened the state */
+    int64_t gc_base;      /* the context's bytes after the last collection (see tensor.c) */
+    int64_t gc_step;
 } zlb_runtime;
 
 zlb_runtime *zlb_runtime_of(lua_State *L);
 void zlb_runtime_retain(zlb_runtime *rt);
 void zlb_runtime_release(zlb_runtime *rt);
-/* The state is closing: stop routing engine memory pressure to it. */
+/* The state's context starts routing its memory pressure to the collector;
+ * detach stops it when the state closes. */
+void zlb_memory_attach(zlb_runtime *rt);
 void zlb_memory_detach(zlb_runtime *rt);
 
 /* The aio block at idx (nil: DeepSpeed's defaults) checked into *c. */
 void zlb_aio_config(lua_State *L, int idx, zl_aio_config *c);
 /* The state's communicator (opened on first use). */
 zl_comm *zlb_comm_of(lua_State *L);
+/* luaL_setfuncs for the binding: each function is wrapped so that it runs
+ * with the state's context current (see init.c). The functions must not use
+ * upvalues of their own. */
+void zlb_setfuncs(lua_State *L, const luaL_Reg *fns);
+/* luaL_newlib through zlb_setfuncs (method tables). */
+void zlb_newlib(lua_State *L, const luaL_Reg *fns);
 
 /* Each area adds its functions to the core table on top of the stack. */
 void zlb_open_tensor(lua_State *L);

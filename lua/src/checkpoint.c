@@ -384,7 +384,7 @@ static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua
 {
     luaL_newmetatable(L, mt);
     lua_newtable(L);
-    luaL_setfuncs(L, methods, 0);
+    zlb_setfuncs(L, methods);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, gc);
     lua_setfield(L, -2, "__gc");
@@ -413,5 +413,5 @@ void zlb_open_checkpoint(lua_State *L)
         {"safetensors_open", l_open},       {"safetensors_writer", l_writer},
         {"write_file_atomic", l_write_file_atomic}, {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
 }

@@ -141,7 +141,7 @@ static zlb_request *new_request(lua_State *L, const char *what)
     u->what = what;
     if (luaL_newmetatable(L, ZLB_REQUEST_MT)) {
         static const luaL_Reg methods[] = {{"wait", request_wait}, {NULL, NULL}};
-        luaL_newlib(L, methods);
+        zlb_newlib(L, methods);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, request_gc);
         lua_setfield(L, -2, "__gc");
@@ -214,5 +214,5 @@ void zlb_open_dist(lua_State *L)
         {"dist_reduce_scatter_async", l_reduce_scatter_async}, {"dist_allgather_async", l_allgather_async},
         {"dist_broadcast_async", l_broadcast_async}, {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
 }

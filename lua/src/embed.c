@@ -6,11 +6,13 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include "zlua/context.h"
 #include "zlua/embed.h"
 #include "repl.h"
 
 struct zlua_state {
     lua_State *L;
+    zl_context *ctx;           /* the state's own (see init.c) */
 };
 
 int zlb_traceback(lua_State *L)
@@ -41,7 +43,8 @@ static int open_libs(lua_State *L)
     luaL_openlibs(L);
     luaL_requiref(L, "zlua", luaopen_zlua, 0);
     lua_setglobal(L, "zl");
-    return 0;
+    lua_pushlightuserdata(L, zl_context_current());
+    return 1;
 }
 
 zlua_state *zlua_open(void)
@@ -57,20 +60,27 @@ zlua_state *zlua_open(void)
         zl_error(ZL_ENOMEM, "zlua_open: cannot create a Lua state (out of memory)");
         return NULL;
     }
+    zl_context *prev = zl_context_current();
     lua_pushcfunction(s->L, open_libs);
-    if (lua_pcall(s->L, 0, 0, 0) != LUA_OK) {
+    if (lua_pcall(s->L, 0, 1, 0) != LUA_OK) {
         fail(s->L, 0, "zlua_open");
         lua_close(s->L);
         free(s);
+        zl_context_set_current(prev);
         return NULL;
     }
+    s->ctx = lua_touserdata(s->L, -1);
+    lua_pop(s->L, 1);
+    zl_context_set_current(prev);
     return s;
 }
 
 void zlua_close(zlua_state *s)
 {
     if (s == NULL) return;
+    zl_context *prev = zl_context_current();
     lua_close(s->L);
+    zl_context_set_current(prev == s->ctx ? NULL : prev);
     free(s);
 }
 
@@ -119,11 +129,13 @@ static zl_status run(zlua_state *s, run_args *a, const char *what)
 {
     lua_State *L = s->L;
     int top = lua_gettop(L);
+    zl_context *prev = zl_context_current();
     lua_pushcfunction(L, run_protected);
     lua_pushlightuserdata(L, a);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) return fail(L, top, what);
+    zl_status st = lua_pcall(L, 1, 0, 0) == LUA_OK ? ZL_OK : fail(L, top, what);
+    zl_context_set_current(prev);
     lua_settop(L, top);
-    return ZL_OK;
+    return st;
 }
 
 zl_status zlua_dofile(zlua_state *s, const char *path, int argc, const char *const *argv)

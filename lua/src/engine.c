@@ -171,7 +171,7 @@ void zlb_open_engine(lua_State *L)
         {"set_num_threads", set_num_threads}, {"get_num_threads", get_num_threads},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
     lua_pushstring(L, zl_version());
     lua_setfield(L, -2, "version");
     luaL_newmetatable(L, ZLB_GENERATOR_MT);

@@ -1,6 +1,7 @@
 /* luaopen_zlua: registers the compiled-in Lua modules and the C core
  * (zlua.core) as preloads, then requires 'zlua'. Also owns the per-state
- * runtime that engine callbacks (hooks, memory pressure) reach Lua through. */
+ * runtime: the state's engine context, made current by every binding call,
+ * and the thread engine callbacks (hooks, memory pressure) reach Lua through. */
 #include <stdlib.h>
 #include "binding.h"
 #include "modules.h"
@@ -32,6 +33,7 @@ static int sentinel_gc(lua_State *L)
     if (*p) {
         (*p)->alive = 0;
         zlb_memory_detach(*p);
+        zl_context_free((*p)->ctx);
         zlb_runtime_release(*p);
         *p = NULL;
     }
@@ -53,12 +55,54 @@ static void runtime_open(lua_State *L)
     lua_State *cb = lua_newthread(L);
     lua_setiuservalue(L, -2, 1);          /* the thread lives as long as the sentinel */
     zlb_runtime *rt = calloc(1, sizeof *rt);
-    if (!rt) luaL_error(L, "zlua: out of memory");
+    zl_context *ctx = rt ? zl_context_new() : NULL;
+    if (!ctx) {
+        free(rt);
+        luaL_error(L, "zlua: out of memory");
+    }
+    rt->ctx = ctx;
     rt->cb = cb;
     rt->refs = 1;
     rt->alive = 1;
+    rt->owner = pthread_self();
+    rt->gc_step = (int64_t)64 << 20;
+    zl_context_set_user(ctx, rt);
     *p = rt;
     lua_rawsetp(L, LUA_REGISTRYINDEX, &runtime_key);
+    zl_context_set_current(ctx);
+    zlb_memory_attach(rt);
+}
+
+/* Design: a state's engine state (RNG, thread count, memory accounting and
+ * pressure handler) is its context's, and every C function of the binding
+ * makes that context current on entry, so states used alternately from one
+ * thread each see only their own. Only entering matters: Lua reaches the
+ * engine through these functions alone, and a host switching states passes
+ * through them again. Left out are the collector's metamethods (__gc, __close,
+ * __tostring), which only release or print: a block goes back to the context
+ * that allocated it whatever context is current. */
+static int enter(lua_State *L)
+{
+    zl_context_set_current(lua_touserdata(L, lua_upvalueindex(1)));
+    const luaL_Reg *r = lua_touserdata(L, lua_upvalueindex(2));
+    return r->func(L);
+}
+
+void zlb_setfuncs(lua_State *L, const luaL_Reg *fns)
+{
+    zl_context *ctx = zlb_runtime_of(L)->ctx;
+    for (; fns->name; fns++) {
+        lua_pushlightuserdata(L, ctx);
+        lua_pushlightuserdata(L, (void *)fns);
+        lua_pushcclosure(L, enter, 2);
+        lua_setfield(L, -2, fns->name);
+    }
+}
+
+void zlb_newlib(lua_State *L, const luaL_Reg *fns)
+{
+    lua_newtable(L);
+    zlb_setfuncs(L, fns);
 }
 
 static int open_core(lua_State *L)

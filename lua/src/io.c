@@ -164,5 +164,5 @@ void zlb_open_io(lua_State *L)
         {"rename", l_rename},           {"exchange", l_exchange},         {"exists", l_exists},
         {"file_crc32", l_file_crc32},   {"crc32", l_crc32},               {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
 }

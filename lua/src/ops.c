@@ -264,7 +264,7 @@ void zlb_open_ops(lua_State *L)
         {"where", where}, {"masked_fill", masked_fill},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
     lua_pushinteger(L, ZL_ALL_DIMS);
     lua_setfield(L, -2, "ALL_DIMS");
 }

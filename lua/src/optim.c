@@ -105,5 +105,5 @@ void zlb_open_optim(lua_State *L)
         {"optim_adam", l_adam}, {"optim_lamb", l_lamb}, {"optim_sgd", l_sgd},
         {"optim_kernel", l_kernel}, {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
 }

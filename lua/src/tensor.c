@@ -141,16 +141,12 @@ static int is_released(lua_State *L)
 /* ---- memory pressure ----
  * Lua's collector sees a tensor as a few bytes of userdata, so garbage tensors
  * holding megabytes would pile up between its cycles. Two mechanisms: a soft
- * limit (the engine's byte count grown by gc_step since its low point after
- * the last collection runs a full collection), and the engine's pressure
- * handler (an allocation about to fail runs one full collection first). */
+ * limit (the context's byte count grown by gc_step since its low point after
+ * the last collection runs a full collection), and the context's pressure
+ * handler (an allocation about to fail runs one full collection first). Both
+ * count only this state's bytes: its context is current in every binding call. */
 
-static int64_t gc_step = (int64_t)64 << 20;
-static int64_t gc_base;
-static zlb_runtime *pressure_rt;
-static pthread_t pressure_owner;
-
-static int64_t engine_bytes(void)
+static int64_t context_bytes(void)
 {
     int64_t n = 0;
     for (int c = 0; c < ZL_MEM_COUNT; c++) n += zl_mem_stats_of((zl_mem_category)c).current;
@@ -160,12 +156,14 @@ static int64_t engine_bytes(void)
 int zlb_result(lua_State *L, zl_tensor *t)
 {
     if (!t) return zlb_raise(L);
-    int64_t now = engine_bytes();
-    if (now < gc_base) {
-        gc_base = now;
-    } else if (now - gc_base > gc_step) {
+    zlb_runtime *rt = zl_context_user(zl_context_current());
+    if (!rt) return 1;
+    int64_t now = context_bytes();
+    if (now < rt->gc_base) {
+        rt->gc_base = now;
+    } else if (now - rt->gc_base > rt->gc_step) {
         lua_gc(L, LUA_GCCOLLECT);
-        gc_base = engine_bytes();
+        rt->gc_base = context_bytes();
     }
     return 1;
 }
@@ -173,27 +171,37 @@ int zlb_result(lua_State *L, zl_tensor *t)
 /* Runs inside an engine allocation. The collection runs on the runtime's own
  * Lua thread, so the finalizers it triggers never touch the stack of the Lua
  * thread calling the engine, and only on the OS thread that owns the state (a
- * kernel's worker thread must not enter Lua). */
+ * kernel's or the offload engine's worker thread must not enter Lua). */
 static void on_pressure(size_t nbytes, void *user)
 {
     zlb_runtime *rt = user;
     (void)nbytes;
-    if (rt->alive && pthread_equal(pthread_self(), pressure_owner)) lua_gc(rt->cb, LUA_GCCOLLECT);
+    if (rt->alive && pthread_equal(pthread_self(), rt->owner)) lua_gc(rt->cb, LUA_GCCOLLECT);
+}
+
+/* The handler is the context's, set while it is current (runtime_open, the
+ * sentinel), so no other state's handler is touched. */
+void zlb_memory_attach(zlb_runtime *rt)
+{
+    zl_context *prev = zl_context_set_current(rt->ctx);
+    zl_mem_set_pressure_handler(on_pressure, rt);
+    zl_context_set_current(prev);
 }
 
 void zlb_memory_detach(zlb_runtime *rt)
 {
-    if (pressure_rt != rt) return;
+    zl_context *prev = zl_context_set_current(rt->ctx);
     zl_mem_set_pressure_handler(NULL, NULL);
-    pressure_rt = NULL;
+    zl_context_set_current(prev);
 }
 
 static int set_gc_step(lua_State *L)
 {
     lua_Number mb = luaL_checknumber(L, 1);
     luaL_argcheck(L, mb >= 0, 1, "must be >= 0 (megabytes)");
-    lua_pushnumber(L, (lua_Number)gc_step / (1 << 20));
-    gc_step = (int64_t)(mb * (1 << 20));
+    zlb_runtime *rt = zlb_runtime_of(L);
+    lua_pushnumber(L, (lua_Number)rt->gc_step / (1 << 20));
+    rt->gc_step = (int64_t)(mb * (1 << 20));
     return 1;
 }
 
@@ -819,17 +827,11 @@ void zlb_open_tensor(lua_State *L)
         {"release", tensor_release}, {"is_released", is_released}, {"set_gc_step", set_gc_step},
         {NULL, NULL},
     };
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
     luaL_newmetatable(L, ZLB_TENSOR_MT);
     lua_pushcfunction(L, tensor_gc);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, tensor_gc);
     lua_setfield(L, -2, "__close");
     lua_setfield(L, -2, "Tensor");
-    zlb_runtime *rt = zlb_runtime_of(L);
-    if (rt) {
-        pressure_rt = rt;
-        pressure_owner = pthread_self();
-        zl_mem_set_pressure_handler(on_pressure, rt);
-    }
 }

@@ -484,15 +484,15 @@ void zlb_open_zero(lua_State *L)
     luaL_newmetatable(L, ZLB_ZERO_MT);
     lua_pushcfunction(L, zero_gc);
     lua_setfield(L, -2, "__gc");
-    luaL_newlib(L, methods);
+    zlb_newlib(L, methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     luaL_newmetatable(L, ZLB_ZERO_INIT_MT);
     lua_pushcfunction(L, init_gc);
     lua_setfield(L, -2, "__gc");
-    luaL_newlib(L, init_methods);
+    zlb_newlib(L, init_methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"zero_new", l_zero_new}, {"zero_init_new", l_init_new}, {NULL, NULL}};
-    luaL_setfuncs(L, fns, 0);
+    zlb_setfuncs(L, fns);
 }

@@ -762,7 +762,8 @@ end
 Tensor.__tostring = print_mod.tostring
 
 -- ---------------------------------------------------------------------------
--- Engine: memory, seeds, generators, threads
+-- Engine: memory, seeds, generators, threads. All of it is this Lua state's
+-- own (its engine context): another state in the process has its own.
 
 --- zl.memory(): { params = {current =, peak =}, grads =, optimizer =,
 --- activations =, comm =, other = } in bytes.

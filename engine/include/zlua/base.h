@@ -55,8 +55,10 @@ ZL_API const char *zl_version(void);
 ZL_API void zl_interrupt_set(int on);
 ZL_API int zl_interrupt_pending(void);
 
-/* OpenMP threads used by kernels. Results are bit-identical run to run for a
- * given thread count; changing it may change the last bits of reductions. */
+/* OpenMP threads used by kernels, a setting of the current context (zlua/context.h):
+ * it applies to the calling thread now and wherever the context becomes current.
+ * Results are bit-identical run to run for a given thread count; changing it may
+ * change the last bits of reductions. n <= 0 is ignored. */
 ZL_API void zl_set_num_threads(int n);
 ZL_API int zl_get_num_threads(void);
 

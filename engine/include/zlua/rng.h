@@ -11,7 +11,8 @@ extern "C" {
 
 typedef struct zl_generator zl_generator;
 
-/* NULL everywhere below means the process-wide default generator. */
+/* NULL everywhere below means the current context's default generator
+ * (zlua/context.h); a host that makes no context has one for the process. */
 ZL_API zl_generator *zl_generator_new(uint64_t seed);
 ZL_API void zl_generator_free(zl_generator *g);
 ZL_API void zl_generator_seed(zl_generator *g, uint64_t seed);
@@ -19,7 +20,7 @@ ZL_API uint64_t zl_generator_get_seed(const zl_generator *g);
 /* The number of counters consumed so far; with the seed it is the full state. */
 ZL_API uint64_t zl_generator_get_offset(const zl_generator *g);
 ZL_API void zl_generator_set_offset(zl_generator *g, uint64_t offset);
-/* Seed the default generator. */
+/* Seed the current context's default generator. */
 ZL_API void zl_manual_seed(uint64_t seed);
 
 /* Fill in place (contiguous float tensors of any float dtype). */

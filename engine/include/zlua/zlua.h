@@ -13,6 +13,7 @@
 #define ZLUA_ZLUA_H
 
 #include "base.h"
+#include "context.h"
 #include "dtype.h"
 #include "memory.h"
 #include "tensor.h"

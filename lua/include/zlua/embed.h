@@ -14,7 +14,14 @@ typedef struct lua_State lua_State;
 typedef struct zlua_state zlua_state;
 
 /* `require 'zlua'` from a stock interpreter: registers every compiled-in module
- * (zlua.nn, ...) in package.preload and returns the zlua table. */
+ * (zlua.nn, ...) in package.preload and returns the zlua table.
+ *
+ * Each Lua state that opens zlua has its own engine context (zlua/context.h):
+ * its RNG, thread count, memory accounting and pressure handler are its own,
+ * so several states in one process, used alternately from one thread or each
+ * from its own, never see each other's. Its C functions make that context
+ * current on the calling thread; zlua_open, zlua_close, zlua_dofile and
+ * zlua_dostring give the caller back the context that was current before. */
 ZL_API int luaopen_zlua(lua_State *L);
 
 /* A new Lua state with the standard libraries, the zlua modules preloaded and

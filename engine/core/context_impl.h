@@ -1,0 +1,48 @@
+/* Private layout of zl_context and of the generator it embeds, shared by
+ * context.c (lifetime, the current context), memory.c (accounting, hooks)
+ * and rng.c (the default generator). Never installed. */
+#ifndef ZL_CONTEXT_IMPL_H
+#define ZL_CONTEXT_IMPL_H
+
+#include <stdatomic.h>
+#include "zlua/context.h"
+#include "zlua/memory.h"
+#include "zlua/rng.h"
+
+#ifndef ZLI_HIDDEN
+#define ZLI_HIDDEN __attribute__((visibility("hidden")))
+#endif
+
+#define ZLI_DEFAULT_SEED 0x5eed
+
+struct zl_generator {
+    uint64_t seed;
+    uint64_t offset;
+    bool in_context;       /* a context's default generator: freed with the context */
+};
+
+/* Accounting fields are atomics: one context may be current on several
+ * threads at once (the default context on every thread that sets none), and
+ * the offload engine's threads allocate under the context that opened it. */
+struct zl_context {
+    _Atomic int64_t refs;  /* 1 while open, plus 1 per live block charged to it */
+    _Atomic int64_t current[ZL_MEM_COUNT];
+    _Atomic int64_t peak[ZL_MEM_COUNT];
+    _Atomic int64_t fail_countdown;
+    _Atomic size_t release_threshold;
+    zl_alloc_fn host_alloc;
+    zl_free_fn host_free;
+    void *host_user;
+    zl_pressure_fn pressure_fn;
+    void *pressure_user;
+    zl_generator rng;
+    int num_threads;       /* 0: the count the process started with */
+    void *user;
+};
+
+/* A block charged to ctx keeps it alive (a closed context lingers until its
+ * last block is freed); the release that drops the last reference frees it. */
+ZLI_HIDDEN void zli_context_retain(zl_context *ctx);
+ZLI_HIDDEN void zli_context_release(zl_context *ctx);
+
+#endif

@@ -220,8 +220,6 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
     if (!z) return zl_error(ZL_ENOMEM, "ZeRO: out of memory");
     z->comm = comm;
     z->cfg = *cfg;
-    z->cfg.offload_optimizer.nvme_path = NULL;
-    z->cfg.offload_param.nvme_path = NULL;
     z->rank = zl_comm_rank(comm);
     z->world = world;
     z->stage = cfg->stage;
@@ -253,8 +251,6 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
                         onvme && !cfg->offload_optimizer.nvme_path ? "zero_optimization.offload_optimizer"
                                                                    : "zero_optimization.offload_param");
     }
-    z->cfg.offload_optimizer.nvme_path = cfg->offload_optimizer.nvme_path;
-    z->cfg.offload_param.nvme_path = cfg->offload_param.nvme_path;
     if (!st) st = add_entries(z, params, nparams, inits, ninits);
     if (!st && (onvme || pnvme)) st = zl_aio_open(&cfg->aio, &z->aio);
     if (!st) st = zz_masters_setup(z);
@@ -287,6 +283,8 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
                 st = zz_fail("the gradient hook of", e->name);
         }
     }
+    /* The caller's path strings are not kept. */
+    z->cfg.offload_optimizer.nvme_path = z->cfg.offload_param.nvme_path = NULL;
     if (st) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", zl_last_error());

@@ -4,12 +4,13 @@
   offloaded; the share of the step spent in collectives (engine:comm_time(),
   which counts the time the engine waits in them); and the tokens per second.
   --anchor runs issue 11's anchor instead; --compare EXE runs every row with
-  a second zlua too (the engine before a change), for a before/after table.
+  a second zlua too (the engine before a change), for a before/after table;
+  --repeat R launches each configuration R times and reports the median.
   Run by hand, not in CI:
     zlua scripts/bench/zero.lua [--ranks 2] [--steps 20] [--warmup 3] [--n_layer 4]
         [--n_embd 256] [--n_head 4] [--vocab 96] [--block_size 64] [--batch 16]
         [--micro M] [--precision bf16|f32] [--offload none|cpu|nvme] [--threads T]
-        [--anchor] [--compare EXE]
+        [--anchor] [--compare EXE] [--repeat R]
 
   --batch windows make one global batch at every world size, so the work per
   step is the same and 1 rank vs N ranks compares the same training; --micro M
@@ -33,7 +34,7 @@ local ANCHOR_ROWS = { { 0, 'none' }, { 1, 'none' }, { 2, 'none' }, { 3, 'none' }
 -- (given, it keeps only that offload's rows). micro 0: batch // ranks.
 local defaults = { ranks = 2, steps = 20, warmup = 3, n_layer = 4, n_embd = 256, n_head = 4, vocab = 96,
   block_size = 64, batch = 16, micro = 0, precision = 'bf16', offload = '', threads = 0, anchor = false,
-  compare = '', worker = false, stage = 0, overlap = 'default', folder = '' }
+  compare = '', ['repeat'] = 1, worker = false, stage = 0, overlap = 'default', folder = '' }
 -- The preset goes into the defaults before the command line is read, so an
 -- option given explicitly still wins over it.
 for _, a in ipairs(arg) do
@@ -167,13 +168,25 @@ local function run(with, ranks, stage, overlap, offload)
   return { step = tonumber(step), comm = tonumber(comm), bytes = tonumber(bytes) }
 end
 
+-- The median run of several (by step time, comm time taken alike); nil when one failed.
+local function median_run(runs)
+  for _, r in ipairs(runs) do if not r then return nil end end
+  local steps, comms = {}, {}
+  for i, r in ipairs(runs) do steps[i], comms[i] = r.step, r.comm end
+  return { step = median(steps), comm = median(comms), bytes = runs[1].bytes }
+end
+
 -- A configuration with the running executable and, with --compare, the other
--- one straight after it: new, old alternate row by row, so a machine that
--- slows down over the run weighs on both columns alike.
+-- one straight after it, --repeat times: new, old alternate run by run, so a
+-- machine that slows down over the run weighs on both columns alike, and the
+-- median over the repeats damps the spread from one launch to the next.
 local function measure(ranks, stage, overlap, offload)
-  local new = run(exe, ranks, stage, overlap, offload)
-  local old = args.compare ~= '' and run(args.compare, ranks, stage, overlap, offload) or nil
-  return new, old
+  local news, olds = {}, {}
+  for i = 1, args['repeat'] do
+    news[i] = run(exe, ranks, stage, overlap, offload) or false
+    if args.compare ~= '' then olds[i] = run(args.compare, ranks, stage, overlap, offload) or false end
+  end
+  return median_run(news), args.compare ~= '' and median_run(olds) or nil
 end
 
 -- A table as a list of columns { title, width, format, value(row) }; a value
@@ -210,8 +223,8 @@ local batch = args.micro > 0 and fmt('batch %d x %d per rank', args.micro, args.
   or fmt('context %d, global batch %d', args.block_size, args.batch)
 local function header(ranks_note)
   print(fmt('GPT %d layers, %d wide, %d heads, vocabulary %d, %s, %s, AdamW; %s, %d threads, %s; median of %d '
-    .. 'steps after %d', args.n_layer, args.n_embd, args.n_head, args.vocab, batch, args.precision, cpu_model(),
-    cores, ranks_note, args.steps, args.warmup))
+    .. 'steps after %d, median of %d launches', args.n_layer, args.n_embd, args.n_head, args.vocab, batch,
+    args.precision, cpu_model(), cores, ranks_note, args.steps, args.warmup, args['repeat']))
   if compare then print(fmt('new: %s   old: %s', exe, args.compare)) end
 end
 

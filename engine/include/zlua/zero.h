@@ -47,7 +47,7 @@ typedef enum zl_offload_device { ZL_OFFLOAD_NONE = 0, ZL_OFFLOAD_CPU = 1, ZL_OFF
 /* DeepSpeed's offload_optimizer / offload_param blocks. */
 typedef struct zl_zero_offload {
     zl_offload_device device;
-    const char *nvme_path;     /* device NVME: the folder swap files go under (copied) */
+    const char *nvme_path;     /* device NVME: the folder swap files go under (read by create only) */
     int buffer_count;          /* swap buffers in memory */
     int64_t buffer_size;       /* offload_param: elements per buffer, at least the largest swapped chunk */
     int64_t max_in_cpu;        /* offload_param: elements of leading chunks kept in memory */

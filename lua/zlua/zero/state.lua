@@ -35,7 +35,8 @@ function Z.c_config(cfg, kind, half)
     use_all_reduce_for_fetch_params = zc.stage3_use_all_reduce_for_fetch_params,
     log_trace_cache_warnings = zc.log_trace_cache_warnings,
     sub_group_size = math.floor(zc.sub_group_size),
-    offload_optimizer = zc.offload_optimizer, offload_param = zc.offload_param, aio = require('zlua.offload.aio').options(cfg.aio),
+    offload_optimizer = zc.offload_optimizer, offload_param = zc.offload_param,
+    aio = require('zlua.offload.aio').options(cfg.aio),
   }
 end
 

@@ -39,6 +39,7 @@ const char *zl_status_name(zl_status s)
     case ZL_EFORMAT: return "bad format";
     case ZL_EINTERRUPT: return "interrupted";
     case ZL_EHOOK: return "hook failed";
+    case ZL_EDEVICE: return "device error";
     }
     return "unknown status";
 }

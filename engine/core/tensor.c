@@ -93,6 +93,17 @@ static zl_status check_shape(const char *op, int ndim, const int64_t *shape)
     return ZL_OK;
 }
 
+/* t becomes a contiguous view of all of s. */
+static zl_tensor *contiguous_over(zl_tensor *t, zl_storage *s, zl_dtype dt, int ndim, const int64_t *shape)
+{
+    t->storage = s;
+    t->dtype = dt;
+    t->ndim = ndim;
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    zli_contiguous_strides(ndim, shape, t->stride);
+    return t;
+}
+
 /* align 0: the host hook's memory; otherwise the system's, rounded up to
  * whole `align` blocks with the tail zeroed. Charged to the current context. */
 static zl_tensor *tensor_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, size_t align)
@@ -122,12 +133,7 @@ static zl_tensor *tensor_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_m
         s->data = zli_mem_alloc(s->ctx, s->nbytes, 0, cat);
     }
     if (!s->data) { free(t); free(s); return NULL; }
-    t->storage = s;
-    t->dtype = dt;
-    t->ndim = ndim;
-    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    zli_contiguous_strides(ndim, shape, t->stride);
-    return t;
+    return contiguous_over(t, s, dt, ndim, shape);
 }
 
 zl_tensor *zl_tensor_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat)
@@ -207,8 +213,33 @@ void zli_release_deferred(zl_tensor *t, zl_tensor **worklist)
 static void storage_release(zl_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    zli_mem_free(s->ctx, s->data, s->nbytes, s->sys_aligned, s->cat);
+    if (s->dev) s->dev->free(s);
+    else zli_mem_free(s->ctx, s->data, s->nbytes, s->sys_aligned, s->cat);
     free(s);
+}
+
+zl_tensor *zli_tensor_on_device(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
+                                const zli_device_ops *dev, int index, void *data, size_t nbytes)
+{
+    zl_tensor *t = header_new();
+    zl_storage *s = calloc(1, sizeof *s);
+    if (!t || !s) { free(t); free(s); zl_error(ZL_ENOMEM, "out of memory allocating a tensor"); return NULL; }
+    s->refcount = 1;
+    s->data = data;
+    s->nbytes = nbytes;
+    s->cat = cat;
+    s->dev = dev;
+    s->dev_index = index;
+    return contiguous_over(t, s, dt, ndim, shape);
+}
+
+zl_status zli_need_host(const char *op, const char *role, const zl_tensor *t)
+{
+    if (!t->storage->dev) return ZL_OK;
+    char where[32];
+    zl_device_str(t->storage->dev->kind, t->storage->dev_index, where, sizeof where);
+    return zl_error(ZL_EDEVICE, "%s: %s is on %s, and %s runs on the CPU here: move it with :cpu() "
+                    "(or zl_tensor_to_device) first", op, role, where, op);
 }
 
 void zl_tensor_release(zl_tensor *t)
@@ -243,13 +274,15 @@ const int64_t *zl_tensor_strides(const zl_tensor *t) { return t->stride; }
 int64_t zl_tensor_offset(const zl_tensor *t) { return t->offset; }
 int64_t zl_tensor_numel(const zl_tensor *t) { return zli_numel(t->ndim, t->shape); }
 zl_dtype zl_tensor_dtype(const zl_tensor *t) { return t->dtype; }
-zl_device zl_tensor_device(const zl_tensor *t) { (void)t; return ZL_DEVICE_CPU; }
+zl_device zl_tensor_device(const zl_tensor *t) { return t->storage->dev ? t->storage->dev->kind : ZL_DEVICE_CPU; }
+int zl_tensor_device_index(const zl_tensor *t) { return t->storage->dev ? t->storage->dev_index : 0; }
 zl_mem_category zl_tensor_category(const zl_tensor *t) { return t->storage->cat; }
 
 void zl_tensor_set_category(zl_tensor *t, zl_mem_category cat)
 {
     if ((unsigned)cat >= ZL_MEM_COUNT) return;
-    zli_mem_recharge(t->storage->ctx, t->storage->nbytes, t->storage->cat, cat);
+    if (t->storage->dev) t->storage->dev->recharge(t->storage, cat);
+    else zli_mem_recharge(t->storage->ctx, t->storage->nbytes, t->storage->cat, cat);
     t->storage->cat = cat;
 }
 
@@ -293,7 +326,7 @@ int64_t zli_linear_offset(const zl_tensor *t, int64_t linear)
 
 double zl_tensor_get(const zl_tensor *t, int64_t i)
 {
-    if (i < 0 || i >= zl_tensor_numel(t)) return NAN;
+    if (i < 0 || i >= zl_tensor_numel(t) || zli_need_host("get", "the tensor", t)) return NAN;
     const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
     return tr->to_f64((const char *)zl_tensor_data(t) + zli_linear_offset(t, i) * (int64_t)tr->size);
 }
@@ -304,6 +337,7 @@ zl_status zl_tensor_set(zl_tensor *t, int64_t i, double v)
     if (i < 0 || i >= n)
         return zl_error(ZL_EINVAL, "set: index %lld is out of range for %lld elements",
                         (long long)i, (long long)n);
+    if (zli_need_host("set", "the tensor", t)) return ZL_EDEVICE;
     const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
     tr->from_f64((char *)zl_tensor_data(t) + zli_linear_offset(t, i) * (int64_t)tr->size, v);
     return ZL_OK;
@@ -311,6 +345,7 @@ zl_status zl_tensor_set(zl_tensor *t, int64_t i, double v)
 
 zl_status zl_tensor_get_at(const zl_tensor *t, const int64_t *index, double *out)
 {
+    if (zli_need_host("get", "the tensor", t)) return ZL_EDEVICE;
     int64_t off = 0;
     for (int i = 0; i < t->ndim; i++) {
         if (index[i] < 0 || index[i] >= t->shape[i])
@@ -325,6 +360,7 @@ zl_status zl_tensor_get_at(const zl_tensor *t, const int64_t *index, double *out
 
 zl_status zl_tensor_to_f64(const zl_tensor *t, double *out)
 {
+    if (zli_need_host("to_f64", "the tensor", t)) return ZL_EDEVICE;
     int64_t n = zl_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) out[i] = zl_tensor_get(t, i);
     return ZL_OK;
@@ -353,6 +389,7 @@ zl_status zli_broadcast_error(const char *op, const zl_tensor *src, const zl_ten
 
 zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
 {
+    if (zli_need_host("copy_", "dst", dst) || zli_need_host("copy_", "src", src)) return ZL_EDEVICE;
     zl_tensor *e = zli_expand((zl_tensor *)src, dst->ndim, dst->shape);
     if (!e) return zli_last_code() == ZL_ENOMEM ? ZL_ENOMEM : zli_broadcast_error("copy_", src, dst);
     int64_t n = zl_tensor_numel(dst);
@@ -380,6 +417,7 @@ zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
 
 zl_status zli_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 {
+    if (zli_need_host("add_", "dst", dst) || zli_need_host("add_", "src", src)) return ZL_EDEVICE;
     zl_tensor *e = zli_expand((zl_tensor *)src, dst->ndim, dst->shape);
     if (!e) return zli_last_code() == ZL_ENOMEM ? ZL_ENOMEM : zli_broadcast_error("add_", src, dst);
     /* A source sharing dst's storage is read from a copy, so no element is read after it changed. */
@@ -407,6 +445,7 @@ zl_status zli_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 
 zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat)
 {
+    if (zli_need_host("copy", "the tensor", t)) return NULL;
     zl_tensor *out = zl_tensor_new(dt, t->ndim, t->shape, cat);
     if (!out) return NULL;
     int64_t n = zl_tensor_numel(t);
@@ -431,6 +470,7 @@ zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat)
 
 zl_tensor *zli_f32c(const zl_tensor *t)
 {
+    if (zli_need_host("f32 copy", "the tensor", t)) return NULL;
     if (t->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(t)) return zl_tensor_retain((zl_tensor *)t);
     return zli_copy_as(t, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
 }

@@ -8,14 +8,28 @@
 
 #define ZLI_HIDDEN __attribute__((visibility("hidden")))
 
-typedef struct zl_storage {
+typedef struct zl_storage zl_storage;
+
+/* A device's own table, handed to core with each storage the device layer
+ * (engine/cuda) makes: core gives the block back through it and never reads
+ * or writes the bytes of a storage that has one. A pointer per storage rather
+ * than a registry keeps core free of any call upward (issue 11). */
+typedef struct zli_device_ops {
+    zl_device kind;
+    void (*free)(zl_storage *s);   /* gives s->data back; core frees s itself */
+    void (*recharge)(const zl_storage *s, zl_mem_category to);   /* before s->cat becomes `to` */
+} zli_device_ops;
+
+struct zl_storage {
     int refcount;          /* not atomic: tensors are owned by one thread at a time */
     void *data;
     size_t nbytes;
     zl_mem_category cat;
     bool sys_aligned;      /* from zli_mem_alloc with an alignment (memory_impl.h) */
-    zl_context *ctx;       /* charged to, and given back to, this context */
-} zl_storage;
+    zl_context *ctx;       /* charged to, and given back to, this context (host memory) */
+    const zli_device_ops *dev;   /* NULL: host memory */
+    int dev_index;
+};
 
 struct zl_tensor {
     int refcount;
@@ -42,6 +56,14 @@ struct zl_tensor {
  * number of `align` blocks long (the tail past the elements zeroed). */
 ZLI_HIDDEN zl_tensor *zli_tensor_new_aligned(zl_dtype dt, int ndim, const int64_t *shape,
                                             zl_mem_category cat, size_t align);
+
+/* A tensor over `data`, nbytes of memory on device dev (index `index`) that
+ * the device layer allocated; the storage gives it back through dev->free. */
+ZLI_HIDDEN zl_tensor *zli_tensor_on_device(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
+                                          const zli_device_ops *dev, int index, void *data, size_t nbytes);
+/* ZL_OK when t's bytes are in host memory; otherwise ZL_EDEVICE naming op and
+ * the device ("<op>: <role> is on cuda:0, and <op> runs on the CPU: ..."). */
+ZLI_HIDDEN zl_status zli_need_host(const char *op, const char *role, const zl_tensor *t);
 
 /* Drop one reference; when it reaches zero, link t into *worklist instead of
  * freeing it (used by ext_free and graph teardown). */

@@ -28,9 +28,14 @@ zl_tensor **zlb_new_tensor(lua_State *L);
 /* Push a userdata owning `t` (a new reference); on a Lua memory error while
  * boxing, `t` is released before the error propagates. NULL pushes nil. */
 void zlb_push_tensor(lua_State *L, zl_tensor *t);
-/* The tensor at `idx`: one metatable compare; raises a Lua argument error for
- * anything else and "tensor was released" for a released one. */
+/* The tensor at `idx`, in host memory: one metatable compare; raises a Lua
+ * argument error for anything else, "tensor was released" for a released one,
+ * and one naming the device for a tensor on a device (every op the binding
+ * reaches through it runs on the CPU). */
 zl_tensor *zlb_check_tensor(lua_State *L, int idx);
+/* The same on any device: for what reads only the header (shape, dtype,
+ * device) or moves the tensor between devices. */
+zl_tensor *zlb_check_tensor_any(lua_State *L, int idx);
 /* As zlb_check_tensor, but nil or none gives NULL. */
 zl_tensor *zlb_opt_tensor(lua_State *L, int idx);
 /* End a binding whose result was stored into the box on top of the stack:
@@ -95,5 +100,6 @@ void zlb_open_dist(lua_State *L);
 void zlb_open_amp(lua_State *L);
 void zlb_open_aio(lua_State *L);
 void zlb_open_zero(lua_State *L);
+void zlb_open_device(lua_State *L);
 
 #endif

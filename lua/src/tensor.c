@@ -42,6 +42,18 @@ void zlb_push_tensor(lua_State *L, zl_tensor *t)
 
 zl_tensor *zlb_check_tensor(lua_State *L, int idx)
 {
+    zl_tensor *t = zlb_check_tensor_any(L, idx);
+    if (zl_tensor_device(t) != ZL_DEVICE_CPU) {
+        char where[32];
+        zl_device_str(zl_tensor_device(t), zl_tensor_device_index(t), where, sizeof where);
+        zlb_error(L, "argument #%d is a tensor on %s, and this operation has no CUDA kernel yet (issue 12): "
+                  "move it with t:cpu() first", idx, where);
+    }
+    return t;
+}
+
+zl_tensor *zlb_check_tensor_any(lua_State *L, int idx)
+{
     zlb_tensor *u = luaL_testudata(L, idx, ZLB_TENSOR_MT);
     if (!u) {
         lua_Debug ar;
@@ -530,7 +542,7 @@ static void push_dims(lua_State *L, int n, const int64_t *v)
 
 static int shape(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     push_dims(L, zl_tensor_ndim(t), zl_tensor_shape(t));
     return 1;
 }
@@ -553,49 +565,63 @@ static int size(lua_State *L)
 
 static int numel(lua_State *L)
 {
-    lua_pushinteger(L, zl_tensor_numel(zlb_check_tensor(L, 1)));
+    lua_pushinteger(L, zl_tensor_numel(zlb_check_tensor_any(L, 1)));
     return 1;
 }
 
 static int dim(lua_State *L)
 {
-    lua_pushinteger(L, zl_tensor_ndim(zlb_check_tensor(L, 1)));
+    lua_pushinteger(L, zl_tensor_ndim(zlb_check_tensor_any(L, 1)));
     return 1;
 }
 
 static int dtype(lua_State *L)
 {
-    lua_pushstring(L, zl_dtype_name(zl_tensor_dtype(zlb_check_tensor(L, 1))));
+    lua_pushstring(L, zl_dtype_name(zl_tensor_dtype(zlb_check_tensor_any(L, 1))));
     return 1;
 }
 
 static int is_float(lua_State *L)
 {
-    lua_pushboolean(L, zl_dtype_traits_of(zl_tensor_dtype(zlb_check_tensor(L, 1)))->is_float);
+    lua_pushboolean(L, zl_dtype_traits_of(zl_tensor_dtype(zlb_check_tensor_any(L, 1)))->is_float);
     return 1;
 }
 
 static int is_contiguous(lua_State *L)
 {
-    lua_pushboolean(L, zl_tensor_is_contiguous(zlb_check_tensor(L, 1)));
+    lua_pushboolean(L, zl_tensor_is_contiguous(zlb_check_tensor_any(L, 1)));
     return 1;
 }
 
 static int storage_offset(lua_State *L)
 {
-    lua_pushinteger(L, zl_tensor_offset(zlb_check_tensor(L, 1)));
+    lua_pushinteger(L, zl_tensor_offset(zlb_check_tensor_any(L, 1)));
     return 1;
 }
 
 static int device(lua_State *L)
 {
-    lua_pushstring(L, zl_tensor_device(zlb_check_tensor(L, 1)) == ZL_DEVICE_CUDA ? "cuda" : "cpu");
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
+    char where[32];
+    lua_pushstring(L, zl_device_str(zl_tensor_device(t), zl_tensor_device_index(t), where, sizeof where));
     return 1;
+}
+
+/* to_device(t, "cuda:0" | "cpu"): a copy on that device (t itself when it is there). */
+static int to_device(lua_State *L)
+{
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
+    zl_device kind;
+    int index;
+    if (zl_device_parse(luaL_checkstring(L, 2), &kind, &index)) return zlb_raise(L);
+    zl_tensor **out = zlb_new_tensor(L);
+    *out = zl_tensor_to_device(t, kind, index);
+    return zlb_result(L, *out);
 }
 
 static int category(lua_State *L)
 {
-    lua_pushstring(L, zl_mem_category_name(zl_tensor_category(zlb_check_tensor(L, 1))));
+    lua_pushstring(L, zl_mem_category_name(zl_tensor_category(zlb_check_tensor_any(L, 1))));
     return 1;
 }
 
@@ -610,7 +636,7 @@ static int set_data(lua_State *L)
 
 static int set_category(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     zl_mem_category c;
     if (zl_mem_category_from_name(luaL_checkstring(L, 2), &c)) return zlb_raise(L);
     zl_tensor_set_category(t, c);
@@ -635,7 +661,7 @@ static int same(lua_State *L)
 
 static int id(lua_State *L)
 {
-    lua_pushlightuserdata(L, zlb_check_tensor(L, 1));
+    lua_pushlightuserdata(L, zlb_check_tensor_any(L, 1));
     return 1;
 }
 
@@ -816,7 +842,7 @@ void zlb_open_tensor(lua_State *L)
         {"randperm", randperm}, {"uniform_", uniform_}, {"normal_", normal_},
         {"shape", shape}, {"strides", strides}, {"size", size}, {"numel", numel}, {"dim", dim},
         {"dtype", dtype}, {"is_float", is_float}, {"is_contiguous", is_contiguous},
-        {"storage_offset", storage_offset}, {"device", device}, {"category", category},
+        {"storage_offset", storage_offset}, {"device", device}, {"to_device", to_device}, {"category", category},
         {"set_category", set_category}, {"set_data", set_data}, {"shares_storage", shares_storage}, {"same", same},
         {"id", id}, {"is_tensor", is_tensor}, {"get", get}, {"set", set}, {"item", item},
         {"totable", totable}, {"reshape", reshape}, {"view", view}, {"expand", expand},

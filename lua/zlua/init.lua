@@ -3,6 +3,7 @@
   local zl = require 'zlua'
   local x = zl.randn(4, 8)                      -- sizes as varargs ...
   local w = zl.zeros({8, 2}, 'bf16')            -- ... or one table, then a dtype
+  local g = zl.zeros(8, 2, {device = 'cuda'})   -- on a GPU (x:cuda(), x:cpu(), x:to('cuda'))
   local y = (x:matmul(w:float()) * 2 + 1):relu()
   y:sum():backward()
 
@@ -109,14 +110,20 @@ local function I(op, i, n, what)
             op, what, i, n, n, n))
 end
 
+-- An options table ({dtype=, device=}) rather than a table of sizes.
+local function is_options(a)
+  return type(a) == 'table' and not is_tensor(a) and (a.dtype ~= nil or a.device ~= nil)
+end
+
 -- Sizes as varargs or one table (not a tensor), then optional trailing
--- dtype string and generator in either order. min is 0 for new tensors, -1
--- where -1 means "infer" or "keep" (reshape, view, expand).
+-- dtype string, generator and options table ({dtype=, device=}) in any order.
+-- min is 0 for new tensors, -1 where -1 means "infer" or "keep" (reshape,
+-- view, expand).
 local Generator = core.Generator
 local function shape_args(op, min, ...)
   local n = select('#', ...)
   local args = {...}
-  local dtype, gen
+  local dtype, gen, device
   while n > 0 do
     local a = args[n]
     if a == nil then
@@ -125,6 +132,8 @@ local function shape_args(op, min, ...)
       dtype, n = a, n - 1
     elseif getmetatable(a) == Generator and not gen then
       gen, n = a, n - 1
+    elseif is_options(a) and not device then
+      dtype, device, n = dtype or a.dtype, a.device or 'cpu', n - 1
     else
       break
     end
@@ -142,7 +151,13 @@ local function shape_args(op, min, ...)
     end
     shape[i] = v
   end
-  return shape, dtype, gen
+  return shape, dtype, gen, device
+end
+
+-- A new tensor made on the host, moved to `device` when one was asked for.
+local function on(t, device)
+  if device and device ~= 'cpu' then return core.to_device(t, device) end
+  return t
 end
 
 -- Dims as varargs or one table, each converted to 0-based.
@@ -175,44 +190,45 @@ function zl.tensor(value, dtype)
 end
 
 function zl.zeros(...)
-  local shape, dtype = shape_args('zeros', 0, ...)
-  return core.zeros(shape, dtype)
+  local shape, dtype, _, device = shape_args('zeros', 0, ...)
+  return on(core.zeros(shape, dtype), device)
 end
 
 function zl.ones(...)
-  local shape, dtype = shape_args('ones', 0, ...)
-  return core.full(shape, 1, dtype)
+  local shape, dtype, _, device = shape_args('ones', 0, ...)
+  return on(core.full(shape, 1, dtype), device)
 end
 
 function zl.empty(...)
-  local shape, dtype = shape_args('empty', 0, ...)
-  return core.empty(shape, dtype)
+  local shape, dtype, _, device = shape_args('empty', 0, ...)
+  return on(core.empty(shape, dtype), device)
 end
 
---- zl.full(sizes..., value [, dtype]): zl.full(2, 3, 0.5) or zl.full({2, 3}, 0.5, 'bf16').
+--- zl.full(sizes..., value [, dtype | {dtype=, device=}]): zl.full(2, 3, 0.5) or zl.full({2, 3}, 0.5, 'bf16').
 function zl.full(...)
   local n = select('#', ...)
   local args = {...}
-  local dtype
+  local dtype, device
+  if is_options(args[n]) then dtype, device, n = args[n].dtype, args[n].device, n - 1 end
   if type(args[n]) == 'string' then dtype, n = args[n], n - 1 end
   local value = args[n]
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
     raise(fmt('full: the fill value must be a number, got %s', type(value)))
   end
   local shape = shape_args('full', 0, table.unpack(args, 1, n - 1))
-  return core.full(shape, value, dtype)
+  return on(core.full(shape, value, dtype), device)
 end
 
 --- zl.rand(sizes... [, dtype] [, generator]): uniform in [0, 1).
 function zl.rand(...)
-  local shape, dtype, gen = shape_args('rand', 0, ...)
-  return core.rand(shape, dtype, gen)
+  local shape, dtype, gen, device = shape_args('rand', 0, ...)
+  return on(core.rand(shape, dtype, gen), device)
 end
 
 --- zl.randn(sizes... [, dtype] [, generator]): standard normal.
 function zl.randn(...)
-  local shape, dtype, gen = shape_args('randn', 0, ...)
-  return core.randn(shape, dtype, gen)
+  local shape, dtype, gen, device = shape_args('randn', 0, ...)
+  return on(core.randn(shape, dtype, gen), device)
 end
 
 --- zl.arange(n [, dtype]) is 0, 1, ..., n-1; zl.arange(start, stop [, step] [, dtype])
@@ -401,11 +417,37 @@ methods.contiguous = core.contiguous
 methods.clone = core.clone
 methods.detach = core.detach
 
---- t:to(dtype): a copy in another dtype (differentiable between float dtypes).
-function methods.to(t, dtype)
-  if type(dtype) ~= 'string' then raise('to: expected a dtype name such as \'bf16\'') end
-  return core.to(t, dtype)
+local function is_device_name(s) return s == 'cpu' or s:match('^cuda$') or s:match('^cuda:%d+$') end
+
+--- t:to(dtype), t:to(device), t:to(device, dtype) or t:to{device=, dtype=}: a
+--- copy in another dtype (differentiable between float dtypes) and/or on
+--- another device ('cpu', 'cuda', 'cuda:N'; t itself when it is there).
+function methods.to(t, a, b)
+  local device, dtype
+  if type(a) == 'table' then
+    device, dtype = a.device, a.dtype
+  else
+    for _, v in ipairs({ a, b }) do
+      if type(v) ~= 'string' then
+        raise(fmt('to: expected a dtype (\'bf16\') or a device (\'cuda\', \'cpu\'), got %s', type(v)))
+      end
+      if is_device_name(v) then device = v else dtype = v end
+    end
+  end
+  if not device and not dtype then raise('to: expected a dtype (\'bf16\') or a device (\'cuda\', \'cpu\')') end
+  -- A dtype change runs on the CPU, so it happens on the host side of the move.
+  if device and device ~= 'cpu' then
+    if dtype then t = core.to(t, dtype) end
+    return core.to_device(t, device)
+  end
+  if device then t = core.to_device(t, device) end
+  if dtype then t = core.to(t, dtype) end
+  return t
 end
+--- t:cuda([index]) and t:cpu(): t on that device (itself when it is there).
+function methods.cuda(t, index) return core.to_device(t, 'cuda:' .. math.tointeger(index or 0)) end
+function methods.cpu(t) return core.to_device(t, 'cpu') end
+function methods.is_cuda(t) return core.device(t) ~= 'cpu' end
 function methods.float(t) return core.to(t, 'f32') end
 function methods.half(t) return core.to(t, 'f16') end
 function methods.bf16(t) return core.to(t, 'bf16') end
@@ -870,5 +912,26 @@ end
 
 --- zl.Generator(seed): an independent random stream for rand/randn/randperm/dropout.
 function zl.Generator(seed) return core.generator_new(seed or 0) end
+
+
+-- ---------------------------------------------------------------------------
+-- CUDA devices, named as PyTorch's torch.cuda names them
+
+local function cuda_name(i) return 'cuda:' .. math.tointeger(i or 0) end
+
+zl.cuda = {}
+--- zl.cuda.device_count(): the visible devices, and when there is none the
+--- reason as a second value ("no CUDA device: ...").
+function zl.cuda.device_count() return core.device_count('cuda') end
+function zl.cuda.is_available() return (core.device_count('cuda')) > 0 end
+function zl.cuda.synchronize(i) core.device_synchronize(cuda_name(i)) end
+--- zl.cuda.empty_cache([i]): cached, unused blocks go back to the driver.
+function zl.cuda.empty_cache(i) core.device_empty_cache(cuda_name(i)) end
+--- Bytes charged to tensors on device i, all categories or one ('params',
+--- 'grads', 'optimizer', 'activations', 'comm', 'other'), and their peak.
+function zl.cuda.memory_allocated(i, category) return (core.device_memory(cuda_name(i), category)) end
+function zl.cuda.max_memory_allocated(i, category) return select(2, core.device_memory(cuda_name(i), category)) end
+--- Bytes the caching allocator holds from the driver (in use and cached).
+function zl.cuda.memory_reserved(i) return core.device_reserved(cuda_name(i)) end
 
 return zl

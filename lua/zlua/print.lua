@@ -38,6 +38,7 @@ end
 local function footer(t, shape)
   local size = #shape == 0 and 'scalar' or 'of size ' .. concat(shape, 'x')
   local s = fmt('[zlua.Tensor %s %s on %s]', core.dtype(t), size, core.device(t))
+  if core.device(t) ~= 'cpu' then return s end   -- autograd does not reach device tensors yet (issue 12)
   local fn = core.grad_fn(t)
   if fn then return s .. ' grad_fn=<' .. fn .. '>' end
   if core.requires_grad(t) then return s .. ' (requires_grad)' end
@@ -114,7 +115,9 @@ function M.tostring(t)
   local shape = core.shape(t)
   local nd, n, dtype = #shape, core.numel(t), core.dtype(t)
   if n == 0 then return footer(t, shape) end
-  if nd == 0 then return scalar_text(core.item(t), dtype) .. '\n' .. footer(t, shape) end
+  -- A device tensor's values are read from a host copy.
+  local host = core.device(t) == 'cpu' and t or core.to_device(t, 'cpu')
+  if nd == 0 then return scalar_text(core.item(host), dtype) .. '\n' .. footer(t, shape) end
 
   local summarise = n > options.threshold
   local idx, step = {}, {}
@@ -130,7 +133,7 @@ function M.tostring(t)
       if i then
         local lin = base + (i - 1) * step[k]
         if k == nd then
-          local v = core.get(t, lin)
+          local v = core.get(host, lin)
           value[lin] = v
           values[#values + 1] = v
         else

@@ -211,7 +211,7 @@ test('dtype_conversion', function()
   check_eq(t:long():dtype(), 'i64')
   check_eq(b:float():dtype(), 'f32')
   check_close(zl.tensor{0, 2}:bool(), {false, true})
-  check_error(function() return t:to(5) end, "to: expected a dtype name such as 'bf16'")
+  check_error(function() return t:to(5) end, "to: expected a dtype ('bf16') or a device ('cuda', 'cpu'), got number")
 end)
 
 test('arithmetic', function()

@@ -17,6 +17,7 @@
 #include "dtype.h"
 #include "memory.h"
 #include "tensor.h"
+#include "device.h"
 #include "rng.h"
 #include "autograd.h"
 #include "ops.h"

@@ -1,0 +1,32 @@
+/* What the device layer (engine/device) asks of the CUDA backend: the probe,
+ * the caching allocator, copies. runtime.c and alloc.c implement it in a CUDA
+ * build, absent.c (every call a clear error) in a build without the toolkit. */
+#ifndef ZL_CUDA_IMPL_H
+#define ZL_CUDA_IMPL_H
+
+#include "../core/tensor_impl.h"
+
+/* Device indices the allocator keeps figures for; a higher one is refused. */
+#define ZLI_CUDA_MAX_DEVICES 64
+
+typedef enum zli_copy_dir { ZLI_H2D, ZLI_D2H, ZLI_D2D } zli_copy_dir;
+
+/* Visible devices; 0 with the reason in zl_last_error() when there are none. */
+ZLI_HIDDEN int zli_cuda_count(void);
+/* ZL_OK when device `index` can be used (and makes it the thread's current
+ * device); ZL_EDEVICE or ZL_EINVAL with a message otherwise. */
+ZLI_HIDDEN zl_status zli_cuda_use(int index);
+/* An uninitialised contiguous tensor in device memory from the caching allocator. */
+ZLI_HIDDEN zl_tensor *zli_cuda_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
+/* n bytes between host and device, or within a device, on device `index`;
+ * returns when the copy is done. */
+ZLI_HIDDEN zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_copy_dir dir, int index);
+/* A copy from device `from` to device `to`, contiguous blocks. */
+ZLI_HIDDEN zl_status zli_cuda_copy_peer(void *dst, int to, const void *src, int from, size_t n);
+ZLI_HIDDEN zl_status zli_cuda_memset0(void *p, size_t n, int index);
+ZLI_HIDDEN zl_mem_stats zli_cuda_stats(int index, zl_mem_category cat);
+ZLI_HIDDEN int64_t zli_cuda_reserved(int index);
+ZLI_HIDDEN zl_status zli_cuda_empty_cache(int index);
+ZLI_HIDDEN zl_status zli_cuda_synchronize(int index);
+
+#endif

@@ -1,0 +1,100 @@
+/* The CUDA runtime as the engine sees it: whether there is a device at all
+ * (probed once, with the reason when there is none), choosing a device, and
+ * copies. The caching allocator is alloc.c. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include "cuda_impl.h"
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_count;
+static char g_why[768];
+
+/* The runtime's own answer for a machine without a driver is "CUDA driver
+ * version is insufficient", which sends users looking for the wrong thing, so
+ * the message also says what was looked for and found. */
+static void probe(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess && n > 0) { g_count = n; return; }
+    g_count = 0;
+    void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (drv) dlclose(drv);
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    char answer[256];
+    if (e != cudaSuccess)
+        snprintf(answer, sizeof answer, "cudaGetDeviceCount failed with %s (%s)", cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+    else
+        snprintf(answer, sizeof answer, "the CUDA runtime sees 0 devices");
+    snprintf(g_why, sizeof g_why,
+             "no CUDA device: %s; looked for the NVIDIA driver (libcuda.so.1: %s, /dev/nvidiactl: %s) "
+             "and devices under CUDA_VISIBLE_DEVICES=%s",
+             answer, drv ? "found" : "not found", access("/dev/nvidiactl", F_OK) == 0 ? "present" : "absent",
+             vis ? vis : "(unset)");
+    cudaGetLastError();   /* the probe's failure is not the next call's */
+}
+
+int zli_cuda_count(void)
+{
+    pthread_once(&g_once, probe);
+    if (!g_count) zl_error(ZL_EDEVICE, "%s", g_why);
+    return g_count;
+}
+
+zl_status zli_cuda_use(int index)
+{
+    int n = zli_cuda_count();
+    if (!n) return ZL_EDEVICE;
+    if (index < 0 || index >= n || index >= ZLI_CUDA_MAX_DEVICES)
+        return zl_error(ZL_EINVAL, "cuda:%d: no such device (%d visible)", index, n);
+    cudaError_t e = cudaSetDevice(index);
+    if (e != cudaSuccess)
+        return zl_error(ZL_EDEVICE, "cuda:%d: cannot be used: %s (%s)", index, cudaGetErrorName(e),
+                        cudaGetErrorString(e));
+    return ZL_OK;
+}
+
+static zl_status fail(const char *what, int index, cudaError_t e)
+{
+    return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s (%s)", index, what, cudaGetErrorName(e),
+                    cudaGetErrorString(e));
+}
+
+zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_copy_dir dir, int index)
+{
+    if (!n) return ZL_OK;
+    if (zli_cuda_use(index)) return zli_last_code();
+    enum cudaMemcpyKind k = dir == ZLI_H2D ? cudaMemcpyHostToDevice
+                          : dir == ZLI_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+    cudaError_t e = cudaMemcpy(dst, src, n, k);
+    return e == cudaSuccess ? ZL_OK : fail("copy", index, e);
+}
+
+zl_status zli_cuda_copy_peer(void *dst, int to, const void *src, int from, size_t n)
+{
+    if (!n) return ZL_OK;
+    if (zli_cuda_use(to) || zli_cuda_use(from)) return zli_last_code();
+    cudaError_t e = cudaMemcpyPeer(dst, to, src, from, n);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? ZL_OK : fail("copy between devices", from, e);
+}
+
+zl_status zli_cuda_memset0(void *p, size_t n, int index)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    cudaError_t e = cudaMemset(p, 0, n);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? ZL_OK : fail("memset", index, e);
+}
+
+zl_status zli_cuda_synchronize(int index)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    cudaError_t e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? ZL_OK : fail("synchronize", index, e);
+}

@@ -1,0 +1,98 @@
+/* CUDA tensors on a real GPU: moves both ways for each dtype and for strided
+ * views, the caching allocator's reuse and accounting, and host ops refusing
+ * device tensors by name. Exits 77 (CTest's skip) with the reason when the
+ * machine has no CUDA device. */
+#include <stdlib.h>
+#include "harness.h"
+
+__attribute__((constructor(200))) static void skip_without_gpu(void)
+{
+    if (zl_device_count(ZL_DEVICE_CUDA) > 0) return;
+    printf("skipped: %s\n", zl_last_error());
+    exit(77);
+}
+
+static void check_same(const zl_tensor *a, const zl_tensor *b)
+{
+    int64_t n = zl_tensor_numel(a);
+    CHECK(n == zl_tensor_numel(b) && zl_tensor_dtype(a) == zl_tensor_dtype(b));
+    for (int64_t i = 0; i < n; i++)
+        if (zl_tensor_get(a, i) != zl_tensor_get(b, i)) {
+            zt_fail(__FILE__, __LINE__, "element %lld differs: %g vs %g", (long long)i, zl_tensor_get(a, i),
+                    zl_tensor_get(b, i));
+            return;
+        }
+}
+
+TEST(round_trip_every_dtype)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16, ZL_DTYPE_I64, ZL_DTYPE_I32, ZL_DTYPE_U8};
+    for (size_t k = 0; k < sizeof dts / sizeof *dts; k++) {
+        zl_tensor *f = zt_randn(SHAPE(37, 5));
+        zl_tensor *h = zl_tensor_to(f, dts[k]);
+        zl_tensor *d = zl_tensor_to_device(h, ZL_DEVICE_CUDA, 0);
+        CHECK(d && zl_tensor_device(d) == ZL_DEVICE_CUDA && zl_tensor_device_index(d) == 0);
+        zl_tensor *back = d ? zl_tensor_to_device(d, ZL_DEVICE_CPU, 0) : NULL;
+        CHECK(back && zl_tensor_device(back) == ZL_DEVICE_CPU);
+        if (back) check_same(h, back);
+        zl_tensor_release(back);
+        zl_tensor_release(d);
+        zl_tensor_release(h);
+        zl_tensor_release(f);
+    }
+}
+
+TEST(strided_views_move_as_their_elements)
+{
+    zl_tensor *h = zt_randn(SHAPE(6, 7));
+    zl_tensor *ht = zl_tensor_transpose(h, 0, 1);
+    zl_tensor *d = zl_tensor_to_device(ht, ZL_DEVICE_CUDA, 0);   /* host view -> contiguous device copy */
+    zl_tensor *back = zl_tensor_to_device(d, ZL_DEVICE_CPU, 0);
+    check_same(ht, back);
+    zl_tensor *dd = zl_tensor_to_device(h, ZL_DEVICE_CUDA, 0);
+    zl_tensor *dv = zl_tensor_transpose(dd, 0, 1);               /* device view -> host */
+    zl_tensor *back2 = zl_tensor_to_device(dv, ZL_DEVICE_CPU, 0);
+    check_same(ht, back2);
+    zl_tensor *z = zl_tensor_zeros_on(ZL_DTYPE_BF16, SHAPE(3, 3), ZL_DEVICE_CUDA, 0);
+    zl_tensor *zb = zl_tensor_to_device(z, ZL_DEVICE_CPU, 0);
+    for (int i = 0; i < 9; i++) CHECK(zl_tensor_get(zb, i) == 0.0);
+    zl_tensor *objs[] = {zb, z, back2, dv, dd, back, d, ht, h};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+TEST(caching_allocator_reuses_and_accounts)
+{
+    CHECK(zl_device_empty_cache(ZL_DEVICE_CUDA, 0) == ZL_OK);
+    int64_t base = zl_device_mem_stats(ZL_DEVICE_CUDA, 0, ZL_MEM_PARAMS).current;
+    zl_tensor *a = zl_tensor_new_on(ZL_DTYPE_F32, SHAPE(1 << 20), ZL_MEM_PARAMS, ZL_DEVICE_CUDA, 0);
+    CHECK(a != NULL);
+    int64_t charged = zl_device_mem_stats(ZL_DEVICE_CUDA, 0, ZL_MEM_PARAMS).current - base;
+    CHECK(charged >= (int64_t)4 << 20 && charged < ((int64_t)4 << 20) + ((int64_t)2 << 20));
+    void *first = zl_tensor_data(a);
+    int64_t reserved = zl_device_mem_reserved(ZL_DEVICE_CUDA, 0);
+    zl_tensor_release(a);
+    CHECK(zl_device_mem_stats(ZL_DEVICE_CUDA, 0, ZL_MEM_PARAMS).current == base);
+    CHECK(zl_device_mem_reserved(ZL_DEVICE_CUDA, 0) == reserved);   /* kept in the cache */
+    zl_tensor *b = zl_tensor_new_on(ZL_DTYPE_F32, SHAPE(1 << 20), ZL_MEM_GRADS, ZL_DEVICE_CUDA, 0);
+    CHECK(b && zl_tensor_data(b) == first);                         /* the same block again */
+    CHECK(zl_device_mem_reserved(ZL_DEVICE_CUDA, 0) == reserved);
+    zl_tensor_set_category(b, ZL_MEM_OPTIMIZER);
+    CHECK(zl_device_mem_stats(ZL_DEVICE_CUDA, 0, ZL_MEM_OPTIMIZER).current >= (int64_t)4 << 20);
+    zl_tensor_release(b);
+    CHECK(zl_device_empty_cache(ZL_DEVICE_CUDA, 0) == ZL_OK);
+    CHECK(zl_device_mem_reserved(ZL_DEVICE_CUDA, 0) < reserved);
+    CHECK(zl_device_mem_stats(ZL_DEVICE_CUDA, 0, ZL_MEM_COUNT).peak >= (int64_t)4 << 20);
+}
+
+TEST(host_ops_refuse_device_tensors)
+{
+    zl_tensor *d = zl_tensor_zeros_on(ZL_DTYPE_F32, SHAPE(4), ZL_DEVICE_CUDA, 0);
+    zl_tensor *h = zt_randn(SHAPE(4));
+    CHECK_ERR(zl_tensor_fill(d, 1.0), "fill: the tensor is on cuda:0");
+    CHECK_ERR(zl_tensor_copy_(h, d), "copy_: src is on cuda:0");
+    CHECK_ERR(zl_tensor_add_(d, h, 1.0), "add_: dst is on cuda:0");
+    CHECK(isnan(zl_tensor_get(d, 0)));
+    CHECK_ERR(zl_tensor_to_device(d, ZL_DEVICE_CUDA, 4096), "cuda:4096: no such device");
+    zl_tensor_release(h);
+    zl_tensor_release(d);
+}

@@ -25,7 +25,7 @@ static zl_tensor *finish_view(const char *op, zl_tensor *t, zl_tensor *out, zli_
 
 static zl_tensor *reshape_impl(const char *op, zl_tensor *t, int ndim, const int64_t *shape, bool allow_copy)
 {
-    if (zli_op_begin(op, 1, &t)) return NULL;
+    if (zli_view_begin(op, 1, &t)) return NULL;
     zl_tensor *out = zli_reshape(op, t, ndim, shape, allow_copy);
     return zli_op_end(op, 1, &t, finish_view(op, t, out, reshape_backward));
 }
@@ -50,7 +50,7 @@ static zl_status permute_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 
 zl_tensor *zl_tensor_permute(zl_tensor *t, const int *perm)
 {
-    if (zli_op_begin("permute", 1, &t)) return NULL;
+    if (zli_view_begin("permute", 1, &t)) return NULL;
     int p[ZL_MAX_DIMS];
     zl_tensor *out = zli_permute(t, perm, p);
     zl_node *n;
@@ -96,7 +96,7 @@ static zl_status narrow_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 
 static zl_tensor *narrow_impl(const char *op, zl_tensor *t, int dim, int64_t start, int64_t length, bool drop)
 {
-    if (zli_op_begin(op, 1, &t)) return NULL;
+    if (zli_view_begin(op, 1, &t)) return NULL;
     zl_tensor *out = zli_narrow(op, t, &dim, &start, length, drop);
     zl_node *n;
     if (out && zli_record(out, op, narrow_backward, 1, &t, &n)) { zl_tensor_release(out); out = NULL; }
@@ -131,7 +131,7 @@ static zl_status expand_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 
 zl_tensor *zl_tensor_expand(zl_tensor *t, int ndim, const int64_t *shape)
 {
-    if (zli_op_begin("expand", 1, &t)) return NULL;
+    if (zli_view_begin("expand", 1, &t)) return NULL;
     zl_tensor *out = zli_expand(t, ndim, shape);
     return zli_op_end("expand", 1, &t, finish_view("expand", t, out, expand_backward));
 }

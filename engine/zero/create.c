@@ -182,6 +182,9 @@ static zl_status add_entries(zl_zero *z, const zl_zero_param *params, int nparam
         if (!e->name) return ZL_ENOMEM;
         e->p = zl_tensor_retain(pp->tensor);
         z->nent++;
+        if (zl_tensor_device(pp->tensor) != ZL_DEVICE_CPU)
+            return zl_error(ZL_EDEVICE, "zlua.initialize: parameter %s is on a CUDA device, and ZeRO on the GPU is "
+                            "not built yet (issue 12): keep the model on the CPU", name);
         zl_zero_init *in = zz_init_owner(inits, ninits, pp->tensor);
         if (in) {
             if (z->stage < 3)

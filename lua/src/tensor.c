@@ -675,7 +675,7 @@ static int is_tensor(lua_State *L)
 
 static int reshape_like(lua_State *L, int view)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int64_t sh[ZL_MAX_DIMS];
     int nd = zlb_check_shape(L, 2, sh);
     zl_tensor **out = zlb_new_tensor(L);
@@ -688,7 +688,7 @@ static int view(lua_State *L) { return reshape_like(L, 1); }
 
 static int expand(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int64_t sh[ZL_MAX_DIMS];
     int nd = zlb_check_shape(L, 2, sh);
     zl_tensor **out = zlb_new_tensor(L);
@@ -698,7 +698,7 @@ static int expand(lua_State *L)
 
 static int transpose(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int a = (int)luaL_checkinteger(L, 2), b = (int)luaL_checkinteger(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_tensor_transpose(t, a, b);
@@ -707,7 +707,7 @@ static int transpose(lua_State *L)
 
 static int permute(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int64_t p[ZL_MAX_DIMS];
     int n = zlb_check_shape(L, 2, p);
     if (n != zl_tensor_ndim(t))
@@ -721,7 +721,7 @@ static int permute(lua_State *L)
 
 static int narrow(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int d = (int)luaL_checkinteger(L, 2);
     lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
     zl_tensor **out = zlb_new_tensor(L);
@@ -731,7 +731,7 @@ static int narrow(lua_State *L)
 
 static int select_(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int d = (int)luaL_checkinteger(L, 2);
     lua_Integer i = luaL_checkinteger(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
@@ -741,7 +741,7 @@ static int select_(lua_State *L)
 
 static int squeeze(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int d = (int)luaL_optinteger(L, 2, ZL_ALL_DIMS);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_tensor_squeeze(t, d);
@@ -750,7 +750,7 @@ static int squeeze(lua_State *L)
 
 static int unsqueeze(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     int d = (int)luaL_checkinteger(L, 2);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_tensor_unsqueeze(t, d);

@@ -1,0 +1,122 @@
+/* C-callable launchers of the CUDA kernels in the .cu files beside this. Every
+ * pointer is device memory unless said otherwise; sizes are elements; dtypes
+ * are zl_dtype values (f32, f16, bf16: the ZLM_* codes of cuda/math/hd.h);
+ * the stream is a cudaStream_t passed as void * (NULL: the default stream);
+ * each returns the launch's cudaError_t as an int (0 is cudaSuccess). */
+#ifndef ZL_CUDA_KERNELS_H
+#define ZL_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "../math/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* zl_dtype's bool, the output dtype of comparisons (one byte, 0 or 1). */
+#define ZLK_BOOL 6
+
+/* ---- elementwise: kind is a ZLM_U_* / ZLM_B_* code (cuda/math/unary.h, binary.h) ---- */
+/* y [n] (ydt) = f(x [n] (xdt)); p0, p1 as zlm_unary_forward takes them. */
+int zlk_cuda_unary_forward(int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1,
+                           void *stream);
+/* gx [n] f32 = g * f'(x); y [n] (ydt) is the stored output, NULL unless
+ * zlm_unary_needs_output(kind). */
+int zlk_cuda_unary_backward(int kind, int64_t n, const void *x, int xdt, const void *y, int ydt, const void *g,
+                            int gdt, float *gx, float p0, void *stream);
+
+/* The output's shape and each operand's strides read as if broadcast to it
+ * (0 on stretched dims), outermost first. */
+typedef struct zlk_bcast {
+    int ndim;              /* 0..8 */
+    int64_t shape[8];
+    int64_t sa[8], sb[8];
+} zlk_bcast;
+
+/* out [shape] (odt; ZLK_BOOL for comparisons) = a (op) b. */
+int zlk_cuda_binary_forward(int kind, const zlk_bcast *bc, const void *a, int adt, const void *b, int bdt, void *out,
+                            int odt, void *stream);
+/* ga, gb [n] f32 (either may be NULL): the per-element gradients of a and b of
+ * the same shape as the output. A broadcast operand's gradient is summed down
+ * to its shape afterwards by a reduction (not here; issue 12). */
+int zlk_cuda_binary_backward(int kind, int64_t n, const void *a, int adt, const void *b, int bdt, const void *g,
+                             int gdt, float *ga, float *gb, void *stream);
+
+/* ---- rows: one thread block per row of d contiguous elements ---- */
+/* x, y [rows, d]. */
+int zlk_cuda_softmax_forward(bool is_log, int64_t rows, int64_t d, const void *x, int xdt, void *y, int ydt,
+                             void *stream);
+/* y [rows, d] the stored output, g its gradient; gx [rows, d] f32. */
+int zlk_cuda_softmax_backward(bool is_log, int64_t rows, int64_t d, const void *y, int ydt, const void *g, int gdt,
+                              float *gx, void *stream);
+
+/* x, y [rows, m]; w, b [m] or NULL; mean, rstd [rows] f32 [out]. */
+int zlk_cuda_layer_norm_forward(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                                const void *b, int bdt, double eps, void *y, int ydt, float *mean, float *rstd,
+                                void *stream);
+/* gx [rows, m] f32 from x, g [rows, m], w [m] or NULL, mean and rstd. */
+int zlk_cuda_layer_norm_backward_x(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                                   const float *mean, const float *rstd, const void *g, int gdt, float *gx,
+                                   void *stream);
+/* gw, gb [m] f32 (either may be NULL): one thread per column, rows in order. */
+int zlk_cuda_layer_norm_backward_wb(int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
+                                    const float *rstd, const void *g, int gdt, float *gw, float *gb, void *stream);
+
+/* x [rows, ncls], target [rows]; lse, loss [rows] f32 [out] (0 on ignored rows). */
+int zlk_cuda_cross_entropy_forward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
+                                   int64_t ignore, float *lse, float *loss, void *stream);
+/* gx [rows, ncls] f32; row r's factor is g[r * g_stride] * k (g_stride 1 for
+ * reduction none, 0 otherwise; k = zlm_ce_mean_factor(count) for mean, else 1). */
+int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
+                                    int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k,
+                                    float *gx, void *stream);
+
+/* s [rows, tk] f32 [in/out], scores already scaled, to probabilities; row r is
+ * query r % tq. dp [rows, tk] [in/out] to dS from p [rows, tk]. */
+int zlk_cuda_attention_softmax(int64_t rows, int64_t tq, int64_t tk, bool causal, float *s, void *stream);
+int zlk_cuda_attention_softmax_backward(int64_t rows, int64_t tk, float *dp, const float *p, void *stream);
+
+/* gw [v, d] f32 [out] = the rows of g [n, d] summed into the rows idx [n]
+ * names (0 <= idx < v, checked by the caller), in position order. */
+int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, const void *g, int gdt,
+                                float *gw, void *stream);
+
+/* ---- optimizers over a list of tensors (host array, device buffers) ---- */
+typedef struct zlk_optim_tensor {
+    float *p;              /* [n] f32 master, in place */
+    const void *g;         /* [n] in the call's gdt */
+    float *m, *v;          /* [n] moments (SGD: m is the momentum buffer, v unused) */
+    void *p_half;          /* [n] [out] in the call's hdt, or NULL */
+    int64_t n;
+} zlk_optim_tensor;
+
+/* Constants from zlm_adam_make / zlm_sgd_make on the host. */
+int zlk_cuda_adam(const zlk_optim_tensor *t, int nt, int gdt, int hdt, const zlm_adam_consts *c, void *stream);
+int zlk_cuda_sgd(const zlk_optim_tensor *t, int nt, int gdt, int hdt, const zlm_sgd_consts *c, void *stream);
+
+/* Lamb, as its CPU passes: moments writes sq [2 * nt] (p^2, u^2 per tensor;
+ * across ranks, all-reduce it before the ratio), work holds
+ * ZLK_LAMB_WORK(nt) doubles; ratio turns sq into neg_rate [nt]; apply steps p. */
+#define ZLK_LAMB_BLOCKS 64
+#define ZLK_LAMB_WORK(nt) ((int64_t)(nt) * ZLK_LAMB_BLOCKS * 2)
+int zlk_cuda_lamb_moments(const zlk_optim_tensor *t, int nt, int gdt, const zlm_lamb_consts *c, double *work,
+                          double *sq, void *stream);
+int zlk_cuda_lamb_ratio(int nt, const double *sq, double min_coeff, double max_coeff, double lr, double beta1,
+                        double beta2, bool bias_correction, int64_t step, float *neg_rate, void *stream);
+int zlk_cuda_lamb_apply(const zlk_optim_tensor *t, int nt, int hdt, const zlm_lamb_consts *c, const float *neg_rate,
+                        void *stream);
+
+/* ---- mixed precision ---- */
+/* *flag = 1 when any of x [n] is inf or NaN; never cleared here, so one flag
+ * gathers a list of tensors (zero it first). */
+int zlk_cuda_nonfinite(const void *x, int dt, int64_t n, int *flag, void *stream);
+/* *acc += the sum of squares of x [n] in double; work holds ZLK_SUM_BLOCKS
+ * doubles. Partial sums are added in a fixed order: the same bits every run. */
+#define ZLK_SUM_BLOCKS 256
+int zlk_cuda_sumsq(const void *x, int dt, int64_t n, double *work, double *acc, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

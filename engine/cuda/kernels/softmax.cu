@@ -1,0 +1,59 @@
+/* softmax and log_softmax over the last dimension, forward and backward: one
+ * thread block per row, the max and the double sums reduced in shared memory
+ * between the steps of cuda/math/softmax.h. */
+#include "common.cuh"
+#include "../math/softmax.h"
+
+struct zlk_softmax_max {
+    __device__ float operator()(float a, float b) const { return zlm_softmax_max(a, b); }
+};
+
+__global__ void softmax_forward(bool is_log, int64_t d, const void *x, int xdt, void *y, int ydt)
+{
+    int64_t base = blockIdx.x * d;
+    float m = -INFINITY;
+    for (int64_t k = threadIdx.x; k < d; k += blockDim.x) m = zlm_softmax_max(m, zlm_load(x, xdt, base + k));
+    m = zlk_block_reduce(m, zlk_softmax_max(), -INFINITY);
+    double s = 0;
+    for (int64_t k = threadIdx.x; k < d; k += blockDim.x) s += zlm_softmax_exp(zlm_load(x, xdt, base + k), m);
+    s = zlk_block_reduce(s, zlk_sum(), 0.0);
+    if (is_log) {
+        float shift = zlm_log_softmax_shift(s);
+        for (int64_t k = threadIdx.x; k < d; k += blockDim.x)
+            zlm_store(y, ydt, base + k, zlm_log_softmax_out(zlm_load(x, xdt, base + k), m, shift));
+    } else {
+        float inv = zlm_softmax_inv(s);
+        for (int64_t k = threadIdx.x; k < d; k += blockDim.x)
+            zlm_store(y, ydt, base + k, zlm_softmax_out(zlm_load(x, xdt, base + k), m, inv));
+    }
+}
+
+__global__ void softmax_backward(bool is_log, int64_t d, const void *y, int ydt, const void *g, int gdt, float *gx)
+{
+    int64_t base = blockIdx.x * d;
+    double acc = 0;
+    for (int64_t k = threadIdx.x; k < d; k += blockDim.x)
+        acc += is_log ? (double)zlm_load(g, gdt, base + k)
+                      : zlm_softmax_dot_term(zlm_load(y, ydt, base + k), zlm_load(g, gdt, base + k));
+    float r = (float)zlk_block_reduce(acc, zlk_sum(), 0.0);
+    for (int64_t k = threadIdx.x; k < d; k += blockDim.x) {
+        float yk = zlm_load(y, ydt, base + k), gk = zlm_load(g, gdt, base + k);
+        gx[base + k] = is_log ? zlm_log_softmax_grad(yk, gk, r) : zlm_softmax_grad(yk, gk, r);
+    }
+}
+
+extern "C" int zlk_cuda_softmax_forward(bool is_log, int64_t rows, int64_t d, const void *x, int xdt, void *y,
+                                        int ydt, void *stream)
+{
+    if (rows <= 0 || d <= 0) return 0;
+    softmax_forward<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, d, x, xdt, y, ydt);
+    return zlk_launched();
+}
+
+extern "C" int zlk_cuda_softmax_backward(bool is_log, int64_t rows, int64_t d, const void *y, int ydt, const void *g,
+                                         int gdt, float *gx, void *stream)
+{
+    if (rows <= 0 || d <= 0) return 0;
+    softmax_backward<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, d, y, ydt, g, gdt, gx);
+    return zlk_launched();
+}

@@ -1,0 +1,28 @@
+/* embedding backward (engine/ops/cpu/embedding.c): the gradient of weight
+ * [V, D] is the sum of the output gradient's rows into the rows their indices
+ * name, added in position order in f32, so a repeated index sums the same way
+ * on every device. Forward is a row copy and needs no math. */
+#ifndef ZL_CUDA_MATH_EMBEDDING_H
+#define ZL_CUDA_MATH_EMBEDDING_H
+
+#include "convert.h"
+
+/* gw_row [out] [lo, hi) += g_row [lo, hi) (g in gdt): one position's share. */
+static inline ZL_HD void zlm_embedding_accumulate(int64_t lo, int64_t hi, const void *g_row, int gdt, float *gw_row)
+{
+    for (int64_t j = lo; j < hi; j++) gw_row[j] += zlm_load(g_row, gdt, j);
+}
+
+/* Columns [lo, hi) of gw [v, d] [out] from g [n, d] and idx [n], zeroed first.
+ * A kernel runs disjoint column ranges in parallel: each column sees the
+ * positions in order, as the CPU's column blocks do. */
+static inline ZL_HD void zlm_embedding_backward_columns(int64_t n, int64_t v, int64_t d, int64_t lo, int64_t hi,
+                                                        const int64_t *idx, const void *g, int gdt, float *gw)
+{
+    for (int64_t r = 0; r < v; r++)
+        for (int64_t j = lo; j < hi; j++) gw[r * d + j] = 0.0f;
+    for (int64_t p = 0; p < n; p++)
+        zlm_embedding_accumulate(lo, hi, (const char *)g + p * d * (gdt == ZLM_F32 ? 4 : 2), gdt, gw + idx[p] * d);
+}
+
+#endif

@@ -1,0 +1,78 @@
+/* The unary elementwise ops of engine/ops/cpu/unary.c, one element at a time:
+ * forward y = f(x) and backward gx = g * f'(x), with the CPU's formulas (the
+ * derivative from the saved output y where the CPU uses it). */
+#ifndef ZL_CUDA_MATH_UNARY_H
+#define ZL_CUDA_MATH_UNARY_H
+
+#include "hd.h"
+
+/* The CPU's order: ZLM_U_GELU is the erf form, ZLM_U_GELU_TANH the tanh one. */
+enum {
+    ZLM_U_NEG, ZLM_U_EXP, ZLM_U_LOG, ZLM_U_SQRT, ZLM_U_TANH, ZLM_U_SIGMOID, ZLM_U_RELU, ZLM_U_ABS,
+    ZLM_U_POW, ZLM_U_AFFINE, ZLM_U_GELU, ZLM_U_GELU_TANH
+};
+
+#define ZLM_SQRT_2_OVER_PI 0.7978845608028654f
+#define ZLM_INV_SQRT_2 0.7071067811865476f
+#define ZLM_INV_SQRT_2PI 0.3989422804014327f
+#define ZLM_GELU_C 0.044715f
+
+/* p0 is the exponent (pow) or the scale (affine); p1 the affine shift. */
+static inline ZL_HD float zlm_unary_forward(int kind, float v, float p0, float p1)
+{
+    switch (kind) {
+    case ZLM_U_NEG: return -v;
+    case ZLM_U_EXP: return expf(v);
+    case ZLM_U_LOG: return logf(v);
+    case ZLM_U_SQRT: return sqrtf(v);
+    case ZLM_U_TANH: return tanhf(v);
+    case ZLM_U_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    case ZLM_U_RELU: return v > 0.0f ? v : 0.0f;
+    case ZLM_U_ABS: return fabsf(v);
+    case ZLM_U_POW: return powf(v, p0);
+    case ZLM_U_AFFINE: return v * p0 + p1;
+    case ZLM_U_GELU: return 0.5f * v * (1.0f + erff(v * ZLM_INV_SQRT_2));
+    default: return 0.5f * v * (1.0f + tanhf(ZLM_SQRT_2_OVER_PI * (v + ZLM_GELU_C * v * v * v)));
+    }
+}
+
+/* x the input, y the forward's output as stored (exp, sqrt, tanh and sigmoid
+ * differentiate through it; the others ignore it), g the output's gradient. */
+static inline ZL_HD float zlm_unary_backward(int kind, float v, float y, float g, float p0)
+{
+    float d;
+    switch (kind) {
+    case ZLM_U_NEG: d = -1.0f; break;
+    case ZLM_U_EXP: d = y; break;
+    case ZLM_U_LOG: d = 1.0f / v; break;
+    case ZLM_U_SQRT: d = 0.5f / y; break;
+    case ZLM_U_TANH: d = 1.0f - y * y; break;
+    case ZLM_U_SIGMOID: d = y * (1.0f - y); break;
+    case ZLM_U_RELU: d = v > 0.0f ? 1.0f : 0.0f; break;
+    case ZLM_U_ABS: d = v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); break;
+    case ZLM_U_POW: d = p0 == 0.0f ? 0.0f : p0 * powf(v, p0 - 1.0f); break;
+    case ZLM_U_AFFINE: d = p0; break;
+    case ZLM_U_GELU: {
+        float cdf = 0.5f * (1.0f + erff(v * ZLM_INV_SQRT_2));
+        float pdf = expf(-0.5f * v * v) * ZLM_INV_SQRT_2PI;
+        d = cdf + v * pdf;
+        break;
+    }
+    default: {
+        float u = ZLM_SQRT_2_OVER_PI * (v + ZLM_GELU_C * v * v * v);
+        float t = tanhf(u);
+        float du = ZLM_SQRT_2_OVER_PI * (1.0f + 3.0f * ZLM_GELU_C * v * v);
+        d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+        break;
+    }
+    }
+    return g * d;
+}
+
+/* Whether backward reads the saved output rather than the input. */
+static inline ZL_HD bool zlm_unary_needs_output(int kind)
+{
+    return kind == ZLM_U_EXP || kind == ZLM_U_SQRT || kind == ZLM_U_TANH || kind == ZLM_U_SIGMOID;
+}
+
+#endif

@@ -1,0 +1,682 @@
+/* The CUDA kernels' math (engine/cuda/math) built for the host and run over the
+ * same inputs as the CPU ops, forward and backward, in f32, bf16 and f16: f32
+ * to 1e-6 relative (bit for bit where the expression is the CPU's), halves to
+ * one unit in the last place of the storage type (issue 12, acceptance 2). */
+#include <stdlib.h>
+#include "harness.h"
+#include "cuda/math/attention.h"
+#include "cuda/math/binary.h"
+#include "cuda/math/cross_entropy.h"
+#include "cuda/math/embedding.h"
+#include "cuda/math/grad.h"
+#include "cuda/math/layer_norm.h"
+#include "cuda/math/optim.h"
+#include "cuda/math/softmax.h"
+#include "cuda/math/unary.h"
+
+/* ---- data ---- */
+
+static uint64_t rng = 42;
+
+static uint64_t next_u64(void)
+{
+    rng += 0x9e3779b97f4a7c15ull;
+    uint64_t z = rng;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(void) { return ((double)(next_u64() >> 11) + 0.5) * 0x1p-53; }
+static float normal(void) { return (float)(sqrt(-2 * log(uniform01())) * cos(6.283185307179586 * uniform01())); }
+
+static const int dtypes[3] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
+
+/* v rounded to dt and widened back: the value a tensor of dt holds. */
+static float in_dtype(int dt, float v)
+{
+    uint16_t h[1];
+    if (dt == ZLM_F32) return v;
+    zlm_store(h, dt, 0, v);
+    return zlm_load(h, dt, 0);
+}
+
+/* A tensor of dt holding data (already representable in dt). */
+static zl_tensor *tensor_of(int dt, int ndim, const int64_t *shape, const float *data)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    if (dt == ZL_DTYPE_F32) return zl_tensor_from_data(ZL_DTYPE_F32, ndim, shape, data);
+    uint16_t *h = malloc((size_t)(n ? n : 1) * 2);
+    for (int64_t i = 0; i < n; i++) zlm_store(h, dt, i, data[i]);
+    zl_tensor *t = zl_tensor_from_data((zl_dtype)dt, ndim, shape, h);
+    free(h);
+    return t;
+}
+
+static zl_tensor *leaf_of(int dt, int ndim, const int64_t *shape, const float *data)
+{
+    zl_tensor *t = tensor_of(dt, ndim, shape, data);
+    zl_tensor_set_requires_grad(t, true);
+    /* An f32 gradient on a half leaf shows the kernels' f32 result unrounded. */
+    zl_tensor_set_grad_dtype(t, ZL_DTYPE_F32);
+    return t;
+}
+
+/* Order-preserving integers of half bit patterns: neighbours differ by 1, +0 and -0 are equal. */
+static int32_t half_ord(uint16_t h) { return h & 0x8000 ? -(int32_t)(h & 0x7fff) : (int32_t)h; }
+
+/* mine against the CPU's value in the CPU tensor's dtype: f32 within 1e-6 of
+ * max(|cpu|, scale) (scale: the size of the terms a result cancels from, 0 when
+ * it cancels nothing), a half within one unit of its last place. */
+static bool agrees(int dt, float mine, double cpu, double scale)
+{
+    if (isnan(cpu) || isnan(mine)) return isnan(cpu) && isnan(mine);
+    if (dt != ZL_DTYPE_F32 && dt != ZL_DTYPE_F16 && dt != ZL_DTYPE_BF16) return mine == cpu;
+    if (dt != ZL_DTYPE_F32) {
+        uint16_t a = dt == ZL_DTYPE_F16 ? zlm_f32_to_f16(mine) : zlm_f32_to_bf16(mine);
+        uint16_t b = dt == ZL_DTYPE_F16 ? zlm_f32_to_f16((float)cpu) : zlm_f32_to_bf16((float)cpu);
+        return abs(half_ord(a) - half_ord(b)) <= 1;
+    }
+    if (isinf(cpu)) return mine == cpu;
+    return fabs(mine - cpu) <= 1e-6 * fmax(fabs(cpu), scale);
+}
+
+/* Counts disagreements of mine [n] with tensor t, reporting the first. */
+static int compare(const char *what, const float *mine, zl_tensor *t, double scale)
+{
+    if (!t) {
+        zt_fail(__FILE__, __LINE__, "%s: no CPU result: %s", what, zl_last_error());
+        return 1;
+    }
+    int64_t n = zl_tensor_numel(t);
+    double *cpu = malloc((size_t)(n ? n : 1) * sizeof *cpu);
+    zl_tensor_to_f64(t, cpu);
+    int dt = zl_tensor_dtype(t), bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!agrees(dt, mine[i], cpu[i], scale) && bad++ == 0)
+            zt_fail(__FILE__, __LINE__, "%s (%s): element %lld: mine %.9g, CPU %.9g", what, zl_dtype_name(dt),
+                    (long long)i, mine[i], cpu[i]);
+    free(cpu);
+    return bad;
+}
+
+static double max_abs(const float *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i])) m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* ---- conversions ---- */
+
+TEST(dtype_codes)
+{
+    CHECK((int)ZLM_F32 == (int)ZL_DTYPE_F32);
+    CHECK((int)ZLM_F16 == (int)ZL_DTYPE_F16);
+    CHECK((int)ZLM_BF16 == (int)ZL_DTYPE_BF16);
+}
+
+TEST(conversions_bit_exact)
+{
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = zlm_f16_to_f32((uint16_t)h), b = zl_f16_to_f32((uint16_t)h);
+        float c = zlm_bf16_to_f32((uint16_t)h), d = zl_bf16_to_f32((uint16_t)h);
+        bad += zlm_f32_bits(a) != zlm_f32_bits(b) || zlm_f32_bits(c) != zlm_f32_bits(d);
+    }
+    /* Every exponent and sign with random mantissas, and the mantissas at rounding's boundaries. */
+    static const uint32_t special[8] = {0, 1, 0x7fffff, 0x1000, 0xfff, 0x1fff, 0x8000, 0x7fff};
+    for (uint32_t e = 0; e < 512; e++)
+        for (int k = 0; k < 2048; k++) {
+            uint32_t mant = k < 8 ? special[k] : (uint32_t)next_u64() & 0x7fffffu;
+            float f = zlm_bits_f32(e << 23 | mant);
+            bad += zlm_f32_to_bf16(f) != zl_f32_to_bf16(f) || zlm_f32_to_f16(f) != zl_f32_to_f16(f);
+        }
+    CHECK(bad == 0);
+}
+
+/* ---- unary ---- */
+
+typedef zl_tensor *(*unary_fn)(zl_tensor *);
+
+static zl_tensor *pow_op(zl_tensor *x) { return zl_pow_scalar(x, 2.5); }
+static zl_tensor *affine_op(zl_tensor *x) { return zl_affine(x, 1.5, -0.25); }
+static zl_tensor *gelu_op(zl_tensor *x) { return zl_gelu(x, false); }
+static zl_tensor *gelu_tanh_op(zl_tensor *x) { return zl_gelu(x, true); }
+
+static const struct {
+    const char *name;
+    int kind;
+    unary_fn fn;
+    float p0, p1;
+    bool positive;   /* domain: x > 0 */
+} unary_ops[] = {
+    {"neg", ZLM_U_NEG, zl_neg, 0, 0, false},          {"exp", ZLM_U_EXP, zl_exp, 0, 0, false},
+    {"log", ZLM_U_LOG, zl_log, 0, 0, true},           {"sqrt", ZLM_U_SQRT, zl_sqrt, 0, 0, true},
+    {"tanh", ZLM_U_TANH, zl_tanh, 0, 0, false},       {"sigmoid", ZLM_U_SIGMOID, zl_sigmoid, 0, 0, false},
+    {"relu", ZLM_U_RELU, zl_relu, 0, 0, false},       {"abs", ZLM_U_ABS, zl_abs, 0, 0, false},
+    {"pow", ZLM_U_POW, pow_op, 2.5f, 0, true},        {"affine", ZLM_U_AFFINE, affine_op, 1.5f, -0.25f, false},
+    {"gelu", ZLM_U_GELU, gelu_op, 0, 0, false},       {"gelu_tanh", ZLM_U_GELU_TANH, gelu_tanh_op, 0, 0, false},
+};
+
+/* Random values, then the edges: zeros, tiny and huge magnitudes, infinities. */
+static const float edges[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 20.0f, -20.0f, 88.0f, -88.0f,
+                              1e4f, -1e4f, 3e38f, -3e38f, INFINITY, -INFINITY};
+#define NEDGE ((int)(sizeof edges / sizeof edges[0]))
+
+TEST(unary_forward_backward)
+{
+    const int64_t n = 1000;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(n * sizeof *g);
+    float *gx = malloc(n * sizeof *gx);
+    for (size_t k = 0; k < sizeof unary_ops / sizeof unary_ops[0]; k++)
+        for (int di = 0; di < 3; di++) {
+            int dt = dtypes[di];
+            for (int64_t i = 0; i < n; i++) {
+                float v = i < NEDGE ? edges[i] : 3.0f * normal();
+                if (unary_ops[k].positive) v = fabsf(v);
+                x[i] = in_dtype(dt, v);
+                g[i] = in_dtype(dt, normal());
+            }
+            zl_tensor *tx = leaf_of(dt, 1, &n, x), *tg = tensor_of(dt, 1, &n, g);
+            zl_tensor *ty = unary_ops[k].fn(tx);
+            char what[64];
+            snprintf(what, sizeof what, "%s forward", unary_ops[k].name);
+            /* y as stored: backward differentiates through the stored output. */
+            for (int64_t i = 0; i < n; i++)
+                y[i] = in_dtype(dt, zlm_unary_forward(unary_ops[k].kind, x[i], unary_ops[k].p0, unary_ops[k].p1));
+            compare(what, y, ty, 0);
+            CHECK(zl_backward(ty, tg, false) == ZL_OK);
+            for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(unary_ops[k].kind, x[i], y[i], g[i], unary_ops[k].p0);
+            snprintf(what, sizeof what, "%s backward", unary_ops[k].name);
+            compare(what, gx, zl_tensor_grad(tx), 0);
+            zl_tensor_release(ty);
+            zl_tensor_release(tx);
+            zl_tensor_release(tg);
+        }
+    free(x), free(y), free(g), free(gx);
+}
+
+/* ---- binary ---- */
+
+typedef zl_tensor *(*binary_fn)(zl_tensor *, zl_tensor *);
+
+static const struct {
+    const char *name;
+    int kind;
+    binary_fn fn;
+} binary_ops[] = {
+    {"add", ZLM_B_ADD, zl_add}, {"sub", ZLM_B_SUB, zl_sub}, {"mul", ZLM_B_MUL, zl_mul}, {"div", ZLM_B_DIV, zl_div},
+    {"pow", ZLM_B_POW, zl_pow}, {"eq", ZLM_B_EQ, zl_eq},    {"lt", ZLM_B_LT, zl_lt},    {"gt", ZLM_B_GT, zl_gt},
+};
+
+/* Backward only in f32: the CPU builds a half operand's gradient from whole
+ * half ops, rounding each intermediate (g * q2, q / b, ...) to the storage
+ * type, where a fused kernel rounds once; that is several ulp apart by design. */
+TEST(binary_forward_backward)
+{
+    const int64_t n = 777;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *g = malloc(n * sizeof *g);
+    float *out = malloc(n * sizeof *out), *ga = malloc(n * sizeof *ga), *gb = malloc(n * sizeof *gb);
+    for (size_t k = 0; k < sizeof binary_ops / sizeof binary_ops[0]; k++)
+        for (int di = 0; di < 3; di++) {
+            int dt = dtypes[di], kind = binary_ops[k].kind;
+            bool cmp = kind >= ZLM_B_EQ;
+            for (int64_t i = 0; i < n; i++) {
+                float va = i < NEDGE ? edges[i] : 2.0f * normal(), vb = i < NEDGE ? edges[NEDGE - 1 - i] : 2.0f * normal();
+                if (kind == ZLM_B_POW) va = fabsf(va), vb = vb * 0.5f;
+                if (cmp && i % 5 == 0) vb = va;
+                a[i] = in_dtype(dt, va);
+                b[i] = in_dtype(dt, vb);
+                g[i] = in_dtype(dt, normal());
+            }
+            zl_tensor *ta = leaf_of(dt, 1, &n, a), *tb = leaf_of(dt, 1, &n, b), *tg = tensor_of(dt, 1, &n, g);
+            zl_tensor *to = binary_ops[k].fn(ta, tb);
+            for (int64_t i = 0; i < n; i++) out[i] = zlm_binary_forward(kind, a[i], b[i]);
+            char what[64];
+            snprintf(what, sizeof what, "%s forward", binary_ops[k].name);
+            compare(what, out, to, 0);
+            if (!cmp && dt == ZL_DTYPE_F32) {
+                CHECK(zl_backward(to, tg, false) == ZL_OK);
+                for (int64_t i = 0; i < n; i++) {
+                    ga[i] = zlm_binary_grad_a(kind, a[i], b[i], g[i]);
+                    gb[i] = zlm_binary_grad_b(kind, a[i], b[i], g[i]);
+                }
+                snprintf(what, sizeof what, "%s backward a", binary_ops[k].name);
+                compare(what, ga, zl_tensor_grad(ta), 0);
+                snprintf(what, sizeof what, "%s backward b", binary_ops[k].name);
+                compare(what, gb, zl_tensor_grad(tb), 0);
+            }
+            zl_tensor_release(to);
+            zl_tensor_release(ta);
+            zl_tensor_release(tb);
+            zl_tensor_release(tg);
+        }
+    free(a), free(b), free(g), free(out), free(ga), free(gb);
+}
+
+/* ---- softmax and log_softmax ---- */
+
+/* Rows of random logits with, row by row: large offsets, masked (-inf)
+ * entries, one dominant entry, and one row wholly masked (NaN on both sides). */
+static void logits_fill(float *x, int64_t rows, int64_t cols, int dt)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float v = 2.0f * normal();
+            switch (r % 6) {
+            case 1: v += 1e4f; break;
+            case 2: v = c % 3 == 0 ? -INFINITY : v; break;
+            case 3: v = c == cols / 2 ? 80.0f : v * 1e-3f; break;
+            case 4: v = -3e4f + v; break;
+            case 5: v = r == 5 ? -INFINITY : v; break;
+            default: break;
+            }
+            x[r * cols + c] = in_dtype(dt, v);
+        }
+}
+
+TEST(softmax_rows)
+{
+    const int64_t shapes[2][2] = {{12, 37}, {7, 1000}};
+    for (int si = 0; si < 2; si++)
+        for (int di = 0; di < 3; di++)
+            for (int is_log = 0; is_log < 2; is_log++)
+                for (int dim = 0; dim < 2; dim++) {
+                    int dt = dtypes[di];
+                    int64_t rows = shapes[si][0], cols = shapes[si][1], n = rows * cols;
+                    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *g = malloc(n * sizeof *g);
+                    float *gx = malloc(n * sizeof *gx), *ys = malloc(n * 4);
+                    logits_fill(x, rows, cols, dt);
+                    for (int64_t i = 0; i < n; i++) g[i] = in_dtype(dt, normal());
+                    int64_t shape[2] = {rows, cols};
+                    zl_tensor *tx = leaf_of(dt, 2, shape, x), *tg = tensor_of(dt, 2, shape, g);
+                    zl_tensor *ty = is_log ? zl_log_softmax(tx, dim) : zl_softmax(tx, dim);
+                    /* dim 0 reads columns: rows of `rows` elements, `cols` apart. */
+                    int64_t nrow = dim ? rows : cols, len = dim ? cols : rows, s = dim ? 1 : cols;
+                    for (int64_t r = 0; r < nrow; r++) {
+                        int64_t base = dim ? r * cols : r;
+                        zlm_softmax_row(is_log, len, s, x + base, ZLM_F32, ys + base, ZLM_F32);
+                    }
+                    for (int64_t i = 0; i < n; i++) y[i] = in_dtype(dt, ys[i]);
+                    char what[64];
+                    snprintf(what, sizeof what, "%s [%lld, %lld] dim %d", is_log ? "log_softmax" : "softmax",
+                             (long long)rows, (long long)cols, dim);
+                    compare(what, y, ty, 0);
+                    CHECK(zl_backward(ty, tg, false) == ZL_OK);
+                    for (int64_t r = 0; r < nrow; r++) {
+                        int64_t base = dim ? r * cols : r;
+                        zlm_softmax_row_backward(is_log, len, s, y + base, ZLM_F32, g + base, ZLM_F32, gx + base);
+                    }
+                    strcat(what, " backward");
+                    /* gx cancels g against <g, y>: measure against the gradient's size. */
+                    compare(what, gx, zl_tensor_grad(tx), max_abs(gx, n));
+                    zl_tensor_release(ty);
+                    zl_tensor_release(tx);
+                    zl_tensor_release(tg);
+                    free(x), free(y), free(g), free(gx), free(ys);
+                }
+}
+
+/* The storage-dtype row functions (what a kernel reading bf16 runs) against
+ * the f32 ones fed the widened values: the same results. */
+TEST(softmax_row_storage_dtypes)
+{
+    const int64_t d = 300;
+    /* xh, yh hold halves; sized as floats, the widest storage a load may name. */
+    float x[300], y32[300], y16[300], xh[300], yh[300];
+    for (int di = 1; di < 3; di++) {
+        int dt = dtypes[di];
+        for (int64_t k = 0; k < d; k++) {
+            x[k] = in_dtype(dt, 3.0f * normal());
+            zlm_store(xh, dt, k, x[k]);
+        }
+        zlm_softmax_row(false, d, 1, xh, dt, yh, dt);
+        zlm_softmax_row(false, d, 1, x, ZLM_F32, y32, ZLM_F32);
+        for (int64_t k = 0; k < d; k++) y16[k] = zlm_load(yh, dt, k);
+        int bad = 0;
+        for (int64_t k = 0; k < d; k++) bad += in_dtype(dt, y32[k]) != y16[k];
+        CHECK(bad == 0);
+    }
+}
+
+/* ---- layer norm ---- */
+
+TEST(layer_norm_rows)
+{
+    const int64_t shapes[2][2] = {{9, 64}, {4, 768}};
+    for (int si = 0; si < 2; si++)
+        for (int di = 0; di < 3; di++)
+            for (int affine = 0; affine < 2; affine++) {
+                int dt = dtypes[di];
+                int64_t rows = shapes[si][0], m = shapes[si][1], n = rows * m;
+                float *x = malloc(n * 4), *y = malloc(n * 4), *g = malloc(n * 4), *gx = malloc(n * 4);
+                float *w = malloc(m * 4), *b = malloc(m * 4), *gw = malloc(m * 4), *gb = malloc(m * 4);
+                float mean[16], rstd[16];
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t j = 0; j < m; j++) {
+                        /* Row 1 sits far from 0 (the mean dominates); row 2 is tiny; row 3 constant. */
+                        float v = normal();
+                        v = r == 1 ? 1000.0f + v : r == 2 ? v * 1e-4f : r == 3 ? 0.5f : v;
+                        x[r * m + j] = in_dtype(dt, v);
+                    }
+                for (int64_t i = 0; i < n; i++) g[i] = in_dtype(dt, normal());
+                for (int64_t j = 0; j < m; j++) {
+                    w[j] = in_dtype(dt, 1.0f + 0.1f * normal());
+                    b[j] = in_dtype(dt, 0.1f * normal());
+                }
+                int64_t shape[2] = {rows, m};
+                zl_tensor *tx = leaf_of(dt, 2, shape, x), *tg = tensor_of(dt, 2, shape, g);
+                zl_tensor *tw = affine ? leaf_of(dt, 1, &m, w) : NULL, *tb = affine ? leaf_of(dt, 1, &m, b) : NULL;
+                zl_tensor *ty = zl_layer_norm(tx, 1, tw, tb, 1e-5);
+                for (int64_t r = 0; r < rows; r++)
+                    zlm_ln_row(m, x + r * m, ZLM_F32, affine ? w : NULL, ZLM_F32, affine ? b : NULL, ZLM_F32, 1e-5,
+                               y + r * m, ZLM_F32, &mean[r], &rstd[r]);
+                double ys = max_abs(y, n);
+                for (int64_t i = 0; i < n; i++) y[i] = in_dtype(dt, y[i]);
+                char what[80];
+                snprintf(what, sizeof what, "layer_norm [%lld, %lld]%s", (long long)rows, (long long)m,
+                         affine ? " affine" : "");
+                /* + b cancels (x - mean) * rstd * w: measured against the row's size. */
+                compare(what, y, ty, ys);
+                CHECK(zl_backward(ty, tg, false) == ZL_OK);
+                for (int64_t r = 0; r < rows; r++)
+                    zlm_ln_row_backward(m, x + r * m, ZLM_F32, affine ? w : NULL, ZLM_F32, mean[r], rstd[r],
+                                        g + r * m, ZLM_F32, gx + r * m);
+                strcat(what, " backward");
+                compare(what, gx, zl_tensor_grad(tx), max_abs(gx, n));
+                if (affine) {
+                    for (int64_t j = 0; j < m; j++)
+                        zlm_ln_column_backward(rows, m, j, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb);
+                    compare("layer_norm weight grad", gw, zl_tensor_grad(tw), max_abs(gw, m));
+                    compare("layer_norm bias grad", gb, zl_tensor_grad(tb), max_abs(gb, m));
+                }
+                zl_tensor_release(ty);
+                zl_tensor_release(tx), zl_tensor_release(tg), zl_tensor_release(tw), zl_tensor_release(tb);
+                free(x), free(y), free(g), free(gx), free(w), free(b), free(gw), free(gb);
+            }
+}
+
+/* ---- embedding ---- */
+
+TEST(embedding_backward)
+{
+    const int64_t v = 50, d = 70, n = 300;
+    for (int di = 0; di < 3; di++) {
+        int dt = dtypes[di];
+        float *w = malloc(v * d * 4), *g = malloc(n * d * 4), *gw = malloc(v * d * 4);
+        int64_t idx[300];
+        for (int64_t i = 0; i < v * d; i++) w[i] = in_dtype(dt, normal());
+        for (int64_t i = 0; i < n * d; i++) g[i] = in_dtype(dt, normal());
+        /* Row 0 is hit many times (sums in position order); the last row never. */
+        for (int64_t p = 0; p < n; p++) idx[p] = p % 4 == 0 ? 0 : (int64_t)(next_u64() % (uint64_t)(v - 1));
+        int64_t wshape[2] = {v, d}, gshape[2] = {n, d};
+        zl_tensor *tw = leaf_of(dt, 2, wshape, w), *ti = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, idx);
+        zl_tensor *tg = tensor_of(dt, 2, gshape, g), *ty = zl_embedding(tw, ti);
+        CHECK(zl_backward(ty, tg, false) == ZL_OK);
+        /* Two column ranges, as two thread blocks would take them. */
+        zlm_embedding_backward_columns(n, v, d, 0, 32, idx, g, ZLM_F32, gw);
+        zlm_embedding_backward_columns(n, v, d, 32, d, idx, g, ZLM_F32, gw);
+        compare("embedding weight grad", gw, zl_tensor_grad(tw), 0);
+        zl_tensor_release(ty), zl_tensor_release(tw), zl_tensor_release(ti), zl_tensor_release(tg);
+        free(w), free(g), free(gw);
+    }
+}
+
+/* ---- cross-entropy ---- */
+
+TEST(cross_entropy_rows)
+{
+    const int64_t rows = 18, ncls = 500, n = rows * ncls, ignore = -100;
+    for (int di = 0; di < 3; di++)
+        for (int red = 0; red < 3; red++) {
+            int dt = dtypes[di];
+            float *x = malloc(n * 4), *gx = malloc(n * 4), lse[18], loss[18], gr[18];
+            int64_t t[18], count = 0;
+            logits_fill(x, rows, ncls, dt);
+            for (int64_t r = 0; r < rows; r++) {
+                t[r] = r % 7 == 3 ? ignore : (int64_t)(next_u64() % (uint64_t)ncls);
+                if (r % 6 == 2 && t[r] != ignore) t[r] -= t[r] % 3 - 1;   /* not on a masked class */
+                if (r == 5) t[r] = ignore;                                  /* the wholly masked row */
+                gr[r] = in_dtype(dt, normal());
+                count += t[r] != ignore;
+            }
+            int64_t shape[2] = {rows, ncls};
+            zl_tensor *tx = leaf_of(dt, 2, shape, x), *tt = zl_tensor_from_data(ZL_DTYPE_I64, 1, &rows, t);
+            zl_tensor *tl = zl_cross_entropy(tx, tt, ignore, (zl_reduction)red);
+            for (int64_t r = 0; r < rows; r++) zlm_ce_row(ncls, x + r * ncls, ZLM_F32, t[r], ignore, &lse[r], &loss[r]);
+            float total;
+            if (red == ZL_REDUCE_NONE) {
+                compare("cross_entropy none", loss, tl, 0);
+            } else {
+                double s = 0;
+                for (int64_t r = 0; r < rows; r++) s += loss[r];
+                total = (float)(red == ZL_REDUCE_SUM ? s : s / (double)count);
+                compare(red == ZL_REDUCE_SUM ? "cross_entropy sum" : "cross_entropy mean", &total, tl, 0);
+            }
+            zl_tensor *tg = red == ZL_REDUCE_NONE ? tensor_of(dt, 1, &rows, gr) : tensor_of(dt, 0, NULL, gr);
+            CHECK(zl_backward(tl, tg, false) == ZL_OK);
+            float k = red == ZL_REDUCE_MEAN ? zlm_ce_mean_factor(count) : 1.0f;
+            for (int64_t r = 0; r < rows; r++)
+                zlm_ce_row_backward(ncls, x + r * ncls, ZLM_F32, t[r], ignore, lse[r],
+                                    zlm_ce_scale(red == ZL_REDUCE_NONE ? gr[r] : gr[0], k), gx + r * ncls);
+            /* The target's gradient cancels softmax against 1: measured against the scale. */
+            compare("cross_entropy backward", gx, zl_tensor_grad(tx), max_abs(gx, n));
+            zl_tensor_release(tl), zl_tensor_release(tx), zl_tensor_release(tt), zl_tensor_release(tg);
+            free(x), free(gx);
+        }
+}
+
+/* ---- attention's softmax ----
+ * With K = V = I (Tq = Tk = D), the GEMMs around the softmax are exact: the
+ * scores are Q * scale (scale 1/4, Q in multiples of 1/8), the output is P, and
+ * dQ = dS * scale, so the row math is seen without GEMM rounding. */
+TEST(attention_softmax)
+{
+    const int64_t B = 3, T = 16, n = B * T * T;
+    float *q = malloc(n * 4), *eye = malloc(n * 4), *g = malloc(n * 4), *p = malloc(n * 4), *ds = malloc(n * 4);
+    for (int causal = 0; causal < 2; causal++) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t r = i / T, c = i % T;
+            float v = (float)((int64_t)(next_u64() % 65) - 32) / 8.0f;
+            q[i] = r % 5 == 2 ? v + 120.0f : v;   /* large scores: the max subtraction matters */
+            eye[i] = r % T == c ? 1.0f : 0.0f;
+            g[i] = normal();
+        }
+        int64_t shape[3] = {B, T, T};
+        zl_tensor *tq = leaf_of(ZL_DTYPE_F32, 3, shape, q), *tk = tensor_of(ZL_DTYPE_F32, 3, shape, eye);
+        zl_tensor *tv = tensor_of(ZL_DTYPE_F32, 3, shape, eye), *tg = tensor_of(ZL_DTYPE_F32, 3, shape, g);
+        zl_tensor *to = zl_attention(tq, tk, tv, causal, 0);
+        float scale = (float)zlm_attention_scale(0, T);
+        for (int64_t r = 0; r < B * T; r++) {
+            for (int64_t j = 0; j < T; j++) p[r * T + j] = q[r * T + j] * scale;
+            zlm_attention_softmax_row(p + r * T, zlm_attention_limit(r, T, T, causal), T);
+        }
+        compare(causal ? "attention causal" : "attention", p, to, 0);
+        CHECK(zl_backward(to, tg, false) == ZL_OK);
+        for (int64_t r = 0; r < B * T; r++) {
+            memcpy(ds + r * T, g + r * T, T * 4);
+            zlm_attention_softmax_row_backward(ds + r * T, p + r * T, T);
+            for (int64_t j = 0; j < T; j++) ds[r * T + j] *= scale;
+        }
+        compare(causal ? "attention causal backward" : "attention backward", ds, zl_tensor_grad(tq), max_abs(ds, n));
+        zl_tensor_release(to), zl_tensor_release(tq), zl_tensor_release(tk), zl_tensor_release(tv);
+        zl_tensor_release(tg);
+    }
+    free(q), free(eye), free(g), free(p), free(ds);
+}
+
+/* ---- optimizers ----
+ * Against the AVX2 kernel (explicit multiply-adds, as here): bit for bit, over
+ * a whole number of its 8-lane vectors (its scalar tail is the compiler's to
+ * contract). Where this CPU has no AVX2, against the scalar one: to float rounding. */
+
+enum { OPT_N = 1040, OPT_STEPS = 3 };
+
+typedef struct opt_bufs {
+    float p[OPT_N], m[OPT_N], v[OPT_N], gf[OPT_N];
+    uint16_t gh[OPT_N], half[OPT_N];
+} opt_bufs;
+
+static bool exact_kernel(void) { return zl_optim_set_kernel("avx2") == ZL_OK; }
+
+static void opt_init(opt_bufs *a, opt_bufs *b)
+{
+    for (int i = 0; i < OPT_N; i++) {
+        a->p[i] = b->p[i] = i < NEDGE - 2 ? edges[i] * 1e-30f : normal();   /* finite */
+        a->m[i] = b->m[i] = a->v[i] = b->v[i] = 0;
+    }
+}
+
+static void opt_grad(opt_bufs *a, opt_bufs *b, int gdt)
+{
+    for (int i = 0; i < OPT_N; i++) {
+        float v = i % 97 == 5 ? 1e-20f : i % 89 == 7 ? 3e3f : normal();
+        a->gf[i] = b->gf[i] = in_dtype(gdt, v);
+        if (gdt != ZL_DTYPE_F32) zlm_store(a->gh, gdt, i, v), zlm_store(b->gh, gdt, i, v);
+    }
+}
+
+static zl_optim_buf opt_buf(opt_bufs *a, int gdt, int hdt)
+{
+    zl_optim_buf b = {0};
+    b.p = a->p, b.m = a->m, b.v = a->v, b.n = OPT_N;
+    b.g = gdt == ZL_DTYPE_F32 ? (const void *)a->gf : a->gh, b.g_dtype = (zl_dtype)gdt;
+    b.p_half = a->half, b.half_dtype = (zl_dtype)hdt;
+    return b;
+}
+
+static int opt_compare(const char *what, const opt_bufs *mine, const opt_bufs *cpu, int hdt, bool exact)
+{
+    int bad = 0;
+    for (int i = 0; i < OPT_N; i++) {
+        const float a[3] = {mine->p[i], mine->m[i], mine->v[i]}, b[3] = {cpu->p[i], cpu->m[i], cpu->v[i]};
+        for (int k = 0; k < 3; k++) {
+            bool ok = exact ? zlm_f32_bits(a[k]) == zlm_f32_bits(b[k]) : agrees(ZL_DTYPE_F32, a[k], b[k], 1e-3);
+            if (!ok && bad++ == 0)
+                zt_fail(__FILE__, __LINE__, "%s: %c[%d]: mine %.9g, CPU %.9g", what, "pmv"[k], i, a[k], b[k]);
+        }
+        uint16_t want = hdt == ZL_DTYPE_F16 ? zlm_f32_to_f16(mine->p[i]) : zlm_f32_to_bf16(mine->p[i]);
+        if (exact && want != cpu->half[i] && bad++ == 0)
+            zt_fail(__FILE__, __LINE__, "%s: half[%d]: mine %04x, CPU %04x", what, i, want, cpu->half[i]);
+    }
+    return bad;
+}
+
+static opt_bufs mine_b, cpu_b;
+
+TEST(adam_adamw)
+{
+    bool exact = exact_kernel();
+    for (int adamw = 0; adamw < 2; adamw++)
+        for (int di = 0; di < 3; di++) {
+            int gdt = dtypes[di], hdt = di == 2 ? ZL_DTYPE_F16 : ZL_DTYPE_BF16;
+            opt_init(&mine_b, &cpu_b);
+            zl_optim_adam hp = zl_optim_adam_defaults();
+            hp.adamw_mode = adamw, hp.weight_decay = 0.01, hp.grad_scale = 0.5, hp.lr = 3e-3;
+            for (int s = 1; s <= OPT_STEPS; s++) {
+                opt_grad(&mine_b, &cpu_b, gdt);
+                hp.step = s;
+                zl_optim_buf b = opt_buf(&cpu_b, gdt, hdt);
+                CHECK(zl_optim_adam_step(&hp, &b) == ZL_OK);
+                zlm_adam_consts c = zlm_adam_make(hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.adamw_mode,
+                                                  hp.bias_correction, hp.step, hp.grad_scale);
+                for (int i = 0; i < OPT_N; i++) {
+                    zlm_adam_update(&c, &mine_b.p[i], &mine_b.m[i], &mine_b.v[i], mine_b.gf[i]);
+                    mine_b.half[i] = 0;
+                }
+            }
+            opt_compare(adamw ? "adamw" : "adam", &mine_b, &cpu_b, hdt, exact);
+        }
+    zl_optim_set_kernel(NULL);
+}
+
+TEST(sgd_momentum_nesterov)
+{
+    bool exact = exact_kernel();
+    const struct { double momentum, dampening, wd; bool nesterov; } cases[] = {
+        {0, 0, 0, false}, {0, 0, 1e-2, false}, {0.9, 0.1, 1e-2, false}, {0.9, 0, 1e-2, true}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int di = 0; di < 3; di++) {
+            int gdt = dtypes[di], hdt = ZL_DTYPE_BF16;
+            opt_init(&mine_b, &cpu_b);
+            zl_optim_sgd hp = zl_optim_sgd_defaults();
+            hp.lr = 0.05, hp.momentum = cases[k].momentum, hp.dampening = cases[k].dampening;
+            hp.weight_decay = cases[k].wd, hp.nesterov = cases[k].nesterov, hp.grad_scale = 0.25;
+            for (int s = 1; s <= OPT_STEPS; s++) {
+                opt_grad(&mine_b, &cpu_b, gdt);
+                hp.step = s;
+                zl_optim_buf b = opt_buf(&cpu_b, gdt, hdt);
+                CHECK(zl_optim_sgd_step(&hp, &b) == ZL_OK);
+                zlm_sgd_consts c = zlm_sgd_make(hp.lr, hp.momentum, hp.dampening, hp.weight_decay, hp.nesterov,
+                                                hp.step, hp.grad_scale);
+                for (int i = 0; i < OPT_N; i++) zlm_sgd_update(&c, &mine_b.p[i], &mine_b.m[i], mine_b.gf[i]);
+            }
+            opt_compare("sgd", &mine_b, &cpu_b, hdt, exact);
+        }
+    zl_optim_set_kernel(NULL);
+}
+
+TEST(lamb_two_passes)
+{
+    bool exact = exact_kernel();
+    for (int di = 0; di < 3; di++) {
+        int gdt = dtypes[di], hdt = ZL_DTYPE_F16;
+        opt_init(&mine_b, &cpu_b);
+        zl_optim_lamb hp = zl_optim_lamb_defaults();
+        hp.weight_decay = 0.01, hp.grad_scale = 0.5, hp.lr = 1e-2;
+        for (int s = 1; s <= OPT_STEPS; s++) {
+            opt_grad(&mine_b, &cpu_b, gdt);
+            hp.step = s;
+            zl_optim_buf b = opt_buf(&cpu_b, gdt, hdt);
+            double cpu_ratio = 0;
+            CHECK(zl_optim_lamb_step(&hp, &b, &cpu_ratio) == ZL_OK);
+            zlm_lamb_consts c = zlm_lamb_make(hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.grad_scale);
+            double sq[2] = {0, 0};
+            for (int i = 0; i < OPT_N; i++) zlm_lamb_moments(&c, mine_b.p[i], &mine_b.m[i], &mine_b.v[i], mine_b.gf[i], sq);
+            double ratio = zlm_lamb_trust_ratio(sq[0], sq[1], hp.min_coeff, hp.max_coeff);
+            /* The sums differ from the CPU's only in the order of double additions. */
+            CHECK_CLOSE(ratio, cpu_ratio, 1e-12);
+            float neg_rate = zlm_lamb_neg_rate(hp.lr, hp.beta1, hp.beta2, hp.bias_correction, hp.step, ratio);
+            for (int i = 0; i < OPT_N; i++) zlm_lamb_apply(&c, neg_rate, &mine_b.p[i], mine_b.m[i], mine_b.v[i]);
+        }
+        opt_compare("lamb", &mine_b, &cpu_b, hdt, exact);
+    }
+    /* The clamp and the zero-norm case. */
+    CHECK(zlm_lamb_trust_ratio(0, 4, 0.01, 10) == 1);
+    CHECK(zlm_lamb_trust_ratio(1e6, 1, 0.01, 10) == 10);
+    CHECK(zlm_lamb_trust_ratio(1e-9, 1, 0.01, 10) == 0.01);
+    zl_optim_set_kernel(NULL);
+}
+
+/* ---- the loss scaler's overflow check and the gradient norm ---- */
+
+TEST(overflow_and_norm)
+{
+    const int64_t n = 5000;
+    float *x = malloc(n * 4);
+    const float bad[3] = {INFINITY, -INFINITY, NAN};
+    for (int di = 0; di < 3; di++)
+        for (int k = -1; k < 3; k++) {
+            int dt = dtypes[di];
+            for (int64_t i = 0; i < n; i++) x[i] = in_dtype(dt, i % 101 == 0 ? 6e4f : normal());
+            if (k >= 0) x[(k + 1) * 1234] = bad[k];
+            zl_tensor *t = tensor_of(dt, 1, &n, x);
+            bool cpu_found = false, found = false;
+            double cpu_sq = 0;
+            CHECK(zl_grad_nonfinite(&t, 1, &cpu_found) == ZL_OK);
+            CHECK(zl_grad_norm_sq(&t, 1, &cpu_sq) == ZL_OK);
+            const void *data = zl_tensor_data(t);
+            for (int64_t i = 0; i < n; i++) found |= zlm_nonfinite(data, dt, i);
+            CHECK(found == cpu_found);
+            CHECK(found == (k >= 0));
+            /* Two partial sums, as two blocks take them, then added. */
+            double sq = zlm_sumsq_range(data, dt, 0, n / 3) + zlm_sumsq_range(data, dt, n / 3, n);
+            if (k < 0) CHECK_CLOSE(sq, cpu_sq, 1e-13);
+            else CHECK(!isnan(sq) == !isnan(cpu_sq) && !isinf(sq) == !isinf(cpu_sq));
+            zl_tensor_release(t);
+        }
+    free(x);
+}

@@ -28,15 +28,17 @@ static zl_status push(vec *s, zl_tensor *t)
     return ZL_OK;
 }
 
-/* dst (any dtype/layout, shape of src) += src (contiguous f32). */
-static void accumulate_into(zl_tensor *dst, const zl_tensor *src)
+/* dst (any dtype/layout, shape of src) += src (contiguous f32). On a device
+ * core's add does it (and checks both are on the same one). */
+static zl_status accumulate_into(zl_tensor *dst, const zl_tensor *src)
 {
+    if (dst->storage->dev || src->storage->dev) return zli_add(dst, src, 1.0);
     const float *s = zl_tensor_data(src);
     int64_t n = zl_tensor_numel(src);
     if (dst->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(dst)) {
         float *d = zl_tensor_data(dst);
         for (int64_t i = 0; i < n; i++) d[i] += s[i];
-        return;
+        return ZL_OK;
     }
     const zl_dtype_traits *tr = zl_dtype_traits_of(dst->dtype);
     char *base = zl_tensor_data(dst);
@@ -44,6 +46,7 @@ static void accumulate_into(zl_tensor *dst, const zl_tensor *src)
         char *p = base + zli_linear_offset(dst, i) * (int64_t)tr->size;
         tr->from_f32(p, tr->to_f32(p) + s[i]);
     }
+    return ZL_OK;
 }
 
 static bool same_shape(const zl_tensor *a, const zl_tensor *b)
@@ -76,9 +79,9 @@ static zl_status add_pending(zl_tensor *t, zl_tensor *g, const char *op)
         m->bw_grad = gc;
         return ZL_OK;
     }
-    accumulate_into(m->bw_grad, gc);
+    zl_status st = accumulate_into(m->bw_grad, gc);
     zl_tensor_release(gc);
-    return ZL_OK;
+    return st;
 }
 
 static zl_status accumulate_leaf(zl_tensor *leaf, zl_tensor *g)
@@ -88,8 +91,7 @@ static zl_status accumulate_leaf(zl_tensor *leaf, zl_tensor *g)
         m->grad = zli_copy_as(g, m->grad_f32 ? ZL_DTYPE_F32 : leaf->dtype, ZL_MEM_GRADS);
         return m->grad ? ZL_OK : ZL_ENOMEM;
     }
-    accumulate_into(m->grad, g);
-    return ZL_OK;
+    return accumulate_into(m->grad, g);
 }
 
 static zl_status collect(zl_tensor *root, vec *all)
@@ -176,7 +178,7 @@ zl_status zl_backward(zl_tensor *root, zl_tensor *grad, bool retain_graph)
             return zl_error(ZL_EINVAL, "backward: a gradient can be implied only for a one-element tensor, "
                             "got shape %s (pass a gradient)", zl_shape_str(root->ndim, root->shape, a, sizeof a));
         }
-        seed = zl_tensor_full(ZL_DTYPE_F32, root->ndim, root->shape, 1.0);
+        seed = zli_full_like_device(root, ZL_DTYPE_F32, root->ndim, root->shape, ZL_MEM_OTHER, 1.0);
     }
     if (!seed) return ZL_ENOMEM;
 

@@ -92,7 +92,7 @@ static zl_status op_begin(const char *op, int n, zl_tensor *const *in, bool host
 }
 
 zl_status zli_op_begin(const char *op, int n, zl_tensor *const *in) { return op_begin(op, n, in, true); }
-zl_status zli_view_begin(const char *op, int n, zl_tensor *const *in) { return op_begin(op, n, in, false); }
+zl_status zli_op_begin_any(const char *op, int n, zl_tensor *const *in) { return op_begin(op, n, in, false); }
 
 zl_tensor *zli_op_end(const char *op, int n, zl_tensor *const *in, zl_tensor *out)
 {

@@ -233,6 +233,33 @@ zl_tensor *zli_tensor_on_device(zl_dtype dt, int ndim, const int64_t *shape, zl_
     return contiguous_over(t, s, dt, ndim, shape);
 }
 
+zl_tensor *zli_full_like_device(const zl_tensor *like, zl_dtype dt, int ndim, const int64_t *shape,
+                                zl_mem_category cat, double v)
+{
+    const zl_storage *ls = like->storage;
+    if (!ls->dev) {
+        zl_tensor *t = zl_tensor_new(dt, ndim, shape, cat);
+        if (t) zli_fill(t, v);
+        return t;
+    }
+    zl_tensor *t = ls->dev->alloc(dt, ndim, shape, cat, ls->dev_index);
+    if (t && ls->dev->fill(t, v)) {
+        zl_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+zl_status zli_same_device(const char *op, const zl_tensor *a, const zl_tensor *b)
+{
+    if (a->storage->dev == b->storage->dev && a->storage->dev_index == b->storage->dev_index) return ZL_OK;
+    char wa[32], wb[32];
+    zl_device_str(zl_tensor_device(a), zl_tensor_device_index(a), wa, sizeof wa);
+    zl_device_str(zl_tensor_device(b), zl_tensor_device_index(b), wb, sizeof wb);
+    return zl_error(ZL_EDEVICE, "%s: one tensor is on %s and the other on %s: move one first (t:to('%s'))", op, wa,
+                    wb, wa);
+}
+
 zl_status zli_need_host(const char *op, const char *role, const zl_tensor *t)
 {
     if (!t->storage->dev) return ZL_OK;
@@ -389,9 +416,24 @@ zl_status zli_broadcast_error(const char *op, const zl_tensor *src, const zl_ten
 
 zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
 {
-    if (zli_need_host("copy_", "dst", dst) || zli_need_host("copy_", "src", src)) return ZL_EDEVICE;
+    if (zli_same_device("copy_", dst, src)) return ZL_EDEVICE;
     zl_tensor *e = zli_expand((zl_tensor *)src, dst->ndim, dst->shape);
     if (!e) return zli_last_code() == ZL_ENOMEM ? ZL_ENOMEM : zli_broadcast_error("copy_", src, dst);
+    if (dst->storage->dev) {
+        /* The device copies into contiguous memory; a source overlapping dst goes through a copy. */
+        zl_status st;
+        if (!zl_tensor_is_contiguous(dst))
+            st = zl_error(ZL_EINVAL, "copy_: a strided destination on a device is not supported yet (issue 12)");
+        else if (e->storage == dst->storage) {
+            zl_tensor *tmp = zli_copy_as(e, e->dtype, ZL_MEM_OTHER);
+            st = tmp ? dst->storage->dev->copy(dst, tmp) : ZL_ENOMEM;
+            zl_tensor_release(tmp);
+        } else {
+            st = dst->storage->dev->copy(dst, e);
+        }
+        zl_tensor_release(e);
+        return st;
+    }
     int64_t n = zl_tensor_numel(dst);
     const zl_dtype_traits *st = zl_dtype_traits_of(e->dtype), *dt = zl_dtype_traits_of(dst->dtype);
     const char *sb = zl_tensor_data(e);
@@ -417,9 +459,16 @@ zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
 
 zl_status zli_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 {
-    if (zli_need_host("add_", "dst", dst) || zli_need_host("add_", "src", src)) return ZL_EDEVICE;
+    if (zli_same_device("add_", dst, src)) return ZL_EDEVICE;
     zl_tensor *e = zli_expand((zl_tensor *)src, dst->ndim, dst->shape);
     if (!e) return zli_last_code() == ZL_ENOMEM ? ZL_ENOMEM : zli_broadcast_error("add_", src, dst);
+    if (dst->storage->dev) {
+        zl_tensor *s2 = e->storage == dst->storage ? zli_copy_as(e, ZL_DTYPE_F32, ZL_MEM_OTHER) : zl_tensor_retain(e);
+        zl_status st = s2 ? dst->storage->dev->add(dst, s2, alpha) : ZL_ENOMEM;
+        zl_tensor_release(s2);
+        zl_tensor_release(e);
+        return st;
+    }
     /* A source sharing dst's storage is read from a copy, so no element is read after it changed. */
     zl_tensor *s = e->storage == dst->storage ? zli_copy_as(e, ZL_DTYPE_F32, ZL_MEM_OTHER) : zli_f32c(e);
     zl_tensor_release(e);
@@ -445,7 +494,15 @@ zl_status zli_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 
 zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat)
 {
-    if (zli_need_host("copy", "the tensor", t)) return NULL;
+    const zl_storage *ts = t->storage;
+    if (ts->dev) {
+        zl_tensor *c = ts->dev->alloc(dt, t->ndim, t->shape, cat, ts->dev_index);
+        if (c && ts->dev->copy(c, t)) {
+            zl_tensor_release(c);
+            return NULL;
+        }
+        return c;
+    }
     zl_tensor *out = zl_tensor_new(dt, t->ndim, t->shape, cat);
     if (!out) return NULL;
     int64_t n = zl_tensor_numel(t);
@@ -470,7 +527,6 @@ zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat)
 
 zl_tensor *zli_f32c(const zl_tensor *t)
 {
-    if (zli_need_host("f32 copy", "the tensor", t)) return NULL;
     if (t->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(t)) return zl_tensor_retain((zl_tensor *)t);
     return zli_copy_as(t, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
 }

@@ -18,6 +18,14 @@ typedef struct zli_device_ops {
     zl_device kind;
     void (*free)(zl_storage *s);   /* gives s->data back; core frees s itself */
     void (*recharge)(const zl_storage *s, zl_mem_category to);   /* before s->cat becomes `to` */
+    /* Core's primitives on the device, all tensors on device `index`:
+     * a new contiguous tensor; dst (contiguous) = src (any view, any dtype,
+     * strides 0 where broadcast); every element of t = v; dst (any view, a
+     * float dtype) += alpha * src (broadcast to dst's shape). */
+    zl_tensor *(*alloc)(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
+    zl_status (*copy)(zl_tensor *dst, const zl_tensor *src);
+    zl_status (*fill)(zl_tensor *t, double v);
+    zl_status (*add)(zl_tensor *dst, const zl_tensor *src, double alpha);
 } zli_device_ops;
 
 struct zl_storage {
@@ -64,6 +72,13 @@ ZLI_HIDDEN zl_tensor *zli_tensor_on_device(zl_dtype dt, int ndim, const int64_t 
 /* ZL_OK when t's bytes are in host memory; otherwise ZL_EDEVICE naming op and
  * the device ("<op>: <role> is on cuda:0, and <op> runs on the CPU: ..."). */
 ZLI_HIDDEN zl_status zli_need_host(const char *op, const char *role, const zl_tensor *t);
+/* A new contiguous tensor in the same memory as `like` (the host, or like's
+ * device), every element v. */
+ZLI_HIDDEN zl_tensor *zli_full_like_device(const zl_tensor *like, zl_dtype dt, int ndim, const int64_t *shape,
+                                          zl_mem_category cat, double v);
+/* ZL_OK when a and b are in the same memory (the host, or one device);
+ * otherwise ZL_EDEVICE naming both. */
+ZLI_HIDDEN zl_status zli_same_device(const char *op, const zl_tensor *a, const zl_tensor *b);
 
 /* Drop one reference; when it reaches zero, link t into *worklist instead of
  * freeing it (used by ext_free and graph teardown). */

@@ -116,13 +116,19 @@ static void storage_recharge(const zl_storage *s, zl_mem_category to)
     charge(d, to, (int64_t)s->nbytes);
 }
 
-static const zli_device_ops cuda_ops = {ZL_DEVICE_CUDA, storage_free, storage_recharge};
+static const zli_device_ops cuda_ops = {
+    .kind = ZL_DEVICE_CUDA, .free = storage_free, .recharge = storage_recharge, .alloc = zli_cuda_new,
+    .copy = zli_cuda_copy_into, .fill = zli_cuda_fill, .add = zli_cuda_add,
+};
 
 zl_tensor *zli_cuda_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
 {
     if (zli_cuda_use(index)) return NULL;
     if (!zl_dtype_traits_of(dt)) { zl_error(ZL_EDTYPE, "tensor: invalid dtype %d", (int)dt); return NULL; }
-    if ((unsigned)cat >= ZL_MEM_COUNT) { zl_error(ZL_EINVAL, "tensor: invalid memory category %d", (int)cat); return NULL; }
+    if ((unsigned)cat >= ZL_MEM_COUNT) {
+        zl_error(ZL_EINVAL, "tensor: invalid memory category %d", (int)cat);
+        return NULL;
+    }
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || (shape[i] && numel > INT64_MAX / 8 / shape[i])) {

@@ -5,6 +5,7 @@
 #define ZL_CUDA_IMPL_H
 
 #include "../core/tensor_impl.h"
+#include "math/strided.h"
 
 /* Device indices the allocator keeps figures for; a higher one is refused. */
 #define ZLI_CUDA_MAX_DEVICES 64
@@ -28,5 +29,21 @@ ZLI_HIDDEN zl_mem_stats zli_cuda_stats(int index, zl_mem_category cat);
 ZLI_HIDDEN int64_t zli_cuda_reserved(int index);
 ZLI_HIDDEN zl_status zli_cuda_empty_cache(int index);
 ZLI_HIDDEN zl_status zli_cuda_synchronize(int index);
+
+/* t's view as the kernels take it (cuda/math/strided.h). */
+static inline zlm_view zli_cuda_view_of(const zl_tensor *t)
+{
+    zlm_view v = {.ndim = t->ndim, .offset = t->offset};
+    for (int i = 0; i < t->ndim; i++) {
+        v.shape[i] = t->shape[i];
+        v.stride[i] = t->stride[i];
+    }
+    return v;
+}
+
+/* Core's primitives on the device (prims.c), for the allocator's table. */
+ZLI_HIDDEN zl_status zli_cuda_copy_into(zl_tensor *dst, const zl_tensor *src);
+ZLI_HIDDEN zl_status zli_cuda_fill(zl_tensor *t, double v);
+ZLI_HIDDEN zl_status zli_cuda_add(zl_tensor *dst, const zl_tensor *src, double alpha);
 
 #endif

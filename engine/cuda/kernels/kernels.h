@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "../math/optim.h"
+#include "../math/strided.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -106,6 +107,17 @@ int zlk_cuda_lamb_ratio(int nt, const double *sq, double min_coeff, double max_c
                         double beta2, bool bias_correction, int64_t step, float *neg_rate, void *stream);
 int zlk_cuda_lamb_apply(const zlk_optim_tensor *t, int nt, int hdt, const zlm_lamb_consts *c, const float *neg_rate,
                         void *stream);
+
+/* ---- core's primitives on a device: views of any layout and dtype (the
+ * zl_dtype codes, integers and bool too); n is the view's element count ---- */
+/* dst [n] contiguous (ddt) = the view s over src (sdt), converted. */
+int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, void *dst, int ddt, void *stream);
+/* Every element of the view d over dst = v. */
+int zlk_cuda_fill_view(int64_t n, const zlm_view *d, void *dst, int ddt, double v, void *stream);
+/* The view d over dst (a float dtype) += alpha * the view s over src (s read
+ * as broadcast to d's shape: 0 strides on stretched dims), in f32. */
+int zlk_cuda_add_view(int64_t n, const zlm_view *d, void *dst, int ddt, const zlm_view *s, const void *src, int sdt,
+                      float alpha, void *stream);
 
 /* ---- mixed precision ---- */
 /* *flag = 1 when any of x [n] is inf or NaN; never cleared here, so one flag

@@ -151,6 +151,7 @@ zl_tensor *zl_argmax(zl_tensor *x, int dim, bool keepdim) { return reduce(R_ARGM
 zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape)
 {
     if (g->ndim == ndim && memcmp(g->shape, shape, (size_t)ndim * sizeof *shape) == 0) return zli_f32c(g);
+    if (zli_need_host("sum to shape", "the gradient", g)) return NULL;
     zl_tensor *gc = zli_f32c(g);
     zl_tensor *out = gc ? zl_tensor_new(ZL_DTYPE_F32, ndim, shape, ZL_MEM_GRADS) : NULL;
     if (!out) { zl_tensor_release(gc); return NULL; }

@@ -1,0 +1,45 @@
+/* The device's own copy, fill and add (core's primitives for a storage on a
+ * CUDA device): grid-stride loops over cuda/math/strided.h, any view, any dtype. */
+#include "common.cuh"
+#include "../math/strided.h"
+
+__global__ void copy_view(int64_t n, zlm_view s, const void *src, int sdt, void *dst, int ddt)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        zlm_copy_elem(&s, src, sdt, dst, ddt, i);
+}
+
+__global__ void fill_view(int64_t n, zlm_view d, void *dst, int ddt, double v)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        zlm_set64(dst, ddt, zlm_view_offset(&d, i), v);
+}
+
+__global__ void add_view(int64_t n, zlm_view d, void *dst, int ddt, zlm_view s, const void *src, int sdt, float alpha)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        zlm_add_elem(&d, dst, ddt, &s, src, sdt, alpha, i);
+}
+
+extern "C" int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, void *dst, int ddt,
+                                  void *stream)
+{
+    if (n <= 0) return 0;
+    copy_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, *s, src, sdt, dst, ddt);
+    return zlk_launched();
+}
+
+extern "C" int zlk_cuda_fill_view(int64_t n, const zlm_view *d, void *dst, int ddt, double v, void *stream)
+{
+    if (n <= 0) return 0;
+    fill_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, *d, dst, ddt, v);
+    return zlk_launched();
+}
+
+extern "C" int zlk_cuda_add_view(int64_t n, const zlm_view *d, void *dst, int ddt, const zlm_view *s, const void *src,
+                                 int sdt, float alpha, void *stream)
+{
+    if (n <= 0) return 0;
+    add_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, *d, dst, ddt, *s, src, sdt, alpha);
+    return zlk_launched();
+}

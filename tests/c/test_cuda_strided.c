@@ -1,0 +1,102 @@
+/* The device's copy, fill and add math (engine/cuda/math/strided.h) built for
+ * the host: offsets of permuted, narrowed and broadcast views, and every
+ * dtype conversion, against core's own copy and element access, bit for bit
+ * (issue 12, acceptance 2). */
+#include "harness.h"
+#include "cuda/math/strided.h"
+
+static zlm_view view_of(const zl_tensor *t)
+{
+    zlm_view v = {.ndim = zl_tensor_ndim(t), .offset = zl_tensor_offset(t)};
+    for (int i = 0; i < v.ndim; i++) {
+        v.shape[i] = zl_tensor_shape(t)[i];
+        v.stride[i] = zl_tensor_strides(t)[i];
+    }
+    return v;
+}
+
+/* The storage's first element, whatever the view's offset. */
+static const void *base_of(const zl_tensor *t)
+{
+    return (const char *)zl_tensor_data(t) - zl_tensor_offset(t) * (int64_t)zl_dtype_size(zl_tensor_dtype(t));
+}
+
+/* Copy the view t to dtype dt with the kernel's element function, and with
+ * core (zl_tensor_to on a contiguous clone): the same bytes. */
+static void check_copy(zl_tensor *t, zl_dtype dt, const char *what)
+{
+    int64_t n = zl_tensor_numel(t);
+    zl_tensor *out = zl_tensor_new(dt, zl_tensor_ndim(t), zl_tensor_shape(t), ZL_MEM_OTHER);
+    zlm_view v = view_of(t);
+    for (int64_t i = 0; i < n; i++)
+        zlm_copy_elem(&v, base_of(t), (int)zl_tensor_dtype(t), zl_tensor_data(out), (int)dt, i);
+    zl_tensor *c = zl_tensor_contiguous(t);
+    zl_tensor *ref = zl_tensor_to(c, dt);
+    if (memcmp(zl_tensor_data(out), zl_tensor_data(ref), (size_t)n * zl_dtype_size(dt)))
+        zt_fail(__FILE__, __LINE__, "%s: %s -> %s differs from core", what, zl_dtype_name(zl_tensor_dtype(t)),
+                zl_dtype_name(dt));
+    zl_tensor_release(ref);
+    zl_tensor_release(c);
+    zl_tensor_release(out);
+}
+
+TEST(copy_views_every_dtype_pair)
+{
+    const double edge[] = {0.0, -0.0, 1.5, -2.5, 255.7, 300.0, -1.0, 65504.0, 1e30, -1e30, 3.0e9, -3.0e9,
+                           9.1e18, 1e-40, NAN, INFINITY, -INFINITY};
+    int64_t n = 4 * 6 * 5;
+    zl_tensor *f = zt_randn(SHAPE(4, 6, 5));
+    for (int64_t i = 0; i < n; i++)
+        zl_tensor_set(f, i, i < (int64_t)(sizeof edge / sizeof *edge) ? edge[i] : zl_tensor_get(f, i) * 100.0);
+    for (int s = 0; s < ZL_DTYPE_COUNT; s++) {
+        zl_tensor *src = zl_tensor_to(f, (zl_dtype)s);
+        zl_tensor *perm = zl_tensor_permute(src, (int[]){2, 0, 1});
+        zl_tensor *nar = zl_tensor_narrow(src, 1, 2, 3);
+        zl_tensor *row = zl_tensor_narrow(src, 0, 1, 1);
+        zl_tensor *exp = zl_tensor_expand(row, 3, (int64_t[]){3, 6, 5});
+        for (int d = 0; d < ZL_DTYPE_COUNT; d++) {
+            check_copy(src, (zl_dtype)d, "contiguous");
+            check_copy(perm, (zl_dtype)d, "permuted");
+            check_copy(nar, (zl_dtype)d, "narrowed");
+            check_copy(exp, (zl_dtype)d, "broadcast");
+        }
+        zl_tensor *objs[] = {exp, row, nar, perm, src};
+        for (int i = 0; i < 5; i++) zl_tensor_release(objs[i]);
+    }
+    zl_tensor_release(f);
+}
+
+TEST(add_into_views_matches_core)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (int k = 0; k < 3; k++) {
+        zl_tensor *r = zt_randn(SHAPE(5, 7));
+        zl_tensor *d0 = zl_tensor_to(r, dts[k]);
+        zl_tensor_release(r);
+        zl_tensor *mine = zl_tensor_clone(d0), *ref = zl_tensor_clone(d0);
+        zl_tensor *src = zt_randn(SHAPE(7));   /* broadcast over rows */
+        zl_tensor *dv = zl_tensor_transpose(mine, 0, 1), *rv = zl_tensor_transpose(ref, 0, 1);
+        zl_tensor *col = zl_tensor_view(src, 2, (int64_t[]){7, 1});
+        zl_tensor *se = zl_tensor_expand(col, 2, (int64_t[]){7, 5});
+        zlm_view dview = view_of(dv), sview = view_of(se);
+        for (int64_t i = 0; i < 35; i++)
+            zlm_add_elem(&dview, (void *)base_of(dv), (int)dts[k], &sview, base_of(se), ZLM_F32, -0.75f, i);
+        CHECK(zl_tensor_add_(rv, col, -0.75) == ZL_OK);
+        CHECK(!memcmp(zl_tensor_data(mine), zl_tensor_data(ref), 35 * zl_dtype_size(dts[k])));
+        zl_tensor *objs[] = {se, col, rv, dv, src, ref, mine, d0};
+        for (int i = 0; i < 8; i++) zl_tensor_release(objs[i]);
+    }
+}
+
+TEST(fill_every_dtype)
+{
+    const double vals[] = {0.0, 1.0, -3.7, 300.0, 1e10, NAN};
+    for (int d = 0; d < ZL_DTYPE_COUNT; d++)
+        for (int k = 0; k < 6; k++) {
+            zl_tensor *ref = zl_tensor_full((zl_dtype)d, 1, (int64_t[]){3}, vals[k]);
+            unsigned char mine[24];
+            for (int i = 0; i < 3; i++) zlm_set64(mine, d, i, vals[k]);
+            CHECK(!memcmp(mine, zl_tensor_data(ref), 3 * zl_dtype_size((zl_dtype)d)));
+            zl_tensor_release(ref);
+        }
+}

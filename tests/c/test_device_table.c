@@ -1,0 +1,180 @@
+/* Core's device table (zli_device_ops) driven by a stand-in device whose
+ * memory is the host's and whose primitives are the CUDA kernels' element
+ * functions (engine/cuda/math/strided.h) in plain loops: every path that
+ * routes a device tensor through core and autograd (to, clone, fill, copy_,
+ * add_, views, backward accumulation) runs here without a GPU and must give
+ * the host's results bit for bit. tests/gpu repeats the checks on a GPU. */
+#include <stdlib.h>
+#include "harness.h"
+#include "core/tensor_impl.h"
+#include "cuda/cuda_impl.h"
+
+
+#define FAKE_INDEX 7
+
+static void fake_free(zl_storage *s) { free(s->data); }
+static void fake_recharge(const zl_storage *s, zl_mem_category to) { (void)s; (void)to; }
+static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
+
+static zl_status fake_copy(zl_tensor *dst, const zl_tensor *src)
+{
+    zlm_view s = zli_cuda_view_of(src);
+    for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
+        zlm_copy_elem(&s, src->storage->data, (int)src->dtype, zl_tensor_data(dst), (int)dst->dtype, i);
+    return ZL_OK;
+}
+
+static zl_status fake_fill(zl_tensor *t, double v)
+{
+    zlm_view d = zli_cuda_view_of(t);
+    for (int64_t i = 0; i < zl_tensor_numel(t); i++)
+        zlm_set64(t->storage->data, (int)t->dtype, zlm_view_offset(&d, i), v);
+    return ZL_OK;
+}
+
+static zl_status fake_add(zl_tensor *dst, const zl_tensor *src, double alpha)
+{
+    zlm_view d = zli_cuda_view_of(dst), s = zli_cuda_view_of(src);
+    for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
+        zlm_add_elem(&d, dst->storage->data, (int)dst->dtype, &s, src->storage->data, (int)src->dtype, (float)alpha, i);
+    return ZL_OK;
+}
+
+static const zli_device_ops fake = {
+    .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
+    .copy = fake_copy, .fill = fake_fill, .add = fake_add,
+};
+
+static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
+{
+    size_t n = (size_t)zli_numel(ndim, shape) * zl_dtype_size(dt);
+    void *p = malloc(n ? n : 1);
+    zl_tensor *t = p ? zli_tensor_on_device(dt, ndim, shape, cat, &fake, index, p, n) : NULL;
+    if (!t) free(p);
+    return t;
+}
+
+/* A contiguous copy of host tensor h on the stand-in device, and back. */
+static zl_tensor *to_fake(zl_tensor *h)
+{
+    zl_tensor *c = zl_tensor_contiguous(h);
+    zl_tensor *d = fake_alloc(c->dtype, c->ndim, c->shape, ZL_MEM_OTHER, FAKE_INDEX);
+    memcpy(zl_tensor_data(d), zl_tensor_data(c), (size_t)zl_tensor_numel(c) * zl_dtype_size(c->dtype));
+    zl_tensor_release(c);
+    return d;
+}
+
+static zl_tensor *from_fake(const zl_tensor *d)
+{
+    zl_tensor *h = zl_tensor_new(d->dtype, d->ndim, d->shape, ZL_MEM_OTHER);
+    zlm_view v = zli_cuda_view_of(d);
+    for (int64_t i = 0; i < zl_tensor_numel(d); i++)
+        zlm_copy_elem(&v, d->storage->data, (int)d->dtype, zl_tensor_data(h), (int)d->dtype, i);
+    return h;
+}
+
+static void check_bits(const zl_tensor *a, const zl_tensor *dev, const char *what)
+{
+    zl_tensor *b = from_fake(dev);
+    if (a->dtype != b->dtype || zl_tensor_numel(a) != zl_tensor_numel(b) || !zl_tensor_is_contiguous(a) ||
+        memcmp(zl_tensor_data(a), zl_tensor_data(b), (size_t)zl_tensor_numel(a) * zl_dtype_size(a->dtype)))
+        zt_fail(__FILE__, __LINE__, "%s (%s): the device's result differs from the host's: %.9g vs %.9g", what,
+                zl_dtype_name(a->dtype), zl_tensor_get(a, 0), zl_tensor_get(b, 0));
+    zl_tensor_release(b);
+}
+
+TEST(to_and_clone_of_views_run_on_the_device)
+{
+    zl_tensor *h = zt_randn(SHAPE(4, 6));
+    zl_tensor *d = to_fake(h);
+    CHECK(zl_tensor_device(d) == ZL_DEVICE_CUDA && zl_tensor_device_index(d) == FAKE_INDEX);
+    zl_tensor *hv = zl_tensor_transpose(h, 0, 1), *dv = zl_tensor_transpose(d, 0, 1);
+    CHECK(dv && zl_tensor_device(dv) == ZL_DEVICE_CUDA);
+    for (int k = 0; k < ZL_DTYPE_COUNT; k++) {
+        zl_tensor *hb = zl_tensor_to(hv, (zl_dtype)k), *db = zl_tensor_to(dv, (zl_dtype)k);
+        CHECK(db && zl_tensor_device(db) == ZL_DEVICE_CUDA);
+        if (db) check_bits(hb, db, zl_dtype_name((zl_dtype)k));
+        zl_tensor_release(db);
+        zl_tensor_release(hb);
+    }
+    zl_tensor *hc = zl_tensor_contiguous(hv), *dc = zl_tensor_contiguous(dv);
+    CHECK(dc && zl_tensor_device(dc) == ZL_DEVICE_CUDA);
+    if (dc) check_bits(hc, dc, "contiguous");
+    zl_tensor *hr = zl_tensor_reshape(hv, 1, (int64_t[]){24}), *dr = zl_tensor_reshape(dv, 1, (int64_t[]){24});
+    if (dr) check_bits(hr, dr, "reshape copying a strided view");
+    zl_tensor *objs[] = {dr, hr, dc, hc, dv, hv, d, h};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+TEST(fill_copy_add_on_the_device)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (int k = 0; k < 3; k++) {
+        zl_tensor *r = zt_randn(SHAPE(5, 6));
+        zl_tensor *h = zl_tensor_to(r, dts[k]);
+        zl_tensor *d = to_fake(h);
+        zl_tensor *row = zt_randn(SHAPE(6)), *drow = to_fake(row);
+        CHECK(zl_tensor_add_(h, row, -1.25) == ZL_OK && zl_tensor_add_(d, drow, -1.25) == ZL_OK);
+        check_bits(h, d, "add_ broadcast");
+        zl_tensor *ht = zl_tensor_transpose(h, 0, 1), *dt = zl_tensor_transpose(d, 0, 1);
+        zl_tensor *col = zl_tensor_view(row, 2, (int64_t[]){6, 1}), *dcol = zl_tensor_view(drow, 2, (int64_t[]){6, 1});
+        CHECK(zl_tensor_add_(ht, col, 0.5) == ZL_OK && zl_tensor_add_(dt, dcol, 0.5) == ZL_OK);
+        check_bits(h, d, "add_ into a transposed view");
+        CHECK(zl_tensor_copy_(h, row) == ZL_OK && zl_tensor_copy_(d, drow) == ZL_OK);
+        check_bits(h, d, "copy_ broadcast");
+        CHECK(zl_tensor_fill(h, -3.5) == ZL_OK && zl_tensor_fill(d, -3.5) == ZL_OK);
+        check_bits(h, d, "fill");
+        CHECK_ERR(zl_tensor_copy_(d, row), "copy_: one tensor is on cuda:7 and the other on cpu");
+        CHECK_ERR(zl_tensor_copy_(dt, dcol), "copy_: a strided destination on a device is not supported yet");
+        zl_tensor *objs[] = {dcol, col, dt, ht, drow, row, d, h, r};
+        for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    }
+}
+
+/* transpose, to bf16, narrow, select, expand-free views and clone, then
+ * backward: the gradient lands on the device, equal to the host's. */
+TEST(backward_through_device_ops)
+{
+    zl_tensor *grads[2];
+    zl_tensor *h = zt_randn(SHAPE(3, 4)), *gh = zt_randn(SHAPE(2, 3)), *gs = zt_randn(SHAPE(4));
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *x = dev ? to_fake(h) : zl_tensor_retain(h);
+        zl_tensor_set_requires_grad(x, true);
+        zl_tensor *t = zl_tensor_transpose(x, 0, 1);
+        zl_tensor *b = zl_tensor_to(t, ZL_DTYPE_BF16);
+        zl_tensor *n = zl_tensor_narrow(b, 0, 1, 2);
+        zl_tensor *c = zl_tensor_clone(n);
+        zl_tensor *s = zl_tensor_select(x, 0, 2);   /* a second path into x: its gradient accumulates */
+        zl_tensor *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+        zl_tensor *g2 = dev ? to_fake(gs) : zl_tensor_retain(gs);
+        CHECK(zl_backward(c, g, false) == ZL_OK);
+        CHECK(zl_backward(s, g2, false) == ZL_OK);
+        zl_tensor *gx = zl_tensor_grad(x);
+        CHECK(gx && zl_tensor_device(gx) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+        grads[dev] = gx ? (dev ? zl_tensor_retain(gx) : zl_tensor_contiguous(gx)) : NULL;
+        zl_tensor *objs[] = {g2, g, s, c, n, b, t, x};
+        for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    }
+    if (grads[0] && grads[1]) check_bits(grads[0], grads[1], "the leaf's gradient");
+    zl_tensor_release(gs);
+    zl_tensor_release(gh);
+    zl_tensor_release(h);
+    zl_tensor_release(grads[0]);
+    zl_tensor_release(grads[1]);
+}
+
+TEST(host_only_paths_name_the_device)
+{
+    zl_tensor *h = zt_randn(SHAPE(4));
+    zl_tensor *d = to_fake(h);
+    CHECK(isnan(zl_tensor_get(d, 0)));
+    CHECK(strstr(zl_last_error(), "get: the tensor is on cuda:7"));
+    CHECK_ERR(zl_tensor_set(d, 0, 1.0), "set: the tensor is on cuda:7, and set runs on the CPU here");
+    CHECK_ERR(zl_exp(d), "exp: argument 1 is on cuda:7");
+    CHECK_ERR(zl_add(h, d), "add: argument 2 is on cuda:7");
+    zl_tensor *e = zl_tensor_expand(d, 2, (int64_t[]){3, 4});   /* a view: fine; its backward sums on the host */
+    CHECK(e != NULL);
+    zl_tensor_release(e);
+    zl_tensor_release(d);
+    zl_tensor_release(h);
+}

@@ -309,6 +309,30 @@ static ncclRedOp_t op_of(zl_comm_op op)
     return ncclSum;
 }
 
+/* Queue coll on the communicator's stream. */
+static ncclResult_t enqueue(nccl_state *s, const zli_coll *coll)
+{
+    /* An empty tensor has nothing to move, and every rank's is empty alike. */
+    if (coll->count == 0 && coll->kind != ZLI_COLL_BARRIER) return ncclSuccess;
+    switch (coll->kind) {
+    case ZLI_COLL_ALLREDUCE:
+        return ncclAllReduce(coll->buf, coll->buf, coll->count, dtype_of(coll->dtype), op_of(coll->op), s->comm,
+                             s->stream);
+    case ZLI_COLL_REDUCE_SCATTER:
+        return ncclReduceScatter(coll->send, coll->recv, coll->count, dtype_of(coll->dtype), op_of(coll->op),
+                                 s->comm, s->stream);
+    case ZLI_COLL_ALLGATHER:
+        return ncclAllGather(coll->send, coll->recv, coll->count, ncclUint8, s->comm, s->stream);
+    case ZLI_COLL_BROADCAST:
+        return ncclBroadcast(coll->buf, coll->buf, coll->count, ncclUint8, coll->root, s->comm, s->stream);
+    case ZLI_COLL_BARRIER: {
+        void *one = zl_tensor_data(s->scratch);
+        return ncclAllReduce(one, one, 1, ncclFloat, ncclSum, s->comm, s->stream);
+    }
+    }
+    return ncclInvalidArgument;
+}
+
 static zl_status nccl_start(zl_comm *c, const zli_coll *coll, void **pending)
 {
     static const char *names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast",
@@ -325,28 +349,7 @@ static zl_status nccl_start(zl_comm *c, const zli_coll *coll, void **pending)
     cudaEvent_t ev;
     e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     if (e != cudaSuccess) return cuda_fail(e, "cudaEventCreateWithFlags", c->rank);
-    ncclResult_t r = ncclSuccess;
-    switch (coll->kind) {
-    case ZLI_COLL_ALLREDUCE:
-        r = ncclAllReduce(coll->buf, coll->buf, coll->count, dtype_of(coll->dtype), op_of(coll->op), s->comm,
-                          s->stream);
-        break;
-    case ZLI_COLL_REDUCE_SCATTER:
-        r = ncclReduceScatter(coll->send, coll->recv, coll->count, dtype_of(coll->dtype), op_of(coll->op),
-                              s->comm, s->stream);
-        break;
-    case ZLI_COLL_ALLGATHER:
-        r = ncclAllGather(coll->send, coll->recv, coll->count, ncclUint8, s->comm, s->stream);
-        break;
-    case ZLI_COLL_BROADCAST:
-        r = ncclBroadcast(coll->buf, coll->buf, coll->count, ncclUint8, coll->root, s->comm, s->stream);
-        break;
-    case ZLI_COLL_BARRIER: {
-        void *one = zl_tensor_data(s->scratch);
-        r = ncclAllReduce(one, one, 1, ncclFloat, ncclSum, s->comm, s->stream);
-        break;
-    }
-    }
+    ncclResult_t r = enqueue(s, coll);
     zl_status st = ZL_OK;
     if (r == ncclInProgress) st = settle(c, s->comm, names[coll->kind]);
     else if (r != ncclSuccess) st = nccl_fail(s->comm, r, names[coll->kind], c->rank);

@@ -115,6 +115,9 @@ TEST(reduce_scatter_allgather_broadcast)
     CHECK(zl_comm_allgather(c, in, out) == ZL_OK);
     check_same(out, h, "allgather");
     CHECK(zl_comm_barrier(c) == ZL_OK);
+    zl_tensor *empty = zl_tensor_zeros_on(ZL_DTYPE_BF16, SHAPE(0), ZL_DEVICE_CUDA, 0);
+    CHECK(zl_comm_allreduce(c, empty, ZL_COMM_SUM) == ZL_OK);
+    zl_tensor_release(empty);
     zl_tensor_release(out);
     zl_tensor_release(in);
     zl_tensor_release(h);

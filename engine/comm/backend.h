@@ -1,6 +1,6 @@
 /* Private to engine/comm: the communicator's layout and the backend vtable.
- * comm.c checks arguments, converts half types to f32 and polls; a backend
- * only moves contiguous buffers between ranks. */
+ * comm.c checks arguments, converts half types to f32 for host backends and
+ * polls; a backend only moves contiguous buffers between ranks. */
 #ifndef ZL_COMM_BACKEND_H
 #define ZL_COMM_BACKEND_H
 
@@ -14,15 +14,18 @@ typedef enum zli_coll_kind {
     ZLI_COLL_BARRIER,
 } zli_coll_kind;
 
-/* One collective on raw buffers. Reductions are always on f32 elements and
- * never AVG (comm.c divides the sum); allgather and broadcast move bytes.
- *  allreduce:      buf[count] f32, in place
- *  reduce_scatter: send[size*count] f32 -> recv[count] f32
+/* One collective on raw buffers. For a host backend reductions are always on
+ * f32 elements and never AVG (comm.c divides the sum); a device backend gets
+ * the tensors' own dtype (f32, f16 or bf16) and AVG. allgather and broadcast
+ * move bytes.
+ *  allreduce:      buf[count] dtype, in place
+ *  reduce_scatter: send[size*count] dtype -> recv[count] dtype
  *  allgather:      send[count] bytes -> recv[size*count] bytes
  *  broadcast:      buf[count] bytes from root */
 typedef struct zli_coll {
     zli_coll_kind kind;
     zl_comm_op op;
+    zl_dtype dtype;
     void *buf;
     const void *send;
     void *recv;
@@ -36,7 +39,12 @@ struct zl_comm;
  * otherwise; `pending` is the backend's own handle for a started collective. */
 typedef struct zli_comm_backend {
     const char *name;
-    /* Set c->rank, c->size, c->local_rank and c->state. */
+    /* Where the tensors must live. ZL_DEVICE_CPU: host buffers, halves widened
+     * to f32 and AVG divided by comm.c. Another kind: buffers on device
+     * c->device_index of that kind, reduced in their own dtype by the backend. */
+    zl_device device;
+    /* Set c->rank, c->size, c->local_rank, c->device_index (device backends)
+     * and c->state. */
     zl_status (*open)(struct zl_comm *c);
     /* Free c->state. `clean` is false when a collective was abandoned unfinished
      * (after a timeout), so the backend must not block on the other ranks. */
@@ -57,6 +65,7 @@ struct zl_comm_request;
 struct zl_comm {
     const zli_comm_backend *be;
     int rank, size, local_rank;
+    int device_index;                     /* of a device backend's tensors */
     double timeout_s;
     void *state;                          /* the backend's */
     int live_requests;                    /* started, not yet waited on */
@@ -72,5 +81,8 @@ ZLI_HIDDEN extern const char *volatile zli_comm_waiting;
 
 ZLI_HIDDEN extern const zli_comm_backend zli_comm_self;
 ZLI_HIDDEN extern const zli_comm_backend zli_comm_mpi;
+#ifdef ZLUA_HAVE_NCCL
+ZLI_HIDDEN extern const zli_comm_backend zli_comm_nccl;
+#endif
 
 #endif

@@ -1,7 +1,8 @@
 /* engine/comm: the public communicator. It checks every argument (naming the
- * collective, the rank, the shapes and dtypes), widens f16/bf16 to f32 buffers
- * charged to ZL_MEM_COMM, hands raw buffers to a backend (backend.h), and waits
- * by polling, so a timeout or Ctrl-C ends a collective that would never finish. */
+ * collective, the rank, the shapes, dtypes and devices), widens f16/bf16 to f32
+ * buffers charged to ZL_MEM_COMM for host backends, hands raw buffers to a
+ * backend (backend.h), and waits by polling, so a timeout or Ctrl-C ends a
+ * collective that would never finish. */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -54,7 +55,15 @@ zl_status zl_comm_open(const char *backend, zl_comm **out)
     const zli_comm_backend *be = NULL;
     if (backend && strcmp(backend, "self") == 0) be = &zli_comm_self;
     else if (backend && strcmp(backend, "mpi") == 0) be = &zli_comm_mpi;
-    else return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\" or \"mpi\")",
+#ifdef ZLUA_HAVE_NCCL
+    else if (backend && strcmp(backend, "nccl") == 0) be = &zli_comm_nccl;
+#else
+    else if (backend && strcmp(backend, "nccl") == 0)
+        return zl_error(ZL_EDEVICE, "comm_open: this zlua was built without NCCL (CMake found no CUDA toolkit "
+                        "with nccl.h and libnccl, or was told -DZLUA_CUDA=OFF); install them and rebuild, "
+                        "or use backend \"mpi\"");
+#endif
+    else return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\", \"mpi\" or \"nccl\")",
                          backend ? backend : "(null)");
     double timeout = DEFAULT_TIMEOUT_S;
     const char *env = getenv("ZLUA_COMM_TIMEOUT");
@@ -151,9 +160,17 @@ static zl_status check_tensor(zl_comm *c, const char *what, const char *role, co
     if (reduce && dt != ZL_DTYPE_F32 && dt != ZL_DTYPE_F16 && dt != ZL_DTYPE_BF16)
         return zl_error(ZL_EDTYPE, "%s on rank %d: %s has dtype %s; reductions take f32, f16 or bf16",
                         what, c->rank, role, zl_dtype_name(dt));
-    if (zl_tensor_device(t) != ZL_DEVICE_CPU)
+    if (c->be->device == ZL_DEVICE_CPU && zl_tensor_device(t) != ZL_DEVICE_CPU)
         return zl_error(ZL_EINVAL, "%s on rank %d: %s must be a CPU tensor for backend %s",
                         what, c->rank, role, c->be->name);
+    if (c->be->device != ZL_DEVICE_CPU &&
+        (zl_tensor_device(t) != c->be->device || zl_tensor_device_index(t) != c->device_index)) {
+        char have[32], want[32];
+        zl_device_str(zl_tensor_device(t), zl_tensor_device_index(t), have, sizeof have);
+        zl_device_str(c->be->device, c->device_index, want, sizeof want);
+        return zl_error(ZL_EINVAL, "%s on rank %d: %s is on %s, but backend %s takes tensors on %s",
+                        what, c->rank, role, have, c->be->name, want);
+    }
     if (!zl_tensor_is_contiguous(t))
         return zl_error(ZL_EINVAL, "%s on rank %d: %s %s is not contiguous", what, c->rank, role,
                         zl_shape_str(zl_tensor_ndim(t), zl_tensor_shape(t), buf, sizeof buf));
@@ -307,8 +324,8 @@ zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_comm_op op
     if (!r) return NULL;
     size_t n = (size_t)zl_tensor_numel(t);
     r->keep[0] = zl_tensor_retain(t);
-    zli_coll coll = {.kind = ZLI_COLL_ALLREDUCE, .op = op, .count = n};
-    if (zl_tensor_dtype(t) == ZL_DTYPE_F32) {
+    zli_coll coll = {.kind = ZLI_COLL_ALLREDUCE, .op = op, .dtype = zl_tensor_dtype(t), .count = n};
+    if (zl_tensor_dtype(t) == ZL_DTYPE_F32 || c->be->device != ZL_DEVICE_CPU) {
         coll.buf = zl_tensor_data(t);
     } else {
         r->wide_in = wide_copy(r->ctx, t, n, &r->in_bytes);
@@ -317,9 +334,10 @@ zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_comm_op op
             return NULL;
         }
         coll.buf = r->wide_in;
+        coll.dtype = ZL_DTYPE_F32;
         r->dst = t;
     }
-    r->avg = op == ZL_COMM_AVG && c->size > 1;
+    r->avg = op == ZL_COMM_AVG && c->size > 1 && c->be->device == ZL_DEVICE_CPU;
     r->result = coll.buf;
     r->result_n = n;
     return request_start(r, &coll);
@@ -358,8 +376,8 @@ zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, z
     if (!r) return NULL;
     r->keep[0] = zl_tensor_retain((zl_tensor *)in);
     r->keep[1] = zl_tensor_retain(out);
-    zli_coll coll = {.kind = ZLI_COLL_REDUCE_SCATTER, .op = op, .count = n};
-    if (zl_tensor_dtype(out) == ZL_DTYPE_F32) {
+    zli_coll coll = {.kind = ZLI_COLL_REDUCE_SCATTER, .op = op, .dtype = zl_tensor_dtype(out), .count = n};
+    if (zl_tensor_dtype(out) == ZL_DTYPE_F32 || c->be->device != ZL_DEVICE_CPU) {
         coll.send = zl_tensor_data(in);
         coll.recv = zl_tensor_data(out);
     } else {
@@ -371,9 +389,10 @@ zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, z
         }
         coll.send = r->wide_in;
         coll.recv = r->wide_out;
+        coll.dtype = ZL_DTYPE_F32;
         r->dst = out;
     }
-    r->avg = op == ZL_COMM_AVG && c->size > 1;
+    r->avg = op == ZL_COMM_AVG && c->size > 1 && c->be->device == ZL_DEVICE_CPU;
     r->result = coll.recv;
     r->result_n = n;
     return request_start(r, &coll);

@@ -395,6 +395,7 @@ static zl_status mpi_test(zl_comm *c, void *pending, bool *done)
 
 const zli_comm_backend zli_comm_mpi = {
     .name = "mpi",
+    .device = ZL_DEVICE_CPU,
     .open = mpi_open,
     .close = mpi_close,
     .start = mpi_start,

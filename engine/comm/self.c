@@ -39,6 +39,7 @@ static zl_status self_start(zl_comm *c, const zli_coll *coll, void **pending)
 
 const zli_comm_backend zli_comm_self = {
     .name = "self",
+    .device = ZL_DEVICE_CPU,
     .open = self_open,
     .close = self_close,
     .start = self_start,

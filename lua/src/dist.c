@@ -1,7 +1,7 @@
 /* The binding of engine/comm for zlua.dist: one process-wide communicator per
- * Lua state, opened on first use (the MPI backend when the process was started
- * by mpirun, the self backend otherwise), and the collectives on tensors,
- * blocking or as a request userdata to wait on. */
+ * Lua state, opened by dist_init with a named backend or on first use (the MPI
+ * backend when the process was started by mpirun, the self backend otherwise),
+ * and the collectives on tensors, blocking or as a request userdata to wait on. */
 #include <stdlib.h>
 #include <string.h>
 #include "binding.h"
@@ -24,15 +24,24 @@ static int comm_gc(lua_State *L)
     return 0;
 }
 
-/* The state's communicator: kept in the registry, closed with the state. */
-zl_comm *zlb_comm_of(lua_State *L)
+static const char *default_backend(void)
 {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, ZLB_COMM_KEY) == LUA_TUSERDATA) {
-        zl_comm *c = ((zlb_comm *)lua_touserdata(L, -1))->c;
-        lua_pop(L, 1);
-        return c;
-    }
+    return getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self";
+}
+
+/* The state's communicator, or NULL before one is opened. */
+static zl_comm *comm_opened(lua_State *L)
+{
+    zl_comm *c = NULL;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, ZLB_COMM_KEY) == LUA_TUSERDATA) c = ((zlb_comm *)lua_touserdata(L, -1))->c;
     lua_pop(L, 1);
+    return c;
+}
+
+/* Open the state's communicator on `backend`: kept in the registry, closed
+ * with the state. */
+static zl_comm *comm_open(lua_State *L, const char *backend)
+{
     zlb_comm *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->c = NULL;
     if (luaL_newmetatable(L, ZLB_COMM_MT)) {
@@ -40,10 +49,32 @@ zl_comm *zlb_comm_of(lua_State *L)
         lua_setfield(L, -2, "__gc");
     }
     lua_setmetatable(L, -2);
-    const char *backend = getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self";
     if (zl_comm_open(backend, &u->c)) zlb_raise(L);
     lua_setfield(L, LUA_REGISTRYINDEX, ZLB_COMM_KEY);
     return u->c;
+}
+
+zl_comm *zlb_comm_of(lua_State *L)
+{
+    zl_comm *c = comm_opened(L);
+    return c ? c : comm_open(L, default_backend());
+}
+
+/* dist_init([backend]): open the communicator on backend ("self", "mpi" or
+ * "nccl"; nil: as on first use). Once open, asking again for the same backend
+ * does nothing and another one is an error naming both. */
+static int l_init(lua_State *L)
+{
+    const char *backend = luaL_optstring(L, 1, NULL);
+    zl_comm *c = comm_opened(L);
+    if (!c) {
+        comm_open(L, backend ? backend : default_backend());
+        return 0;
+    }
+    if (backend && strcmp(backend, zl_comm_backend(c)) != 0)
+        return zlb_error(L, "dist: the communicator is already open with backend '%s'; cannot open '%s' as well",
+                         zl_comm_backend(c), backend);
+    return 0;
 }
 
 static zl_comm_op check_op(lua_State *L, int idx)
@@ -209,7 +240,7 @@ void zlb_open_dist(lua_State *L)
         {"dist_rank", l_rank},           {"dist_world_size", l_size},      {"dist_local_rank", l_local_rank},
         {"dist_backend", l_backend},     {"dist_barrier", l_barrier},      {"dist_allreduce", l_allreduce},
         {"dist_reduce_scatter", l_reduce_scatter}, {"dist_allgather", l_allgather},
-        {"dist_broadcast", l_broadcast}, {"dist_set_timeout", l_set_timeout},
+        {"dist_broadcast", l_broadcast}, {"dist_set_timeout", l_set_timeout}, {"dist_init", l_init},
         {"dist_barrier_async", l_barrier_async},   {"dist_allreduce_async", l_allreduce_async},
         {"dist_reduce_scatter_async", l_reduce_scatter_async}, {"dist_allgather_async", l_allgather_async},
         {"dist_broadcast_async", l_broadcast_async}, {NULL, NULL},

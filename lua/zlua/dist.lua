@@ -1,9 +1,10 @@
 --[=[ zlua.dist: this process's place among the ranks and collectives on
   tensors, over the engine's communicator (engine/include/zlua/comm.h): the
   MPI backend when the process was started by mpirun (zlua --nprocs N), a
-  single-rank one otherwise.
+  single-rank one otherwise, unless init_process_group named one first.
 
   local dist = require 'zlua.dist'
+  dist.init_process_group(['self'|'mpi'|'nccl'])               -- before any collective; nccl takes CUDA tensors
   dist.rank(), dist.local_rank(), dist.world_size()
   dist.barrier([async_op])
   dist.all_reduce(t [, 'sum'|'max'|'min'|'avg' [, async_op]])   -- in place
@@ -29,6 +30,15 @@ function dist.rank() return core.dist_rank() end
 function dist.local_rank() return core.dist_local_rank() end
 function dist.world_size() return core.dist_world_size() end
 function dist.backend() return core.dist_backend() end
+
+-- torch.distributed's name; its backend may also come as {backend = 'nccl'}.
+function dist.init_process_group(backend)
+  if type(backend) == 'table' then backend = backend.backend end
+  if backend ~= nil and type(backend) ~= 'string' then
+    error(string.format('dist.init_process_group: backend must be a string, got %s', type(backend)), 2)
+  end
+  core.dist_init(backend)
+end
 function dist.set_timeout(seconds) core.dist_set_timeout(seconds) end
 
 -- torch.distributed's names, which DistributedSampler and ported scripts use.

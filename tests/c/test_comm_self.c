@@ -48,7 +48,7 @@ TEST(open_and_query)
 TEST(open_errors)
 {
     zl_comm *c = (zl_comm *)1;
-    CHECK_ERR(zl_comm_open("nccl", &c), "comm_open: unknown backend 'nccl'");
+    CHECK_ERR(zl_comm_open("gloo", &c), "comm_open: unknown backend 'gloo' (expected \"self\", \"mpi\" or \"nccl\")");
     CHECK(c == NULL);
     CHECK_ERR(zl_comm_open(NULL, &c), "unknown backend '(null)'");
     CHECK_ERR(zl_comm_open("self", NULL), "comm_open: out is NULL");

@@ -1,6 +1,7 @@
 /* zlua/comm.h — collectives between ranks: allreduce, reduce_scatter, allgather,
- * broadcast and barrier on contiguous CPU tensors, blocking or as a request to
- * wait on. Backends: "self" (one process) and "mpi" (OpenMPI). */
+ * broadcast and barrier on contiguous tensors, blocking or as a request to wait
+ * on. Backends: "self" (one process) and "mpi" (OpenMPI) on CPU tensors, "nccl"
+ * on CUDA tensors. */
 #ifndef ZLUA_COMM_H
 #define ZLUA_COMM_H
 
@@ -14,8 +15,11 @@ extern "C" {
 typedef struct zl_comm zl_comm;
 typedef struct zl_comm_request zl_comm_request;
 
-/* Reductions. f16 and bf16 are reduced in f32 and rounded once at the end;
- * AVG is the f32 sum divided by the world size. Values are stable. */
+/* Reductions. On "self" and "mpi", f16 and bf16 are reduced in f32 and
+ * rounded once at the end, and AVG is the f32 sum divided by the world size.
+ * On "nccl" each dtype is reduced in its own type, as NCCL does (a bf16 sum
+ * rounds at every step, so it may differ from mpi's in the last bits), and AVG
+ * is NCCL's. Values are stable for a given backend and world size. */
 typedef enum zl_comm_op {
     ZL_COMM_SUM = 0,
     ZL_COMM_MAX = 1,
@@ -25,9 +29,19 @@ typedef enum zl_comm_op {
 
 /* Open a communicator over every rank of the job. backend is "self" (rank 0 of 1)
  * or "mpi" (initialises MPI unless the host already did; collective: every rank
- * must call it). The timeout starts at 30 minutes, or at $ZLUA_COMM_TIMEOUT
- * seconds when set. *out receives a new handle; ZL_EINVAL for an unknown backend
- * or a bad $ZLUA_COMM_TIMEOUT, ZL_EIO when MPI cannot start. */
+ * must call it), or "nccl" (collective too): rank and world size from the
+ * launcher (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK under mpirun, else
+ * RANK/WORLD_SIZE/LOCAL_RANK; neither: rank 0 of 1), each rank on device
+ * cuda:<local rank>. Rank 0's NCCL id reaches the others through the file named
+ * by $ZLUA_NCCL_ID_FILE when set (one host; the file must not exist yet, and is
+ * removed once all have joined), else over MPI, which then stays initialised
+ * while the communicator is open and also watches for lost ranks as "mpi" does.
+ * The timeout starts at 30 minutes, or at $ZLUA_COMM_TIMEOUT seconds when set;
+ * "nccl" applies it to joining as well. *out receives a new handle; ZL_EINVAL for
+ * an unknown backend or a bad $ZLUA_COMM_TIMEOUT, ZL_EIO when MPI or NCCL cannot
+ * start, ZL_EDEVICE for "nccl" in a build without NCCL ("this zlua was built
+ * without NCCL ..."), without a GPU ("no CUDA device: ...") or with fewer
+ * devices than ranks on the host. */
 ZL_API zl_status zl_comm_open(const char *backend, zl_comm **out);
 /* Close (collective for "mpi"). NULL is a no-op. Requests not yet waited on keep
  * the communicator alive until they are; MPI is finalised with the last mpi
@@ -38,7 +52,7 @@ ZL_API int zl_comm_rank(const zl_comm *c);
 ZL_API int zl_comm_size(const zl_comm *c);
 /* Rank among the processes of this host. */
 ZL_API int zl_comm_local_rank(const zl_comm *c);
-/* "self" or "mpi"; borrowed. */
+/* "self", "mpi" or "nccl"; borrowed. */
 ZL_API const char *zl_comm_backend(const zl_comm *c);
 
 /* A collective that has not completed after `seconds` (> 0) fails with ZL_EIO
@@ -59,8 +73,11 @@ ZL_API const char *zl_comm_backend(const zl_comm *c);
 ZL_API zl_status zl_comm_set_timeout(zl_comm *c, double seconds);
 ZL_API double zl_comm_timeout(const zl_comm *c);
 
-/* Every rank passes tensors of the same dtype and numel, contiguous, on the CPU.
- * Reductions accept f32, f16 and bf16; allgather and broadcast any dtype.
+/* Every rank passes tensors of the same dtype and numel, contiguous, on the CPU
+ * for "self" and "mpi", on cuda:<local rank> for "nccl" (which runs them on its
+ * own stream, after the work queued on the default stream so far; a host that
+ * wrote them on a stream of its own synchronises it first). Reductions accept f32, f16 and bf16; allgather and
+ * broadcast any dtype.
  *  allreduce:      t = op over ranks of t, in place.
  *  reduce_scatter: in holds size * numel(out) elements; out receives this rank's
  *                  slice (elements [rank*n, (rank+1)*n)) of the reduction of in.

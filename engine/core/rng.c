@@ -48,6 +48,7 @@ void zl_manual_seed(uint64_t seed) { zl_generator_seed(NULL, seed); }
 static zl_status fill(zl_tensor *t, bool normal, double a, double b, zl_generator *g)
 {
     if (zli_check_arg(normal ? "normal_" : "uniform_", "tensor", t)) return ZL_EINVAL;
+    if (zli_need_host(normal ? "normal_" : "uniform_", "the tensor", t)) return ZL_EDEVICE;
     if (!zl_dtype_traits_of(t->dtype)->is_float)
         return zl_error(ZL_EDTYPE, "%s: needs a float tensor, got %s", normal ? "normal_" : "uniform_",
                         zl_dtype_name(t->dtype));

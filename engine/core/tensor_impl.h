@@ -26,6 +26,11 @@ typedef struct zli_device_ops {
     zl_status (*copy)(zl_tensor *dst, const zl_tensor *src);
     zl_status (*fill)(zl_tensor *t, double v);
     zl_status (*add)(zl_tensor *dst, const zl_tensor *src, double alpha);
+    /* dst (contiguous, on the device) = src (contiguous, host memory, same bytes). */
+    zl_status (*from_host)(zl_tensor *dst, const zl_tensor *src);
+    /* The ops layer's kernels on this device (ops/device_kernels.h); core
+     * never looks inside. NULL: the device runs no op. */
+    const void *kernels;
 } zli_device_ops;
 
 struct zl_storage {

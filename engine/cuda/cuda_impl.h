@@ -45,5 +45,8 @@ static inline zlm_view zli_cuda_view_of(const zl_tensor *t)
 ZLI_HIDDEN zl_status zli_cuda_copy_into(zl_tensor *dst, const zl_tensor *src);
 ZLI_HIDDEN zl_status zli_cuda_fill(zl_tensor *t, double v);
 ZLI_HIDDEN zl_status zli_cuda_add(zl_tensor *dst, const zl_tensor *src, double alpha);
+ZLI_HIDDEN zl_status zli_cuda_from_host(zl_tensor *dst, const zl_tensor *src);
+/* The ops layer's kernels on CUDA (ops.c), as an opaque table for core. */
+ZLI_HIDDEN extern const struct zli_dev_kernels zli_cuda_kernels;
 
 #endif

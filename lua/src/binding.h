@@ -34,10 +34,13 @@ void zlb_push_tensor(lua_State *L, zl_tensor *t);
  * reaches through it runs on the CPU). */
 zl_tensor *zlb_check_tensor(lua_State *L, int idx);
 /* The same on any device: for what reads only the header (shape, dtype,
- * device) or moves the tensor between devices. */
+ * device), moves the tensor between devices, or calls an op, which runs on
+ * the tensor's device or refuses it by name (engine/ops/device_kernels.h). */
 zl_tensor *zlb_check_tensor_any(lua_State *L, int idx);
 /* As zlb_check_tensor, but nil or none gives NULL. */
 zl_tensor *zlb_opt_tensor(lua_State *L, int idx);
+/* As zlb_opt_tensor, on any device. */
+zl_tensor *zlb_opt_tensor_any(lua_State *L, int idx);
 /* End a binding whose result was stored into the box on top of the stack:
  * raises when `t` is NULL, otherwise lets memory growth drive the collector.
  * Returns 1 (the box). */

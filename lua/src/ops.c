@@ -7,7 +7,7 @@
 #define ZLB_OP1(name, call)                       \
     static int name(lua_State *L)                 \
     {                                             \
-        zl_tensor *x = zlb_check_tensor(L, 1);    \
+        zl_tensor *x = zlb_check_tensor_any(L, 1);    \
         zl_tensor **out = zlb_new_tensor(L);      \
         *out = call(x);                           \
         return zlb_result(L, *out);               \
@@ -15,7 +15,7 @@
 #define ZLB_OP2(name, call)                                                  \
     static int name(lua_State *L)                                            \
     {                                                                        \
-        zl_tensor *a = zlb_check_tensor(L, 1), *b = zlb_check_tensor(L, 2);  \
+        zl_tensor *a = zlb_check_tensor_any(L, 1), *b = zlb_check_tensor_any(L, 2);  \
         zl_tensor **out = zlb_new_tensor(L);                                 \
         *out = call(a, b);                                                   \
         return zlb_result(L, *out);                                          \
@@ -42,7 +42,7 @@ ZLB_OP1(abs_, zl_abs)
 
 static int pow_scalar(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     double e = luaL_checknumber(L, 2);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_pow_scalar(x, e);
@@ -51,7 +51,7 @@ static int pow_scalar(lua_State *L)
 
 static int affine(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     double s = luaL_checknumber(L, 2), a = luaL_checknumber(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_affine(x, s, a);
@@ -60,7 +60,7 @@ static int affine(lua_State *L)
 
 static int gelu(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     bool approximate = lua_toboolean(L, 2);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_gelu(x, approximate);
@@ -70,7 +70,7 @@ static int gelu(lua_State *L)
 /* reduce(x, dim, keepdim): dim is 0-based or ALL_DIMS. */
 static int reduce(lua_State *L, zl_tensor *(*fn)(zl_tensor *, int, bool))
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     int d = (int)luaL_checkinteger(L, 2);
     bool keepdim = lua_toboolean(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
@@ -85,7 +85,7 @@ static int argmax(lua_State *L) { return reduce(L, zl_argmax); }
 
 static int linear(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1), *w = zlb_check_tensor(L, 2), *b = zlb_opt_tensor(L, 3);
+    zl_tensor *x = zlb_check_tensor_any(L, 1), *w = zlb_check_tensor_any(L, 2), *b = zlb_opt_tensor_any(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_linear(x, w, b);
     return zlb_result(L, *out);
@@ -93,7 +93,7 @@ static int linear(lua_State *L)
 
 static int softmax_like(lua_State *L, zl_tensor *(*fn)(zl_tensor *, int))
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     int d = (int)luaL_checkinteger(L, 2);
     zl_tensor **out = zlb_new_tensor(L);
     *out = fn(x, d);
@@ -113,7 +113,7 @@ static zl_reduction check_reduction(lua_State *L, int idx)
 /* cross_entropy(logits, target, ignore_index, reduction) */
 static int cross_entropy(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1), *y = zlb_check_tensor(L, 2);
+    zl_tensor *x = zlb_check_tensor_any(L, 1), *y = zlb_check_tensor_any(L, 2);
     lua_Integer ignore = luaL_optinteger(L, 3, -100);
     zl_reduction red = check_reduction(L, 4);
     zl_tensor **out = zlb_new_tensor(L);
@@ -123,7 +123,7 @@ static int cross_entropy(lua_State *L)
 
 static int mse_loss(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1), *y = zlb_check_tensor(L, 2);
+    zl_tensor *x = zlb_check_tensor_any(L, 1), *y = zlb_check_tensor_any(L, 2);
     zl_reduction red = check_reduction(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_mse_loss(x, y, red);
@@ -133,9 +133,9 @@ static int mse_loss(lua_State *L)
 /* layer_norm(x, nnorm, weight|nil, bias|nil, eps) */
 static int layer_norm(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     int nnorm = (int)luaL_checkinteger(L, 2);
-    zl_tensor *w = zlb_opt_tensor(L, 3), *b = zlb_opt_tensor(L, 4);
+    zl_tensor *w = zlb_opt_tensor_any(L, 3), *b = zlb_opt_tensor_any(L, 4);
     double eps = luaL_optnumber(L, 5, 1e-5);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_layer_norm(x, nnorm, w, b, eps);
@@ -145,7 +145,7 @@ static int layer_norm(lua_State *L)
 /* embedding(weight, indices): the engine's order. */
 static int embedding(lua_State *L)
 {
-    zl_tensor *w = zlb_check_tensor(L, 1), *idx = zlb_check_tensor(L, 2);
+    zl_tensor *w = zlb_check_tensor_any(L, 1), *idx = zlb_check_tensor_any(L, 2);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_embedding(w, idx);
     return zlb_result(L, *out);
@@ -154,7 +154,7 @@ static int embedding(lua_State *L)
 /* dropout(x, p, training, generator|nil) */
 static int dropout(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     double p = luaL_checknumber(L, 2);
     bool training = lua_toboolean(L, 3);
     zl_generator *g = zlb_opt_generator(L, 4);
@@ -166,7 +166,7 @@ static int dropout(lua_State *L)
 /* conv2d(x, w, b|nil, stride_h, stride_w, pad_h, pad_w) */
 static int conv2d(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1), *w = zlb_check_tensor(L, 2), *b = zlb_opt_tensor(L, 3);
+    zl_tensor *x = zlb_check_tensor_any(L, 1), *w = zlb_check_tensor_any(L, 2), *b = zlb_opt_tensor_any(L, 3);
     int sh = (int)luaL_checkinteger(L, 4), sw = (int)luaL_checkinteger(L, 5);
     int ph = (int)luaL_checkinteger(L, 6), pw = (int)luaL_checkinteger(L, 7);
     zl_tensor **out = zlb_new_tensor(L);
@@ -177,7 +177,7 @@ static int conv2d(lua_State *L)
 /* max_pool2d(x, kh, kw, stride_h, stride_w, pad_h, pad_w) */
 static int max_pool2d(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     int kh = (int)luaL_checkinteger(L, 2), kw = (int)luaL_checkinteger(L, 3);
     int sh = (int)luaL_checkinteger(L, 4), sw = (int)luaL_checkinteger(L, 5);
     int ph = (int)luaL_checkinteger(L, 6), pw = (int)luaL_checkinteger(L, 7);
@@ -189,7 +189,7 @@ static int max_pool2d(lua_State *L)
 /* attention(q, k, v, causal, scale); scale <= 0 means 1/sqrt(D). */
 static int attention(lua_State *L)
 {
-    zl_tensor *q = zlb_check_tensor(L, 1), *k = zlb_check_tensor(L, 2), *v = zlb_check_tensor(L, 3);
+    zl_tensor *q = zlb_check_tensor_any(L, 1), *k = zlb_check_tensor_any(L, 2), *v = zlb_check_tensor_any(L, 3);
     bool causal = lua_toboolean(L, 4);
     double scale = luaL_optnumber(L, 5, 0.0);
     zl_tensor **out = zlb_new_tensor(L);
@@ -224,9 +224,9 @@ static int stack(lua_State *L) { return join(L, zl_stack); }
 
 static int index_select(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1);
+    zl_tensor *x = zlb_check_tensor_any(L, 1);
     int d = (int)luaL_checkinteger(L, 2);
-    zl_tensor *idx = zlb_check_tensor(L, 3);
+    zl_tensor *idx = zlb_check_tensor_any(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_index_select(x, d, idx);
     return zlb_result(L, *out);
@@ -234,7 +234,7 @@ static int index_select(lua_State *L)
 
 static int where(lua_State *L)
 {
-    zl_tensor *c = zlb_check_tensor(L, 1), *a = zlb_check_tensor(L, 2), *b = zlb_check_tensor(L, 3);
+    zl_tensor *c = zlb_check_tensor_any(L, 1), *a = zlb_check_tensor_any(L, 2), *b = zlb_check_tensor_any(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_where(c, a, b);
     return zlb_result(L, *out);
@@ -242,7 +242,7 @@ static int where(lua_State *L)
 
 static int masked_fill(lua_State *L)
 {
-    zl_tensor *x = zlb_check_tensor(L, 1), *mask = zlb_check_tensor(L, 2);
+    zl_tensor *x = zlb_check_tensor_any(L, 1), *mask = zlb_check_tensor_any(L, 2);
     double v = luaL_checknumber(L, 3);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_masked_fill(x, mask, v);

@@ -46,8 +46,8 @@ zl_tensor *zlb_check_tensor(lua_State *L, int idx)
     if (zl_tensor_device(t) != ZL_DEVICE_CPU) {
         char where[32];
         zl_device_str(zl_tensor_device(t), zl_tensor_device_index(t), where, sizeof where);
-        zlb_error(L, "argument #%d is a tensor on %s, and this operation has no CUDA kernel yet (issue 12): "
-                  "move it with t:cpu() first", idx, where);
+        zlb_error(L, "argument #%d is a tensor on %s, and this runs on the CPU only: move it with t:cpu() first",
+                  idx, where);
     }
     return t;
 }
@@ -70,6 +70,11 @@ zl_tensor *zlb_check_tensor_any(lua_State *L, int idx)
 zl_tensor *zlb_opt_tensor(lua_State *L, int idx)
 {
     return lua_isnoneornil(L, idx) ? NULL : zlb_check_tensor(L, idx);
+}
+
+zl_tensor *zlb_opt_tensor_any(lua_State *L, int idx)
+{
+    return lua_isnoneornil(L, idx) ? NULL : zlb_check_tensor_any(L, idx);
 }
 
 int zlb_error(lua_State *L, const char *fmt, ...)

@@ -52,7 +52,9 @@ else
     check(zl.cuda.memory_allocated() > 0)
     local back = d:cpu()
     check_eq(back:sub(x):abs():max():item(), 0)
-    check_error(function() return d + d end, 'is a tensor on cuda:0, and this operation has no CUDA kernel yet')
+    check_eq(((d + d):cpu() - x * 2):abs():max():item(), 0)
+    check_error(function() return d:sum() end, 'is on cuda:0')
+    check_error(function() return d:item() end, 'is a tensor on cuda:0, and this runs on the CPU only')
   end)
 end
 

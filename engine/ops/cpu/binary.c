@@ -5,7 +5,7 @@
  * depend on timing. */
 #include <math.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ, B_LT, B_GT };
 
@@ -108,7 +108,10 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
 {
     const char *op = names[kind];
     zl_tensor *in[2] = {a, b};
-    if (zli_op_begin(op, 2, in)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, 2, in)) return NULL;
+    if ((on = zli_op_device(op, 2, in, &k, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     int nd;
     int64_t shape[ZL_MAX_DIMS];
     if (zl_broadcast_shapes(a->ndim, a->shape, b->ndim, b->shape, &nd, shape)) {
@@ -118,15 +121,38 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     bool cmp = kind >= B_EQ;
     zl_dtype rdt = cmp ? ZL_DTYPE_BOOL : zli_promote(a->dtype, b->dtype);
     bool ints = !zl_dtype_traits_of(a->dtype)->is_float && !zl_dtype_traits_of(b->dtype)->is_float;
+    if (ints && on) {
+        zl_error(ZL_EDEVICE, "%s: integer operands on a device are not supported yet (issue 12)", op);
+        return zli_op_end(op, 2, in, NULL);
+    }
     if (ints) {
         /* True division of integers gives a float, as in PyTorch and Lua. */
         if (kind == B_DIV) rdt = ZL_DTYPE_F32;
         return zli_op_end(op, 2, in, binary_int(kind, a, b, nd, shape, rdt));
     }
-    zl_tensor *fa = a->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(a) : zli_copy_as(a, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
-    zl_tensor *fb = b->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(b) : zli_copy_as(b, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
-    zl_tensor *out = fa && fb ? zli_new_f32(nd, shape) : NULL;
-    if (out) binary_f32(kind, fa, fb, out);
+    zl_tensor *fa, *fb, *out;
+    if (on) {
+        /* On a device the operands come over contiguous (a host scalar too). */
+        const zl_tensor *home = a->storage->dev ? a : b;
+        fa = zli_f32c_like(a, home);
+        fb = fa ? zli_f32c_like(b, home) : NULL;
+        out = fb ? zli_new_f32_like(home, nd, shape) : NULL;
+        if (out) {
+            int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
+            zli_bcast_strides(fa, nd, shape, sa);
+            zli_bcast_strides(fb, nd, shape, sb);
+            if (k->binary(index, kind, nd, shape, sa, sb, zl_tensor_data(fa), zl_tensor_data(fb),
+                          zl_tensor_data(out))) {
+                zl_tensor_release(out);
+                out = NULL;
+            }
+        }
+    } else {
+        fa = a->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(a) : zli_copy_as(a, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
+        fb = b->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(b) : zli_copy_as(b, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
+        out = fa && fb ? zli_new_f32(nd, shape) : NULL;
+        if (out) binary_f32(kind, fa, fb, out);
+    }
     zl_tensor_release(fa);
     zl_tensor_release(fb);
     out = zli_cast_result(out, rdt);

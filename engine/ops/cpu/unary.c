@@ -2,7 +2,7 @@
  * pass over (x, y, g) rather than a chain of elementwise ops. */
 #include <math.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 enum { U_NEG, U_EXP, U_LOG, U_SQRT, U_TANH, U_SIGMOID, U_RELU, U_ABS, U_POW, U_AFFINE, U_GELU, U_GELU_TANH };
 
@@ -74,25 +74,46 @@ static void backward_kernel(int kind, int64_t n, const float *restrict x, const 
 static zl_status unary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     int kind = (int)n->i[0];
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    zl_tensor *in[2] = {n->inputs[0], g};
+    int on = zli_op_device(names[kind], 2, in, &k, &index);
+    if (on < 0) return zli_last_code();
     zl_tensor *x = zli_f32c(n->inputs[0]);
     zl_tensor *y = n->saved[0] ? zli_f32c(n->saved[0]) : NULL;
-    zl_tensor *gx = x ? zli_new_f32(g->ndim, g->shape) : NULL;
-    if (gx)
+    zl_tensor *gc = zli_f32c(g);
+    zl_tensor *gx = x && gc && (y || !n->saved[0]) ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
+    zl_status st = gx ? ZL_OK : ZL_ENOMEM;
+    if (gx && on)
+        st = k->unary_backward(index, kind, zl_tensor_numel(g), zl_tensor_data(x), y ? zl_tensor_data(y) : NULL,
+                               zl_tensor_data(gc), zl_tensor_data(gx), (float)n->f[0]);
+    else if (gx)
         backward_kernel(kind, zl_tensor_numel(g), zl_tensor_data(x), y ? zl_tensor_data(y) : NULL,
-                        zl_tensor_data(g), zl_tensor_data(gx), (float)n->f[0]);
+                        zl_tensor_data(gc), zl_tensor_data(gx), (float)n->f[0]);
     zl_tensor_release(x);
     zl_tensor_release(y);
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gx); return st; }
     gin[0] = gx;
-    return gx ? ZL_OK : ZL_ENOMEM;
+    return ZL_OK;
 }
 
 static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
 {
     const char *op = names[kind];
-    if (zli_op_begin(op, 1, &x)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     zl_tensor *xf = zli_f32c(x);
-    zl_tensor *y = xf ? zli_new_f32(x->ndim, x->shape) : NULL;
-    if (y) forward_kernel(kind, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(y), (float)p0, (float)p1);
+    zl_tensor *y = xf ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    if (y && on && k->unary(index, kind, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(y), (float)p0,
+                            (float)p1)) {
+        zl_tensor_release(y);
+        y = NULL;
+    } else if (y && !on) {
+        forward_kernel(kind, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(y), (float)p0, (float)p1);
+    }
     zl_tensor_release(xf);
     zl_dtype rdt = zl_dtype_traits_of(x->dtype)->is_float ? x->dtype : ZL_DTYPE_F32;
     if (kind == U_NEG || kind == U_ABS || kind == U_RELU) rdt = x->dtype == ZL_DTYPE_BOOL ? ZL_DTYPE_F32 : x->dtype;

@@ -1,0 +1,43 @@
+/* The ops layer's kernel table for CUDA devices (ops/device_kernels.h): each
+ * entry launches its kernel from kernels/ on f32 buffers and waits for it, so
+ * an op's result is ready, and its errors known, when the op returns. */
+#include <cuda_runtime_api.h>
+#include "cuda_impl.h"
+#include "kernels/kernels.h"
+#include "../ops/device_kernels.h"
+
+static zl_status done(int index, const char *what, int launched)
+{
+    int e = launched ? launched : (int)cudaDeviceSynchronize();
+    if (!e) return ZL_OK;
+    return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s", index, what, cudaGetErrorString((cudaError_t)e));
+}
+
+static zl_status unary(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "unary op", zlk_cuda_unary_forward(kind, n, x, ZLM_F32, y, ZLM_F32, p0, p1, NULL));
+}
+
+static zl_status unary_backward(int index, int kind, int64_t n, const float *x, const float *y, const float *g,
+                                float *gx, float p0)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "unary op backward",
+                zlk_cuda_unary_backward(kind, n, x, ZLM_F32, y, ZLM_F32, g, ZLM_F32, gx, p0, NULL));
+}
+
+static zl_status binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                        const float *a, const float *b, float *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlk_bcast bc = {.ndim = ndim};
+    for (int i = 0; i < ndim; i++) {
+        bc.shape[i] = shape[i];
+        bc.sa[i] = sa[i];
+        bc.sb[i] = sb[i];
+    }
+    return done(index, "binary op", zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
+}
+
+const zli_dev_kernels zli_cuda_kernels = {.unary = unary, .unary_backward = unary_backward, .binary = binary};

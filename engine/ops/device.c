@@ -1,0 +1,45 @@
+/* How an op finds the device its inputs live on and places its work buffers
+ * there (ops/device_kernels.h). */
+#include <stdio.h>
+#include "device_kernels.h"
+
+int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_kernels **kernels, int *index)
+{
+    const zl_tensor *dev = NULL;
+    for (int i = 0; i < n; i++)
+        if (in[i]->storage->dev) { dev = in[i]; break; }
+    if (!dev) return 0;
+    for (int i = 0; i < n; i++) {
+        const zl_tensor *t = in[i];
+        if (!t->storage->dev && zl_tensor_numel(t) == 1) continue;
+        if (zli_same_device(op, dev, t)) return -1;
+    }
+    *kernels = dev->storage->dev->kernels;
+    *index = dev->storage->dev_index;
+    if (*kernels) return 1;
+    char where[32];
+    zl_device_str(zl_tensor_device(dev), zl_tensor_device_index(dev), where, sizeof where);
+    zl_error(ZL_EDEVICE, "%s: %s runs no ops", op, where);
+    return -1;
+}
+
+zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape)
+{
+    const zl_storage *s = like->storage;
+    if (!s->dev) return zli_new_f32(ndim, shape);
+    return s->dev->alloc(ZL_DTYPE_F32, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
+}
+
+zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
+{
+    const zl_storage *ls = like->storage;
+    if (t->storage->dev || !ls->dev) return zli_f32c(t);
+    zl_tensor *h = zli_f32c(t);
+    zl_tensor *d = h ? ls->dev->alloc(ZL_DTYPE_F32, t->ndim, t->shape, ZL_MEM_ACTIVATIONS, ls->dev_index) : NULL;
+    if (d && ls->dev->from_host(d, h)) {
+        zl_tensor_release(d);
+        d = NULL;
+    }
+    zl_tensor_release(h);
+    return d;
+}

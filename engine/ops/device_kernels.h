@@ -1,0 +1,34 @@
+/* The ops that run on a device: the kernel table a device hands the ops layer
+ * (through its storage's zli_device_ops.kernels) and the helpers an op uses
+ * to find where its inputs live and to put its f32 work buffers there. The
+ * kernels take contiguous f32 buffers in the device's memory, as the CPU
+ * kernels take them in host memory. */
+#ifndef ZL_OPS_DEVICE_KERNELS_H
+#define ZL_OPS_DEVICE_KERNELS_H
+
+#include "op_util.h"
+
+typedef struct zli_dev_kernels {
+    /* y[n] = f(x[n]); kind is unary.c's (and cuda/math/unary.h's) code. */
+    zl_status (*unary)(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1);
+    /* gx[n] = g * f'(x); y is the op's output, or NULL where f' does not need it. */
+    zl_status (*unary_backward)(int index, int kind, int64_t n, const float *x, const float *y, const float *g,
+                                float *gx, float p0);
+    /* out[shape] (contiguous) = a (op) b, each read through its strides
+     * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
+    zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                        const float *a, const float *b, float *out);
+} zli_dev_kernels;
+
+/* Where an op's inputs live, all in one place: 0 for host memory, 1 for a
+ * device (*kernels and *index set), or -1 with an error naming the op when
+ * they are spread over devices or the device has no kernels. Host tensors of
+ * one element go along with device ones, as PyTorch lets CPU scalars do. */
+ZLI_HIDDEN int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_kernels **kernels,
+                             int *index);
+/* A new f32 tensor charged to activations, in the memory `like` lives in. */
+ZLI_HIDDEN zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape);
+/* zli_f32c(t), in the memory `like` lives in (a host scalar is copied over). */
+ZLI_HIDDEN zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like);
+
+#endif

@@ -40,4 +40,6 @@ static zl_status binary(int index, int kind, int ndim, const int64_t *shape, con
     return done(index, "binary op", zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
 }
 
-const zli_dev_kernels zli_cuda_kernels = {.unary = unary, .unary_backward = unary_backward, .binary = binary};
+const zli_dev_kernels zli_cuda_kernels = {
+    .unary = unary, .unary_backward = unary_backward, .binary = binary, .gemm = zli_cuda_gemm,
+};

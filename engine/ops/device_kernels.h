@@ -18,6 +18,9 @@ typedef struct zli_dev_kernels {
      * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
     zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
                         const float *a, const float *b, float *out);
+    /* C[M,N] = op(A)[M,K] op(B)[K,N], row-major with leading dims, as zli_sgemm. */
+    zl_status (*gemm)(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float *C, int64_t ldc);
 } zli_dev_kernels;
 
 /* Where an op's inputs live, all in one place: 0 for host memory, 1 for a

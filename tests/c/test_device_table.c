@@ -82,8 +82,24 @@ static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape
     return ZL_OK;
 }
 
+/* A plain triple loop: the order differs from OpenBLAS's, so GEMM results
+ * are compared to a tolerance, not bit for bit. */
+static zl_status fake_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           const float *B, int64_t ldb, float *C, int64_t ldc)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < K; p++) s += (double)(ta ? A[p * lda + i] : A[i * lda + p]) *
+                                                   (tb ? B[j * ldb + p] : B[p * ldb + j]);
+            C[i * ldc + j] = (float)s;
+        }
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
-    .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary,
+    .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .gemm = fake_gemm,
 };
 
 static const zli_device_ops fake = {
@@ -279,6 +295,63 @@ TEST(elementwise_ops_and_their_backward_on_the_device)
     CHECK_ERR(zl_backward(ds2, dg, false), "sum to shape: the gradient is on cuda:7");
     zl_tensor *objs[] = {dg, ds2, ds, hs, da, drow, row, pa, gh, bh, ah};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static void check_close_host(const zl_tensor *a, const zl_tensor *dev, double tol, const char *what)
+{
+    zl_tensor *b = from_fake(dev);
+    CHECK(zl_tensor_numel(a) == zl_tensor_numel(b));
+    for (int64_t i = 0; i < zl_tensor_numel(a); i++)
+        if (!(fabs(zl_tensor_get(a, i) - zl_tensor_get(b, i)) <= tol * (1 + fabs(zl_tensor_get(a, i))))) {
+            zt_fail(__FILE__, __LINE__, "%s: element %lld is %.9g on the device, %.9g on the host", what,
+                    (long long)i, zl_tensor_get(b, i), zl_tensor_get(a, i));
+            break;
+        }
+    zl_tensor_release(b);
+}
+
+/* matmul forward and backward for the layouts the GEMM sees: plain, a
+ * transposed operand, batched, batch rows folded into one GEMM, bf16 inputs. */
+TEST(matmul_and_its_backward_on_the_device)
+{
+    struct { int64_t as[3], bs[3]; int na, nb; bool trans_b; zl_dtype dt; } cases[] = {
+        {{4, 6}, {6, 5}, 2, 2, false, ZL_DTYPE_F32},
+        {{4, 6}, {5, 6}, 2, 2, true, ZL_DTYPE_F32},
+        {{3, 4, 6}, {3, 6, 5}, 3, 3, false, ZL_DTYPE_F32},
+        {{3, 4, 6}, {6, 5}, 3, 2, false, ZL_DTYPE_F32},
+        {{4, 6}, {6, 5}, 2, 2, false, ZL_DTYPE_BF16},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        zl_tensor *ar = zl_tensor_new(ZL_DTYPE_F32, cases[c].na, cases[c].as, ZL_MEM_OTHER);
+        zl_tensor *br = zl_tensor_new(ZL_DTYPE_F32, cases[c].nb, cases[c].bs, ZL_MEM_OTHER);
+        zl_tensor_normal_(ar, 0, 1, NULL);
+        zl_tensor_normal_(br, 0, 1, NULL);
+        zl_tensor *ah = zl_tensor_to(ar, cases[c].dt), *bh = zl_tensor_to(br, cases[c].dt);
+        zl_tensor *y[2] = {0}, *ga[2] = {0}, *gb[2] = {0};
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *a = dev ? to_fake(ah) : zl_tensor_clone(ah), *b = dev ? to_fake(bh) : zl_tensor_clone(bh);
+            zl_tensor_set_requires_grad(a, true);
+            zl_tensor_set_requires_grad(b, true);
+            zl_tensor *bt = cases[c].trans_b ? zl_tensor_transpose(b, -1, -2) : zl_tensor_retain(b);
+            y[dev] = zl_matmul(a, bt);
+            CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+            zl_tensor *s = y[dev] ? zl_tensor_to(y[dev], ZL_DTYPE_F32) : NULL;
+            zl_tensor *gh = s ? zl_tensor_full(ZL_DTYPE_F32, s->ndim, s->shape, 0.5) : NULL;
+            zl_tensor *g = !gh ? NULL : dev ? to_fake(gh) : zl_tensor_retain(gh);
+            CHECK(g && zl_backward(s, g, false) == ZL_OK);
+            ga[dev] = zl_tensor_retain(zl_tensor_grad(a));
+            gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
+            zl_tensor *objs[] = {g, gh, s, bt, b, a};
+            for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+        }
+        /* bf16 on the host takes the bf16 GEMM, on the device f32: they agree to bf16's rounding. */
+        double tol = cases[c].dt == ZL_DTYPE_BF16 ? 1e-2 : 1e-5;
+        if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "matmul");
+        if (ga[0] && ga[1]) check_close_host(ga[0], ga[1], tol, "matmul's gradient of a");
+        if (gb[0] && gb[1]) check_close_host(gb[0], gb[1], tol, "matmul's gradient of b");
+        zl_tensor *objs[] = {y[0], y[1], ga[0], ga[1], gb[0], gb[1], bh, ah, br, ar};
+        for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    }
 }
 
 TEST(host_only_paths_name_the_device)

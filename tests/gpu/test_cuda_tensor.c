@@ -84,6 +84,15 @@ TEST(caching_allocator_reuses_and_accounts)
     CHECK(zl_device_mem_stats(ZL_DEVICE_CUDA, 0, ZL_MEM_COUNT).peak >= (int64_t)4 << 20);
 }
 
+/* Ones in t's shape, on t's device. */
+static zl_tensor *ones_like(zl_tensor *t)
+{
+    zl_tensor *h = zl_tensor_full(ZL_DTYPE_F32, zl_tensor_ndim(t), zl_tensor_shape(t), 1.0);
+    zl_tensor *d = zl_tensor_to_device(h, zl_tensor_device(t), zl_tensor_device_index(t));
+    zl_tensor_release(h);
+    return d;
+}
+
 /* t on the device, moved back: the host tensor it holds. */
 static zl_tensor *host_copy(zl_tensor *t) { return zl_tensor_to_device(t, ZL_DEVICE_CPU, 0); }
 
@@ -142,6 +151,48 @@ TEST(autograd_through_device_views)
     zl_tensor_release(h);
     zl_tensor_release(results[0]);
     zl_tensor_release(results[1]);
+}
+
+static void check_close_dev(const zl_tensor *h, zl_tensor *d, double tol, const char *what)
+{
+    zl_tensor *b = d ? host_copy(d) : NULL;
+    CHECK(b && zl_tensor_numel(b) == zl_tensor_numel(h));
+    for (int64_t i = 0; b && i < zl_tensor_numel(h); i++)
+        if (!(fabs(zl_tensor_get(h, i) - zl_tensor_get(b, i)) <= tol * (1 + fabs(zl_tensor_get(h, i))))) {
+            zt_fail(__FILE__, __LINE__, "%s: element %lld is %.9g on the GPU, %.9g on the CPU", what, (long long)i,
+                    zl_tensor_get(b, i), zl_tensor_get(h, i));
+            break;
+        }
+    zl_tensor_release(b);
+}
+
+/* An MLP-like chain on the GPU against the CPU, forward and backward: the
+ * elementwise kernels (a few ulp of libm apart) and cuBLASLt (strict f32). */
+TEST(ops_and_backward_match_the_cpu)
+{
+    zl_tensor *xh = zt_randn(SHAPE(8, 16)), *wh = zt_randn(SHAPE(16, 12)), *bh = zt_randn(SHAPE(12));
+    zl_tensor *out[2], *gw[2], *gx[2];
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *x = dev ? zl_tensor_to_device(xh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(xh);
+        zl_tensor *w = dev ? zl_tensor_to_device(wh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(wh);
+        zl_tensor *b = dev ? zl_tensor_to_device(bh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(bh);
+        zl_tensor_set_requires_grad(x, true);
+        zl_tensor_set_requires_grad(w, true);
+        zl_tensor *h = zl_matmul(x, w), *hb = h ? zl_add(h, b) : NULL, *a = hb ? zl_gelu(hb, true) : NULL;
+        zl_tensor *y = a ? zl_tanh(a) : NULL;
+        zl_tensor *g = y ? ones_like(y) : NULL;
+        CHECK(y && g && zl_backward(y, g, false) == ZL_OK);
+        out[dev] = zl_tensor_retain(y);
+        gw[dev] = zl_tensor_retain(zl_tensor_grad(w));
+        gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+        zl_tensor *objs[] = {g, y, a, hb, h, b, w, x};
+        for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    }
+    check_close_dev(out[0], out[1], 1e-5, "forward");
+    check_close_dev(gw[0], gw[1], 1e-5, "gradient of w");
+    check_close_dev(gx[0], gx[1], 1e-5, "gradient of x");
+    zl_tensor *objs[] = {out[0], out[1], gw[0], gw[1], gx[0], gx[1], bh, wh, xh};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
 TEST(host_ops_refuse_device_tensors)

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <string.h>
 #include "gemm.h"
+#include "../device_kernels.h"
 #include "gemm_bf16.h"
 
 void zli_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -63,11 +64,32 @@ static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t
 
 static zl_status matmul_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
+/* Whether a matmul of a and b runs on a device (its kernels set), on the host
+ * (0), or not at all (-1, the error set). */
+static int on_device(zl_tensor *a, zl_tensor *b, const zli_dev_kernels **k, int *index)
+{
+    zl_tensor *in[2] = {a, b};
+    return zli_op_device("matmul", 2, in, k, index);
+}
+
+/* An operand of a device GEMM: f32, in the device's memory, a layout it can read. */
+static zl_tensor *device_operand(zl_tensor *t, const zl_tensor *home, bool *trans, int64_t *lead)
+{
+    if (t->storage->dev) return blas_operand(t, ZL_DTYPE_F32, trans, lead);
+    zl_tensor *c = zli_f32c_like(t, home);
+    if (c) blas_layout(c, trans, lead);
+    return c;
+}
+
 /* Both operands have >= 2 dims; the result has dtype odt. Two bf16 operands
- * take the bf16 GEMM (written straight in odt), anything else sgemm in f32. */
+ * take the bf16 GEMM (written straight in odt), anything else sgemm in f32;
+ * on a device, the device's f32 GEMM. */
 static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
 {
     zl_tensor *in[2] = {a, b};
+    const zli_dev_kernels *kern = NULL;
+    int index = 0, on = on_device(a, b, &kern, &index);
+    if (on < 0) return NULL;
     int na = a->ndim, nb = b->ndim;
     int64_t m = a->shape[na - 2], k = a->shape[na - 1], k2 = b->shape[nb - 2], nn = b->shape[nb - 1];
     if (k != k2) {
@@ -85,12 +107,15 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
     memcpy(oshape, bshape, (size_t)nbat * sizeof *bshape);
     oshape[nbat] = m;
     oshape[nbat + 1] = nn;
-    bool ta, tb, half = a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
+    bool ta, tb, half = !on && a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
     zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     zl_dtype cdt = half ? odt : ZL_DTYPE_F32;
     int64_t la, lb, es = (int64_t)zl_dtype_size(wdt), ces = (int64_t)zl_dtype_size(cdt);
-    zl_tensor *fa = blas_operand(a, wdt, &ta, &la), *fb = fa ? blas_operand(b, wdt, &tb, &lb) : NULL;
-    zl_tensor *out = fb ? zl_tensor_new(cdt, nbat + 2, oshape, ZL_MEM_ACTIVATIONS) : NULL;
+    const zl_tensor *home = a->storage->dev ? a : b;
+    zl_tensor *fa = on ? device_operand(a, home, &ta, &la) : blas_operand(a, wdt, &ta, &la);
+    zl_tensor *fb = !fa ? NULL : on ? device_operand(b, home, &tb, &lb) : blas_operand(b, wdt, &tb, &lb);
+    zl_tensor *out = !fb ? NULL : on ? zli_new_f32_like(home, nbat + 2, oshape)
+                                     : zl_tensor_new(cdt, nbat + 2, oshape, ZL_MEM_ACTIVATIONS);
     if (out) {
         int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
         zl_tensor ha = *fa, hb = *fb;     /* batch-only views for the broadcast strides */
@@ -103,7 +128,10 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
         char *po = zl_tensor_data(out);
         bool fold = nbat > 0 && nb == 2 && !ta && zl_tensor_is_contiguous(fa);
         zl_status st = ZL_OK;
-        if (fold) {   /* [..., m, k] x [k, n]: one GEMM over all rows */
+        if (fold && on) {
+            st = kern->gemm(index, false, tb, batches * m, nn, k, (const float *)pa, k, (const float *)pb, lb,
+                            (float *)po, nn);
+        } else if (fold) {   /* [..., m, k] x [k, n]: one GEMM over all rows */
             st = gemm(half, false, tb, batches * m, nn, k, pa, k, pb, lb, po, cdt);
         } else {
             for (int64_t bi = 0; bi < batches && !st; bi++) {
@@ -114,7 +142,11 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
                     oa += i * sa[d];
                     ob += i * sb[d];
                 }
-                st = gemm(half, ta, tb, m, nn, k, pa + oa * es, la, pb + ob * es, lb, po + bi * m * nn * ces, cdt);
+                if (on)
+                    st = kern->gemm(index, ta, tb, m, nn, k, (const float *)(pa + oa * es), la,
+                                    (const float *)(pb + ob * es), lb, (float *)(po + bi * m * nn * ces), nn);
+                else
+                    st = gemm(half, ta, tb, m, nn, k, pa + oa * es, la, pb + ob * es, lb, po + bi * m * nn * ces, cdt);
             }
         }
         if (st) {
@@ -169,7 +201,7 @@ static zl_status matmul_grads(zl_tensor *a, zl_tensor *b, zl_tensor *g, zl_tenso
 static zl_status matmul_backward(zl_node *n, zl_tensor *gout, zl_tensor **gin)
 {
     zl_tensor *a = n->inputs[0], *b = n->inputs[1];
-    bool half = a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
+    bool half = !a->storage->dev && a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
     zl_tensor *g = half ? zli_copy_as(gout, ZL_DTYPE_BF16, ZL_MEM_ACTIVATIONS) : zl_tensor_retain(gout);
     zl_status st = g ? matmul_grads(a, b, g, gin) : ZL_ENOMEM;
     zl_tensor_release(g);
@@ -179,7 +211,7 @@ static zl_status matmul_backward(zl_node *n, zl_tensor *gout, zl_tensor **gin)
 zl_tensor *zl_matmul(zl_tensor *a, zl_tensor *b)
 {
     zl_tensor *in[2] = {a, b};
-    if (zli_op_begin("matmul", 2, in)) return NULL;
+    if (zli_op_begin_any("matmul", 2, in)) return NULL;
     if (zli_need_float("matmul", "first operand", a) || zli_need_float("matmul", "second operand", b))
         return zli_op_end("matmul", 2, in, NULL);
     if (a->ndim == 0 || b->ndim == 0) {

@@ -83,7 +83,7 @@ static zl_status on_use(zl_tensor *t, zl_use_event ev, const char *op, void *use
 /* add_*_hook(t, fn) -> handle */
 static int add_hook(lua_State *L, int use)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     luaL_checktype(L, 2, LUA_TFUNCTION);
     zlb_runtime *rt = zlb_runtime_of(L);
     if (!rt) return zlb_error(L, "zlua: the runtime is not initialised");
@@ -112,7 +112,7 @@ static int add_use_hook(lua_State *L) { return add_hook(L, 1); }
 
 static int remove_hook(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     zl_tensor_remove_hook(t, (int)luaL_checkinteger(L, 2));
     return 0;
 }
@@ -120,14 +120,14 @@ static int remove_hook(lua_State *L)
 /* backward(t [, grad [, retain_graph]]) */
 static int backward(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1), *g = zlb_opt_tensor(L, 2);
+    zl_tensor *t = zlb_check_tensor_any(L, 1), *g = zlb_opt_tensor_any(L, 2);
     if (zl_backward(t, g, lua_toboolean(L, 3))) return zlb_raise(L);
     return 0;
 }
 
 static int grad(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     if (!zl_tensor_grad(t)) { lua_pushnil(L); return 1; }
     zl_tensor **box = zlb_new_tensor(L);
     *box = zl_tensor_retain(zl_tensor_grad(t));
@@ -136,20 +136,20 @@ static int grad(lua_State *L)
 
 static int set_grad(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1), *g = zlb_opt_tensor(L, 2);
+    zl_tensor *t = zlb_check_tensor_any(L, 1), *g = zlb_opt_tensor_any(L, 2);
     if (zl_tensor_set_grad(t, g)) return zlb_raise(L);
     return 0;
 }
 
 static int requires_grad(lua_State *L)
 {
-    lua_pushboolean(L, zl_tensor_requires_grad(zlb_check_tensor(L, 1)));
+    lua_pushboolean(L, zl_tensor_requires_grad(zlb_check_tensor_any(L, 1)));
     return 1;
 }
 
 static int set_requires_grad(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     luaL_checkany(L, 2);
     if (zl_tensor_set_requires_grad(t, lua_toboolean(L, 2))) return zlb_raise(L);
     return 0;
@@ -157,20 +157,20 @@ static int set_requires_grad(lua_State *L)
 
 static int set_grad_dtype(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     if (zl_tensor_set_grad_dtype(t, zlb_opt_dtype(L, 2, zl_tensor_dtype(t)))) return zlb_raise(L);
     return 0;
 }
 
 static int is_leaf(lua_State *L)
 {
-    lua_pushboolean(L, zl_tensor_is_leaf(zlb_check_tensor(L, 1)));
+    lua_pushboolean(L, zl_tensor_is_leaf(zlb_check_tensor_any(L, 1)));
     return 1;
 }
 
 static int grad_fn(lua_State *L)
 {
-    const char *name = zl_tensor_grad_fn_name(zlb_check_tensor(L, 1));
+    const char *name = zl_tensor_grad_fn_name(zlb_check_tensor_any(L, 1));
     if (name) lua_pushstring(L, name);
     else lua_pushnil(L);
     return 1;

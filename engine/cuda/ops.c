@@ -40,6 +40,13 @@ static zl_status binary(int index, int kind, int ndim, const int64_t *shape, con
     return done(index, "binary op", zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
 }
 
+static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
+                        int64_t nout)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "sum to shape", zlk_cuda_sum_to(nd, shape, red, g, out, nout, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
-    .unary = unary, .unary_backward = unary_backward, .binary = binary, .gemm = zli_cuda_gemm,
+    .unary = unary, .unary_backward = unary_backward, .binary = binary, .sum_to = sum_to, .gemm = zli_cuda_gemm,
 };

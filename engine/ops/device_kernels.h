@@ -18,6 +18,10 @@ typedef struct zli_dev_kernels {
      * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
     zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
                         const float *a, const float *b, float *out);
+    /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
+     * red[d] is nonzero, as zli_sum_to_shape sums. */
+    zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
+                        int64_t nout);
     /* C[M,N] = op(A)[M,K] op(B)[K,N], row-major with leading dims, as zli_sgemm. */
     zl_status (*gemm)(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float *C, int64_t ldc);

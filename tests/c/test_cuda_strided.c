@@ -1,9 +1,10 @@
-/* The device's copy, fill and add math (engine/cuda/math/strided.h) built for
- * the host: offsets of permuted, narrowed and broadcast views, and every
+/* The device's copy, fill, add and sum-to-shape math (engine/cuda/math/
+ * strided.h, sum_to.h) built for the host: offsets of permuted, narrowed and broadcast views, and every
  * dtype conversion, against core's own copy and element access, bit for bit
  * (issue 12, acceptance 2). */
 #include "harness.h"
 #include "cuda/math/strided.h"
+#include "cuda/math/sum_to.h"
 
 static zlm_view view_of(const zl_tensor *t)
 {
@@ -99,4 +100,39 @@ TEST(fill_every_dtype)
             CHECK(!memcmp(mine, zl_tensor_data(ref), 3 * zl_dtype_size((zl_dtype)d)));
             zl_tensor_release(ref);
         }
+}
+
+/* Sums down to every shape a broadcast operand can have, against the CPU's
+ * reduction through the ops (x * 1 broadcast, then backward): bit for bit. */
+TEST(sum_to_shape_matches_the_cpu)
+{
+    const int64_t g_shape[3] = {3, 4, 5};
+    const int64_t targets[][3] = {{1, 4, 5}, {3, 1, 5}, {3, 4, 1}, {1, 1, 5}, {1, 4, 1}, {3, 1, 1}, {1, 1, 1}};
+    zl_tensor *g = zl_tensor_new(ZL_DTYPE_F32, 3, g_shape, ZL_MEM_OTHER);
+    zl_tensor_normal_(g, 0, 1, NULL);
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        zl_tensor *x = zl_tensor_zeros(ZL_DTYPE_F32, 3, targets[t]);
+        zl_tensor *big = zl_tensor_zeros(ZL_DTYPE_F32, 3, g_shape);
+        zl_tensor_set_requires_grad(x, true);
+        zl_tensor *y = zl_add(big, x);
+        CHECK(zl_backward(y, g, false) == ZL_OK);
+        const zl_tensor *ref = zl_tensor_grad(x);
+        int red[3];
+        int64_t n = 1;
+        for (int d = 0; d < 3; d++) {
+            red[d] = targets[t][d] == 1 && g_shape[d] != 1;
+            n *= targets[t][d];
+        }
+        for (int64_t j = 0; j < n; j++) {
+            float mine = zlm_sum_to_elem(zl_tensor_data(g), 3, g_shape, red, j);
+            float want = (float)zl_tensor_get(ref, j);
+            if (memcmp(&mine, &want, sizeof mine))
+                zt_fail(__FILE__, __LINE__, "target %zu, element %lld: %.9g, the CPU %.9g", t, (long long)j, mine,
+                        want);
+        }
+        zl_tensor_release(y);
+        zl_tensor_release(big);
+        zl_tensor_release(x);
+    }
+    zl_tensor_release(g);
 }

@@ -9,6 +9,7 @@
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/sum_to.h"
 #include "cuda/math/unary.h"
 #include "ops/device_kernels.h"
 
@@ -98,8 +99,17 @@ static zl_status fake_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, in
     return ZL_OK;
 }
 
+static zl_status fake_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
+                             int64_t nout)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < nout; j++) out[j] = zlm_sum_to_elem(g, nd, shape, red, j);
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
-    .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .gemm = fake_gemm,
+    .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
+    .gemm = fake_gemm,
 };
 
 static const zli_device_ops fake = {
@@ -285,15 +295,15 @@ TEST(elementwise_ops_and_their_backward_on_the_device)
             zl_tensor_release(gb[d]);
         }
     }
-    /* Broadcasting forward works; its backward needs a device reduction (not yet). */
-    zl_tensor *row = zt_randn(SHAPE(5)), *drow = to_fake(row), *da = to_fake(ah);
-    zl_tensor *hs = zl_add(ah, row), *ds = zl_add(da, drow);
-    if (ds) check_bits(hs, ds, "add broadcast");
+    /* Broadcasting, forward and backward (the gradient summed down on the device). */
+    zl_tensor *row = zt_randn(SHAPE(5)), *hrow = zl_tensor_clone(row), *drow = to_fake(row), *da = to_fake(ah);
+    zl_tensor_set_requires_grad(hrow, true);
     zl_tensor_set_requires_grad(drow, true);
-    zl_tensor *ds2 = zl_add(da, drow);
-    zl_tensor *dg = to_fake(gh);
-    CHECK_ERR(zl_backward(ds2, dg, false), "sum to shape: the gradient is on cuda:7");
-    zl_tensor *objs[] = {dg, ds2, ds, hs, da, drow, row, pa, gh, bh, ah};
+    zl_tensor *hs = zl_mul(ah, hrow), *ds = zl_mul(da, drow), *dg = to_fake(gh);
+    if (ds) check_bits(hs, ds, "mul broadcast");
+    CHECK(zl_backward(hs, gh, false) == ZL_OK && zl_backward(ds, dg, false) == ZL_OK);
+    if (zl_tensor_grad(drow)) check_bits(zl_tensor_grad(hrow), zl_tensor_grad(drow), "broadcast operand's gradient");
+    zl_tensor *objs[] = {dg, ds, hs, da, drow, hrow, row, pa, gh, bh, ah};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

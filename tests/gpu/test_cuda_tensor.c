@@ -171,13 +171,14 @@ static void check_close_dev(const zl_tensor *h, zl_tensor *d, double tol, const 
 TEST(ops_and_backward_match_the_cpu)
 {
     zl_tensor *xh = zt_randn(SHAPE(8, 16)), *wh = zt_randn(SHAPE(16, 12)), *bh = zt_randn(SHAPE(12));
-    zl_tensor *out[2], *gw[2], *gx[2];
+    zl_tensor *out[2], *gw[2], *gx[2], *gb[2];
     for (int dev = 0; dev < 2; dev++) {
         zl_tensor *x = dev ? zl_tensor_to_device(xh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(xh);
         zl_tensor *w = dev ? zl_tensor_to_device(wh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(wh);
         zl_tensor *b = dev ? zl_tensor_to_device(bh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(bh);
         zl_tensor_set_requires_grad(x, true);
         zl_tensor_set_requires_grad(w, true);
+        zl_tensor_set_requires_grad(b, true);   /* broadcast: its gradient is summed down on the device */
         zl_tensor *h = zl_matmul(x, w), *hb = h ? zl_add(h, b) : NULL, *a = hb ? zl_gelu(hb, true) : NULL;
         zl_tensor *y = a ? zl_tanh(a) : NULL;
         zl_tensor *g = y ? ones_like(y) : NULL;
@@ -185,13 +186,15 @@ TEST(ops_and_backward_match_the_cpu)
         out[dev] = zl_tensor_retain(y);
         gw[dev] = zl_tensor_retain(zl_tensor_grad(w));
         gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+        gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
         zl_tensor *objs[] = {g, y, a, hb, h, b, w, x};
         for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     }
     check_close_dev(out[0], out[1], 1e-5, "forward");
     check_close_dev(gw[0], gw[1], 1e-5, "gradient of w");
     check_close_dev(gx[0], gx[1], 1e-5, "gradient of x");
-    zl_tensor *objs[] = {out[0], out[1], gw[0], gw[1], gx[0], gx[1], bh, wh, xh};
+    check_close_dev(gb[0], gb[1], 1e-5, "gradient of the bias");
+    zl_tensor *objs[] = {out[0], out[1], gw[0], gw[1], gx[0], gx[1], gb[0], gb[1], bh, wh, xh};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

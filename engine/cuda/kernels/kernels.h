@@ -119,6 +119,11 @@ int zlk_cuda_fill_view(int64_t n, const zlm_view *d, void *dst, int ddt, double 
 int zlk_cuda_add_view(int64_t n, const zlm_view *d, void *dst, int ddt, const zlm_view *s, const void *src, int sdt,
                       float alpha, void *stream);
 
+/* out [nout] f32 = g [shape] (f32, contiguous, nd dims) summed over the dims
+ * where red[d] is nonzero, in the CPU's order (cuda/math/sum_to.h). */
+int zlk_cuda_sum_to(int nd, const int64_t *shape, const int *red, const float *g, float *out, int64_t nout,
+                    void *stream);
+
 /* ---- mixed precision ---- */
 /* *flag = 1 when any of x [n] is inf or NaN; never cleared here, so one flag
  * gathers a list of tensors (zero it first). */

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 enum { R_SUM, R_MEAN, R_MAX, R_ARGMAX };
 static const char *const names[] = {"sum", "mean", "max", "argmax"};
@@ -148,10 +148,33 @@ zl_tensor *zl_mean(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MEAN, 
 zl_tensor *zl_max(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MAX, x, dim, keepdim); }
 zl_tensor *zl_argmax(zl_tensor *x, int dim, bool keepdim) { return reduce(R_ARGMAX, x, dim, keepdim); }
 
+/* zli_sum_to_shape for a gradient on a device: the device's kernel, with
+ * the dims it reduces marked, in the same order as below. */
+static zl_tensor *sum_to_device(zl_tensor *g, int ndim, const int64_t *shape)
+{
+    const zli_dev_kernels *k = g->storage->dev->kernels;
+    if (!k || !k->sum_to || g->ndim == 0) {
+        zl_error(ZL_EDEVICE, "sum to shape: the gradient's device runs no reduction");
+        return NULL;
+    }
+    int nd = g->ndim, lead = nd - ndim, red[ZL_MAX_DIMS];
+    for (int d = 0; d < nd; d++) red[d] = d < lead || (shape[d - lead] == 1 && g->shape[d] != 1);
+    zl_tensor *gc = zli_f32c(g);
+    zl_tensor *out = gc ? zli_new_f32_like(g, ndim, shape) : NULL;
+    if (out) zl_tensor_set_category(out, ZL_MEM_GRADS);
+    if (out && k->sum_to(g->storage->dev_index, nd, gc->shape, red, zl_tensor_data(gc), zl_tensor_data(out),
+                         zl_tensor_numel(out))) {
+        zl_tensor_release(out);
+        out = NULL;
+    }
+    zl_tensor_release(gc);
+    return out;
+}
+
 zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape)
 {
     if (g->ndim == ndim && memcmp(g->shape, shape, (size_t)ndim * sizeof *shape) == 0) return zli_f32c(g);
-    if (zli_need_host("sum to shape", "the gradient", g)) return NULL;
+    if (g->storage->dev) return sum_to_device(g, ndim, shape);
     zl_tensor *gc = zli_f32c(g);
     zl_tensor *out = gc ? zl_tensor_new(ZL_DTYPE_F32, ndim, shape, ZL_MEM_GRADS) : NULL;
     if (!out) { zl_tensor_release(gc); return NULL; }

@@ -47,6 +47,21 @@ static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red,
     return done(index, "sum to shape", zlk_cuda_sum_to(nd, shape, red, g, out, nout, NULL));
 }
 
+static zl_status softmax(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "softmax", zlk_cuda_softmax_forward(is_log, rows, d, x, ZLM_F32, y, ZLM_F32, NULL));
+}
+
+static zl_status softmax_backward(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
+                                  float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "softmax backward",
+                zlk_cuda_softmax_backward(is_log, rows, d, y, ZLM_F32, g, ZLM_F32, gx, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
-    .unary = unary, .unary_backward = unary_backward, .binary = binary, .sum_to = sum_to, .gemm = zli_cuda_gemm,
+    .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
+    .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
 };

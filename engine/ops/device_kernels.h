@@ -18,6 +18,11 @@ typedef struct zli_dev_kernels {
      * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
     zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
                         const float *a, const float *b, float *out);
+    /* y[rows, d] = softmax (or log_softmax) of each row of x[rows, d]. */
+    zl_status (*softmax)(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y);
+    /* gx[rows, d] from the output y and its gradient g. */
+    zl_status (*softmax_backward)(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
+                                  float *gx);
     /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
      * red[d] is nonzero, as zli_sum_to_shape sums. */
     zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,

@@ -9,6 +9,7 @@
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/softmax.h"
 #include "cuda/math/sum_to.h"
 #include "cuda/math/unary.h"
 #include "ops/device_kernels.h"
@@ -107,7 +108,24 @@ static zl_status fake_sum_to(int index, int nd, const int64_t *shape, const int 
     return ZL_OK;
 }
 
+static zl_status fake_softmax(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++) zlm_softmax_row(is_log, d, 1, x + r * d, ZLM_F32, y + r * d, ZLM_F32);
+    return ZL_OK;
+}
+
+static zl_status fake_softmax_backward(int index, bool is_log, int64_t rows, int64_t d, const float *y,
+                                       const float *g, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++)
+        zlm_softmax_row_backward(is_log, d, 1, y + r * d, ZLM_F32, g + r * d, ZLM_F32, gx + r * d);
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
+    .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
     .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
     .gemm = fake_gemm,
 };
@@ -256,12 +274,20 @@ static zl_tensor *lt_(zl_tensor *a, zl_tensor *b) { return zl_lt(a, b); }
 static zl_tensor *tanh_(zl_tensor *a, zl_tensor *b) { (void)b; return zl_tanh(a); }
 static zl_tensor *sigmoid_(zl_tensor *a, zl_tensor *b) { (void)b; return zl_sigmoid(a); }
 static zl_tensor *affine_(zl_tensor *a, zl_tensor *b) { (void)b; return zl_affine(a, -1.5, 0.25); }
+static zl_tensor *softmax_(zl_tensor *a, zl_tensor *b) { (void)b; return zl_softmax(a, -1); }
+static zl_tensor *log_softmax_(zl_tensor *a, zl_tensor *b)
+{
+    zl_tensor *s = zl_mul(a, b), *y = zl_log_softmax(s, 1);   /* b's gradient goes through too */
+    zl_tensor_release(s);
+    return y;
+}
 
 TEST(elementwise_ops_and_their_backward_on_the_device)
 {
     struct { const char *name; op2 f; bool grad; } cases[] = {
         {"chain", chain, true}, {"sub", sub_, true}, {"pow", pow_, true}, {"lt", lt_, false},
         {"tanh", tanh_, true}, {"sigmoid", sigmoid_, true}, {"affine", affine_, true},
+        {"softmax", softmax_, true}, {"log_softmax", log_softmax_, true},
     };
     zl_tensor *ah = zt_randn(SHAPE(3, 5)), *bh = zt_randn(SHAPE(3, 5)), *gh = zt_randn(SHAPE(3, 5));
     zl_tensor *pa = zl_abs(ah);   /* pow wants a positive base */
@@ -287,7 +313,8 @@ TEST(elementwise_ops_and_their_backward_on_the_device)
         }
         if (out[0] && out[1]) check_bits(out[0], out[1], cases[c].name);
         if (ga[0] && ga[1]) check_bits(ga[0], ga[1], cases[c].name);
-        if (gb[0] && gb[1] && cases[c].f != tanh_ && cases[c].f != sigmoid_ && cases[c].f != affine_)
+        if (gb[0] && gb[1] && cases[c].f != tanh_ && cases[c].f != sigmoid_ && cases[c].f != affine_ &&
+            cases[c].f != softmax_)
             check_bits(gb[0], gb[1], cases[c].name);
         for (int d = 0; d < 2; d++) {
             zl_tensor_release(out[d]);

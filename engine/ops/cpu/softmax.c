@@ -2,7 +2,7 @@
  * x is read as [outer, d, inner]: each of the outer*inner rows of length d is
  * handled by one thread from start to end, so results never depend on thread count. */
 #include <math.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 /* One row of d elements, s apart. Subtracting the row's max keeps exp in range;
  * a row holding NaN, or only -inf, gives NaN, as in PyTorch. */
@@ -69,21 +69,36 @@ static void softmax_backward_kernel(bool is_log, int64_t outer, int64_t d, int64
 
 static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
-    zl_tensor *y = zli_f32c(n->saved[0]);
-    zl_tensor *gx = y ? zli_new_f32(g->ndim, g->shape) : NULL;
-    if (gx)
-        softmax_backward_kernel(n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), zl_tensor_data(g),
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    zl_tensor *in[2] = {n->saved[0], g};
+    int on = zli_op_device("softmax backward", 2, in, &k, &index);
+    if (on < 0) return zli_last_code();
+    zl_tensor *y = zli_f32c(n->saved[0]), *gc = y ? zli_f32c(g) : NULL;
+    zl_tensor *gx = gc ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
+    zl_status st = gx ? ZL_OK : ZL_ENOMEM;
+    /* On a device the rows are the last dim (softmax_impl sees to it). */
+    if (gx && on)
+        st = k->softmax_backward(index, n->i[0] != 0, n->i[1], n->i[2], zl_tensor_data(y), zl_tensor_data(gc),
+                                 zl_tensor_data(gx));
+    else if (gx)
+        softmax_backward_kernel(n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), zl_tensor_data(gc),
                                 zl_tensor_data(gx));
     zl_tensor_release(y);
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gx); return st; }
     gin[0] = gx;
-    return gx ? ZL_OK : ZL_ENOMEM;
+    return ZL_OK;
 }
 
 /* A 0-d x is treated as one row of one element (dim 0 or -1), as PyTorch does. */
 static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
 {
     const char *op = is_log ? "log_softmax" : "softmax";
-    if (zli_op_begin(op, 1, &x)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     int d = 0;
     bool scalar = x->ndim == 0 && (dim == 0 || dim == -1);
     if (zli_need_float(op, "input", x) || (!scalar && zli_norm_dim(op, dim, x->ndim, &d)))
@@ -91,10 +106,19 @@ static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
     int64_t outer = 1, len = x->ndim ? x->shape[d] : 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
+    if (on && inner != 1) {
+        zl_error(ZL_EDEVICE, "%s: on a device only over the last dimension for now (issue 12), got dim %d of %d",
+                 op, dim, x->ndim);
+        return zli_op_end(op, 1, &x, NULL);
+    }
     zl_tensor *xf = zli_f32c(x);
-    zl_tensor *y = xf ? zli_new_f32(x->ndim, x->shape) : NULL;
-    if (y && outer * len * inner > 0)
+    zl_tensor *y = xf ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    if (y && on && outer * len > 0 && k->softmax(index, is_log, outer, len, zl_tensor_data(xf), zl_tensor_data(y))) {
+        zl_tensor_release(y);
+        y = NULL;
+    } else if (y && !on && outer * len * inner > 0) {
         softmax_kernel(is_log, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(y));
+    }
     zl_tensor_release(xf);
     y = zli_cast_result(y, x->dtype);
     zl_node *n = NULL;

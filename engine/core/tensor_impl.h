@@ -28,6 +28,8 @@ typedef struct zli_device_ops {
     zl_status (*add)(zl_tensor *dst, const zl_tensor *src, double alpha);
     /* dst (contiguous, on the device) = src (contiguous, host memory, same bytes). */
     zl_status (*from_host)(zl_tensor *dst, const zl_tensor *src);
+    /* dst (host memory, numel * dtype size bytes) = src (contiguous, on the device). */
+    zl_status (*to_host)(void *dst, const zl_tensor *src);
     /* The ops layer's kernels on this device (ops/device_kernels.h); core
      * never looks inside. NULL: the device runs no op. */
     const void *kernels;

@@ -46,6 +46,7 @@ ZLI_HIDDEN zl_status zli_cuda_copy_into(zl_tensor *dst, const zl_tensor *src);
 ZLI_HIDDEN zl_status zli_cuda_fill(zl_tensor *t, double v);
 ZLI_HIDDEN zl_status zli_cuda_add(zl_tensor *dst, const zl_tensor *src, double alpha);
 ZLI_HIDDEN zl_status zli_cuda_from_host(zl_tensor *dst, const zl_tensor *src);
+ZLI_HIDDEN zl_status zli_cuda_to_host(void *dst, const zl_tensor *src);
 /* cuBLASLt's f32 GEMM, row-major (blas.c). */
 ZLI_HIDDEN zl_status zli_cuda_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
                                    int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc);

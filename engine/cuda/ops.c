@@ -61,7 +61,25 @@ static zl_status softmax_backward(int index, bool is_log, int64_t rows, int64_t 
                 zlk_cuda_softmax_backward(is_log, rows, d, y, ZLM_F32, g, ZLM_F32, gx, NULL));
 }
 
+static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+                            int64_t ignore, float *lse, float *loss)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "cross_entropy",
+                zlk_cuda_cross_entropy_forward(rows, ncls, x, ZLM_F32, target, ignore, lse, loss, NULL));
+}
+
+static zl_status ce_backward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+                             int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "cross_entropy backward",
+                zlk_cuda_cross_entropy_backward(rows, ncls, x, ZLM_F32, target, ignore, lse, g, g_stride, k, gx,
+                                                NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
+    .ce_forward = ce_forward, .ce_backward = ce_backward,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
 };

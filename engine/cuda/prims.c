@@ -29,6 +29,12 @@ zl_status zli_cuda_from_host(zl_tensor *dst, const zl_tensor *src)
     return zli_cuda_copy(zl_tensor_data(dst), zl_tensor_data(src), n, ZLI_H2D, dst->storage->dev_index);
 }
 
+zl_status zli_cuda_to_host(void *dst, const zl_tensor *src)
+{
+    size_t n = (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype);
+    return zli_cuda_copy(dst, zl_tensor_data(src), n, ZLI_D2H, src->storage->dev_index);
+}
+
 zl_status zli_cuda_fill(zl_tensor *t, double v)
 {
     if (zli_cuda_use(t->storage->dev_index)) return zli_last_code();

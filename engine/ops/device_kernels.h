@@ -23,6 +23,13 @@ typedef struct zli_dev_kernels {
     /* gx[rows, d] from the output y and its gradient g. */
     zl_status (*softmax_backward)(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
                                   float *gx);
+    /* Cross-entropy per row of x[rows, ncls] against target[rows] (i64, on the
+     * device): lse and loss [rows] (0 on rows whose target is `ignore`). */
+    zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+                            int64_t ignore, float *lse, float *loss);
+    /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored rows. */
+    zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+                             int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx);
     /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
      * red[d] is nonzero, as zli_sum_to_shape sums. */
     zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,

@@ -9,6 +9,7 @@
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/cross_entropy.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/sum_to.h"
 #include "cuda/math/unary.h"
@@ -48,6 +49,12 @@ static zl_status fake_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 static zl_status fake_from_host(zl_tensor *dst, const zl_tensor *src)
 {
     memcpy(zl_tensor_data(dst), zl_tensor_data(src), (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype));
+    return ZL_OK;
+}
+
+static zl_status fake_to_host(void *dst, const zl_tensor *src)
+{
+    memcpy(dst, zl_tensor_data(src), (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype));
     return ZL_OK;
 }
 
@@ -124,7 +131,28 @@ static zl_status fake_softmax_backward(int index, bool is_log, int64_t rows, int
     return ZL_OK;
 }
 
+static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+                                 int64_t ignore, float *lse, float *loss)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++)
+        zlm_ce_row(ncls, x + r * ncls, ZLM_F32, target[r], ignore, lse + r, loss + r);
+    return ZL_OK;
+}
+
+static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+                                  int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k,
+                                  float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++)
+        zlm_ce_row_backward(ncls, x + r * ncls, ZLM_F32, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k),
+                            gx + r * ncls);
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
+    .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
     .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
     .gemm = fake_gemm,
@@ -132,7 +160,8 @@ static const zli_dev_kernels fake_kernels = {
 
 static const zli_device_ops fake = {
     .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
-    .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .kernels = &fake_kernels,
+    .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
+    .kernels = &fake_kernels,
 };
 
 static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
@@ -389,6 +418,45 @@ TEST(matmul_and_its_backward_on_the_device)
         zl_tensor *objs[] = {y[0], y[1], ga[0], ga[1], gb[0], gb[1], bh, ah, br, ar};
         for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     }
+}
+
+/* The loss a language model ends in: cross-entropy with an ignored row, each
+ * reduction, forward and backward, the targets on the device too. */
+TEST(cross_entropy_on_the_device)
+{
+    zl_tensor *xh = zt_randn(SHAPE(6, 10));
+    int64_t tv[6] = {3, 0, -100, 9, 3, 7};
+    zl_tensor *th = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){6}, tv);
+    const zl_reduction reds[] = {ZL_REDUCE_MEAN, ZL_REDUCE_SUM, ZL_REDUCE_NONE};
+    for (int r = 0; r < 3; r++) {
+        zl_tensor *loss[2] = {0}, *grad[2] = {0};
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *x = dev ? to_fake(xh) : zl_tensor_clone(xh), *t = dev ? to_fake(th) : zl_tensor_retain(th);
+            zl_tensor_set_requires_grad(x, true);
+            zl_tensor *l = zl_cross_entropy(x, t, -100, reds[r]);
+            CHECK(l && zl_tensor_device(l) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+            zl_tensor *gh = l ? zl_tensor_full(ZL_DTYPE_F32, l->ndim, l->shape, 0.75) : NULL;
+            zl_tensor *g = !gh ? NULL : dev ? to_fake(gh) : zl_tensor_retain(gh);
+            CHECK(g && zl_backward(l, g, false) == ZL_OK);
+            loss[dev] = l;
+            grad[dev] = zl_tensor_retain(zl_tensor_grad(x));
+            zl_tensor *objs[] = {g, gh, t, x};
+            for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+        }
+        if (loss[0] && loss[1]) check_bits(loss[0], loss[1], "cross_entropy");
+        if (grad[0] && grad[1]) check_bits(grad[0], grad[1], "cross_entropy's gradient");
+        for (int d = 0; d < 2; d++) {
+            zl_tensor_release(loss[d]);
+            zl_tensor_release(grad[d]);
+        }
+    }
+    int64_t badv[6] = {0, 1, 2, 10, 4, 5};
+    zl_tensor *dx = to_fake(xh), *bad = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){6}, badv);
+    zl_tensor *dbad = to_fake(bad);
+    CHECK_ERR(zl_cross_entropy(dx, dbad, -100, ZL_REDUCE_MEAN),
+              "cross_entropy: target 10 at position 3 is out of range");
+    zl_tensor *objs[] = {dbad, bad, dx, th, xh};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
 TEST(host_only_paths_name_the_device)

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 static zl_status check_reduction(const char *op, zl_reduction red)
 {
@@ -74,30 +74,66 @@ static void ce_backward_kernel(int64_t n, int64_t ncls, const float *restrict x,
     }
 }
 
+/* On a device the targets and log-sum-exps the kernels read are device
+ * tensors, kept in the node's saved slots 0 and 1. */
 static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *logits = n->inputs[0];
     const ce_ctx *ctx = n->ctx;
     zl_reduction red = (zl_reduction)n->i[0];
     int64_t ignore = n->i[1], rows = n->i[2], ncls = n->i[3];
-    zl_tensor *xf = zli_f32c(logits);
-    zl_tensor *gx = xf ? zli_new_f32(logits->ndim, logits->shape) : NULL;
+    const zli_dev_kernels *kern = logits->storage->dev ? logits->storage->dev->kernels : NULL;
+    zl_tensor *xf = zli_f32c(logits), *gc = xf ? zli_f32c(g) : NULL;
+    zl_tensor *gx = gc ? zli_new_f32_like(logits, logits->ndim, logits->shape) : NULL;
+    zl_status st = gx ? ZL_OK : ZL_ENOMEM;
     if (gx && rows * ncls > 0) {
         float k = red == ZL_REDUCE_MEAN ? (float)(1.0 / (double)ctx->count) : 1.0f;
-        ce_backward_kernel(rows, ncls, zl_tensor_data(xf), ctx, ignore, zl_tensor_data(g),
-                           red == ZL_REDUCE_NONE ? 1 : 0, k, zl_tensor_data(gx));
+        if (kern)
+            st = kern->ce_backward(logits->storage->dev_index, rows, ncls, zl_tensor_data(xf),
+                                   zl_tensor_data(n->saved[0]), ignore, zl_tensor_data(n->saved[1]),
+                                   zl_tensor_data(gc), red == ZL_REDUCE_NONE ? 1 : 0, k, zl_tensor_data(gx));
+        else
+            ce_backward_kernel(rows, ncls, zl_tensor_data(xf), ctx, ignore, zl_tensor_data(gc),
+                               red == ZL_REDUCE_NONE ? 1 : 0, k, zl_tensor_data(gx));
     }
     zl_tensor_release(xf);
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gx); return st; }
     gin[0] = gx;
     gin[1] = NULL;
-    return gx ? ZL_OK : ZL_ENOMEM;
+    return ZL_OK;
+}
+
+/* The per-row losses on the device (targets and log-sum-exps there too, for
+ * backward); *loss is NULL on failure. */
+static zl_status ce_device(const zli_dev_kernels *kern, int index, zl_tensor *logits, zl_tensor *target,
+                           int64_t rows, int64_t ncls, int64_t ignore, zl_tensor **tdev, zl_tensor **lse,
+                           zl_tensor **loss)
+{
+    zl_tensor *xf = zli_f32c(logits);
+    *tdev = xf ? zli_copy_as(target, ZL_DTYPE_I64, ZL_MEM_OTHER) : NULL;
+    *lse = *tdev ? zli_new_f32_like(logits, 1, &rows) : NULL;
+    *loss = *lse ? zli_new_f32_like(logits, logits->ndim == 2 ? 1 : 0, logits->shape) : NULL;
+    zl_status st = *loss ? ZL_OK : ZL_ENOMEM;
+    if (*loss && rows * ncls > 0)
+        st = kern->ce_forward(index, rows, ncls, zl_tensor_data(xf), zl_tensor_data(*tdev), ignore,
+                              zl_tensor_data(*lse), zl_tensor_data(*loss));
+    zl_tensor_release(xf);
+    if (st) {
+        zl_tensor_release(*loss);
+        *loss = NULL;
+    }
+    return st;
 }
 
 zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red)
 {
     const char *op = "cross_entropy";
     zl_tensor *in[2] = {logits, target};
-    if (zli_op_begin(op, 2, in)) return NULL;
+    const zli_dev_kernels *kern = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, 2, in)) return NULL;
+    if ((on = zli_op_device(op, 2, in, &kern, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     if (zli_need_float(op, "logits", logits) || check_reduction(op, red)) return zli_op_end(op, 2, in, NULL);
     bool batched = logits->ndim == 2;
     if (!((batched && target->ndim == 1 && target->shape[0] == logits->shape[0]) ||
@@ -129,22 +165,30 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
     }
     free(tv);
 
-    zl_tensor *xf = zli_f32c(logits);
-    zl_tensor *loss = xf ? zli_new_f32(batched ? 1 : 0, logits->shape) : NULL;
-    zl_tensor *out = NULL;
-    if (loss) {
-        float *pl = zl_tensor_data(loss);
-        ce_forward_kernel(rows, ncls, zl_tensor_data(xf), ctx->target, ignore_index, ctx->lse, pl);
-        if (red == ZL_REDUCE_NONE) {
-            out = zl_tensor_retain(loss);
-        } else {
-            /* All rows ignored: the mean is 0/0 = NaN, as in PyTorch. */
-            double s = zli_sum_fixed(pl, rows);
-            double v = red == ZL_REDUCE_SUM ? s : s / (double)ctx->count;
-            out = zli_new_f32(0, NULL);
-            if (out) *(float *)zl_tensor_data(out) = (float)v;
+    zl_tensor *xf = on ? NULL : zli_f32c(logits), *tdev = NULL, *lse = NULL, *loss = NULL, *out = NULL;
+    float *pl = NULL;
+    if (on) {
+        /* The per-row losses come back to the host, a float a row, to be summed
+         * in the same order as on the CPU; the result goes back as a scalar. */
+        if (!ce_device(kern, index, logits, target, rows, ncls, ignore_index, &tdev, &lse, &loss) &&
+            red != ZL_REDUCE_NONE && (pl = malloc((size_t)(rows ? rows : 1) * sizeof *pl)) &&
+            logits->storage->dev->to_host(pl, loss)) {
+            free(pl);
+            pl = NULL;
         }
+    } else if (xf && (loss = zli_new_f32(batched ? 1 : 0, logits->shape))) {
+        pl = zl_tensor_data(loss);
+        ce_forward_kernel(rows, ncls, zl_tensor_data(xf), ctx->target, ignore_index, ctx->lse, pl);
     }
+    if (loss && red == ZL_REDUCE_NONE) {
+        out = zl_tensor_retain(loss);
+    } else if (pl) {
+        /* All rows ignored: the mean is 0/0 = NaN, as in PyTorch. */
+        double s = zli_sum_fixed(pl, rows);
+        double v = red == ZL_REDUCE_SUM ? s : s / (double)ctx->count;
+        out = zli_full_like_device(logits, ZL_DTYPE_F32, 0, NULL, ZL_MEM_ACTIVATIONS, (float)v);
+    }
+    if (on) free(pl);
     zl_tensor_release(loss);
     zl_tensor_release(xf);
     out = zli_cast_result(out, logits->dtype);
@@ -158,7 +202,13 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
         n->ctx = ctx;
         n->ctx_free = free;
         ctx = NULL;
+        if (on && (zli_node_save(n, 0, tdev, false) || zli_node_save(n, 1, lse, false))) {
+            zl_tensor_release(out);   /* frees the node, ctx with it */
+            out = NULL;
+        }
     }
+    zl_tensor_release(tdev);
+    zl_tensor_release(lse);
     free(ctx);
     return zli_op_end(op, 2, in, out);
 }

@@ -82,6 +82,15 @@ zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, 
     int64_t n = zl_tensor_numel(t);
     int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v) return zl_error(ZL_ENOMEM, "%s: out of memory", op);
+    if (t->storage->dev) {
+        /* Indices on a device come over as one contiguous i64 block. */
+        zl_tensor *c = zli_copy_as(t, ZL_DTYPE_I64, ZL_MEM_OTHER);
+        zl_status st = c ? t->storage->dev->to_host(v, c) : ZL_ENOMEM;
+        zl_tensor_release(c);
+        if (st) { free(v); return st; }
+        *out = v;
+        return ZL_OK;
+    }
     const char *base = zl_tensor_data(t);
     for (int64_t i = 0; i < n; i++) {
         int64_t off = zli_linear_offset(t, i);

@@ -36,6 +36,10 @@ struct zl_comm;
  * otherwise; `pending` is the backend's own handle for a started collective. */
 typedef struct zli_comm_backend {
     const char *name;
+    /* Optional (NULL: the backend is built). Why this build lacks it and how to
+     * get it; the backend is then only this and its name, and opening it fails
+     * with this message. */
+    const char *missing;
     /* Set c->rank, c->size, c->local_rank and c->state. */
     zl_status (*open)(struct zl_comm *c);
     /* Free c->state. `clean` is false when a collective was abandoned unfinished

@@ -47,15 +47,28 @@ static zl_status parse_timeout(const char *s, double *out)
     return ZL_OK;
 }
 
+static const zli_comm_backend *backend_named(const char *name)
+{
+    if (name && strcmp(name, "self") == 0) return &zli_comm_self;
+    if (name && strcmp(name, "mpi") == 0) return &zli_comm_mpi;
+    return NULL;
+}
+
+const char *zl_comm_unavailable(const char *backend)
+{
+    const zli_comm_backend *be = backend_named(backend);
+    return be ? be->missing : "unknown backend (expected \"self\" or \"mpi\")";
+}
+
 zl_status zl_comm_open(const char *backend, zl_comm **out)
 {
     if (!out) return zl_error(ZL_EINVAL, "comm_open: out is NULL");
     *out = NULL;
-    const zli_comm_backend *be = NULL;
-    if (backend && strcmp(backend, "self") == 0) be = &zli_comm_self;
-    else if (backend && strcmp(backend, "mpi") == 0) be = &zli_comm_mpi;
-    else return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\" or \"mpi\")",
-                         backend ? backend : "(null)");
+    const zli_comm_backend *be = backend_named(backend);
+    if (!be)
+        return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\" or \"mpi\")",
+                        backend ? backend : "(null)");
+    if (be->missing) return zl_error(ZL_EINVAL, "comm_open: backend \"%s\": %s", be->name, be->missing);
     double timeout = DEFAULT_TIMEOUT_S;
     const char *env = getenv("ZLUA_COMM_TIMEOUT");
     if (env && *env && parse_timeout(env, &timeout)) return ZL_EINVAL;

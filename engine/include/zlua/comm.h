@@ -27,8 +27,14 @@ typedef enum zl_comm_op {
  * or "mpi" (initialises MPI unless the host already did; collective: every rank
  * must call it). The timeout starts at 30 minutes, or at $ZLUA_COMM_TIMEOUT
  * seconds when set. *out receives a new handle; ZL_EINVAL for an unknown backend
- * or a bad $ZLUA_COMM_TIMEOUT, ZL_EIO when MPI cannot start. */
+ * or one this build lacks (zl_comm_unavailable) or a bad $ZLUA_COMM_TIMEOUT,
+ * ZL_EIO when MPI cannot start. */
 ZL_API zl_status zl_comm_open(const char *backend, zl_comm **out);
+/* NULL when this build has `backend`; otherwise why not and how to get it
+ * (borrowed, static): "mpi" is absent from a build configured without MPI
+ * (-DZLUA_MPI=OFF, or none found), and zl_comm_open("mpi") then fails with
+ * ZL_EINVAL and this message. Never opens anything. */
+ZL_API const char *zl_comm_unavailable(const char *backend);
 /* Close (collective for "mpi"). NULL is a no-op. Requests not yet waited on keep
  * the communicator alive until they are; MPI is finalised with the last mpi
  * communicator only when zl_comm_open initialised it. */

@@ -210,8 +210,14 @@ test('seed_configs_train_digits', function()
       local own = not loaded.optimizer
       local z = loaded.zero_optimization
       if NO_AIO and z and (z.offload_optimizer.device == 'nvme' or z.offload_param.device == 'nvme') then
-        check_error(function() zl.initialize { model = m, config = path, args = args, training_data = ds } end,
-          '.device = "nvme": ' .. NO_AIO, path)
+        check_error(function()
+          local e, _, loader = zl.initialize { model = m, config = path, args = args, training_data = ds,
+            optimizer = own and function(params) return optim.AdamW(params, { lr = 3e-3 }) end or nil }
+          for xb, yb in loader() do
+            e:backward(zl.cross_entropy(e(xb), yb))
+            e:step()
+          end
+        end, '.device = "nvme": ' .. NO_AIO, path)
         return
       end
       local e, _, loader = zl.initialize { model = m, config = path, args = args, training_data = ds,

@@ -39,6 +39,10 @@ struct zl_comm;
  * otherwise; `pending` is the backend's own handle for a started collective. */
 typedef struct zli_comm_backend {
     const char *name;
+    /* Optional (NULL: the backend is built). Why this build lacks it and how to
+     * get it; the backend is then only this and its name, and opening it fails
+     * with this message. */
+    const char *missing;
     /* Where the tensors must live. ZL_DEVICE_CPU: host buffers, halves widened
      * to f32 and AVG divided by comm.c. Another kind: buffers on device
      * c->device_index of that kind, reduced in their own dtype by the backend. */

@@ -48,23 +48,42 @@ static zl_status parse_timeout(const char *s, double *out)
     return ZL_OK;
 }
 
+#ifndef ZLUA_HAVE_NCCL
+#define NCCL_MISSING "this zlua was built without NCCL (CMake found no CUDA toolkit with nccl.h and libnccl, " \
+                     "or was told -DZLUA_CUDA=OFF); install them and rebuild, or use backend \"mpi\""
+#endif
+
+static const zli_comm_backend *backend_named(const char *name)
+{
+    if (name && strcmp(name, "self") == 0) return &zli_comm_self;
+    if (name && strcmp(name, "mpi") == 0) return &zli_comm_mpi;
+#ifdef ZLUA_HAVE_NCCL
+    if (name && strcmp(name, "nccl") == 0) return &zli_comm_nccl;
+#endif
+    return NULL;
+}
+
+const char *zl_comm_unavailable(const char *backend)
+{
+#ifndef ZLUA_HAVE_NCCL
+    if (backend && strcmp(backend, "nccl") == 0) return NCCL_MISSING;
+#endif
+    const zli_comm_backend *be = backend_named(backend);
+    return be ? be->missing : "unknown backend (expected \"self\", \"mpi\" or \"nccl\")";
+}
+
 zl_status zl_comm_open(const char *backend, zl_comm **out)
 {
     if (!out) return zl_error(ZL_EINVAL, "comm_open: out is NULL");
     *out = NULL;
-    const zli_comm_backend *be = NULL;
-    if (backend && strcmp(backend, "self") == 0) be = &zli_comm_self;
-    else if (backend && strcmp(backend, "mpi") == 0) be = &zli_comm_mpi;
-#ifdef ZLUA_HAVE_NCCL
-    else if (backend && strcmp(backend, "nccl") == 0) be = &zli_comm_nccl;
-#else
-    else if (backend && strcmp(backend, "nccl") == 0)
-        return zl_error(ZL_EDEVICE, "comm_open: this zlua was built without NCCL (CMake found no CUDA toolkit "
-                        "with nccl.h and libnccl, or was told -DZLUA_CUDA=OFF); install them and rebuild, "
-                        "or use backend \"mpi\"");
+    const zli_comm_backend *be = backend_named(backend);
+#ifndef ZLUA_HAVE_NCCL
+    if (backend && strcmp(backend, "nccl") == 0) return zl_error(ZL_EDEVICE, "comm_open: %s", NCCL_MISSING);
 #endif
-    else return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\", \"mpi\" or \"nccl\")",
-                         backend ? backend : "(null)");
+    if (!be)
+        return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\", \"mpi\" or \"nccl\")",
+                        backend ? backend : "(null)");
+    if (be->missing) return zl_error(ZL_EINVAL, "comm_open: backend \"%s\": %s", be->name, be->missing);
     double timeout = DEFAULT_TIMEOUT_S;
     const char *env = getenv("ZLUA_COMM_TIMEOUT");
     if (env && *env && parse_timeout(env, &timeout)) return ZL_EINVAL;

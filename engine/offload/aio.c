@@ -97,11 +97,7 @@ static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 static const char *errstr(int err, char *buf, size_t n) { return strerror_r(err, buf, n); }
 
-zl_aio_config zl_aio_defaults(void)
-{
-    return (zl_aio_config){.block_size = 1048576, .queue_depth = 8, .intra_op_parallelism = 1,
-                           .single_submit = false, .overlap_events = true};
-}
+const char *zl_aio_unavailable(void) { return NULL; }
 
 /* ---- request failures (any thread) ---- */
 
@@ -451,15 +447,6 @@ void zl_aio_close(zl_aio *a)
 }
 
 bool zl_aio_is_direct(const zl_aio *a) { return a && atomic_load(&((zl_aio *)a)->direct); }
-
-zl_tensor *zl_aio_buffer(zl_dtype dt, int64_t numel, zl_mem_category cat)
-{
-    if (numel < 0) {
-        zl_error(ZL_EINVAL, "aio buffer: numel %lld is negative", (long long)numel);
-        return NULL;
-    }
-    return zli_tensor_new_aligned(dt, 1, &numel, cat, AIO_ALIGN);
-}
 
 /* ---- requests ---- */
 

@@ -254,6 +254,11 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
                         onvme && !cfg->offload_optimizer.nvme_path ? "zero_optimization.offload_optimizer"
                                                                    : "zero_optimization.offload_param");
     }
+    if ((onvme || pnvme) && zl_aio_unavailable()) {
+        zl_zero_free(z);
+        return zl_error(ZL_EINVAL, "config: zero_optimization.%s.device = \"nvme\": %s; use \"cpu\" or \"none\"",
+                        onvme ? "offload_optimizer" : "offload_param", zl_aio_unavailable());
+    }
     if (!st) st = add_entries(z, params, nparams, inits, ninits);
     if (!st && (onvme || pnvme)) st = zl_aio_open(&cfg->aio, &z->aio);
     if (!st) st = zz_masters_setup(z);

@@ -38,7 +38,10 @@ zl_status zl_zero_init_new(zl_comm *comm, const zl_zero_config *cfg, zl_zero_ini
     if (cfg->offload_param.device == ZL_OFFLOAD_NVME) {
         char dir[4096], path[4200], sub[64];
         snprintf(sub, sizeof sub, "init/rank%d", in->q);
-        if (!cfg->offload_param.nvme_path)
+        if (zl_aio_unavailable())
+            st = zl_error(ZL_EINVAL, "zero.Init: config: zero_optimization.offload_param.device = \"nvme\": %s; "
+                          "use \"cpu\" or \"none\"", zl_aio_unavailable());
+        else if (!cfg->offload_param.nvme_path)
             st = zl_error(ZL_EINVAL, "zero.Init (offload_param): nvme_path is needed with device \"nvme\"");
         if (!st) st = zli_swap_folder(cfg->offload_param.nvme_path, sub, "zero.Init (offload_param)", dir, sizeof dir);
         if (!st) st = zl_aio_open(&cfg->aio, &in->aio);

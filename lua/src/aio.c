@@ -180,6 +180,15 @@ static int aio_tostring(lua_State *L)
 }
 
 /* core.aio_buffer(numel [, dtype [, category]]): a 1-d tensor on a 4096-byte boundary. */
+/* core.aio_unavailable(): nil, or why this build has no libaio. */
+static int l_aio_unavailable(lua_State *L)
+{
+    const char *why = zl_aio_unavailable();
+    if (why) lua_pushstring(L, why);
+    else lua_pushnil(L);
+    return 1;
+}
+
 static int l_aio_buffer(lua_State *L)
 {
     lua_Integer n = luaL_checkinteger(L, 1);
@@ -218,6 +227,8 @@ void zlb_open_aio(lua_State *L)
         lua_setfield(L, -2, "__tostring");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fns[] = {{"aio_open", l_aio_open}, {"aio_buffer", l_aio_buffer}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {
+        {"aio_open", l_aio_open}, {"aio_buffer", l_aio_buffer}, {"aio_unavailable", l_aio_unavailable}, {NULL, NULL},
+    };
     zlb_setfuncs(L, fns);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "zlua/comm.h"
 #include "launch.h"
 
 static const char *const progname = "zlua";
@@ -387,6 +388,12 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
     }
     if (!l->hostfile && l->nprocs == 0) {
         fail("--bind_cores_to_rank needs --nprocs or --hostfile");
+        return EXIT_FAILURE;
+    }
+    /* The ranks would each open the mpi communicator, so a build without it stops here. */
+    const char *why = zl_comm_unavailable("mpi");
+    if (why) {
+        fail("%s: %s needs it", why, l->nprocs > 0 ? "--nprocs" : "--hostfile");
         return EXIT_FAILURE;
     }
     if (find_mpirun() == NULL) {

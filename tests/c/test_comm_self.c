@@ -220,3 +220,16 @@ TEST(allocation_failure_leaks_nothing)
     zl_tensor_release(out);
     zl_comm_close(c);
 }
+
+/* "self" is in every build; a build without MPI refuses "mpi" saying so. */
+TEST(backends_of_this_build)
+{
+    CHECK(zl_comm_unavailable("self") == NULL);
+    CHECK(zl_comm_unavailable("nccl") != NULL);
+    const char *why = zl_comm_unavailable("mpi");
+    if (why == NULL) return;   /* opening it is tests/dist's */
+    CHECK(strstr(why, "install libopenmpi-dev") != NULL);
+    zl_comm *c = NULL;
+    CHECK_ERR(zl_comm_open("mpi", &c), why);
+    CHECK(c == NULL);
+}

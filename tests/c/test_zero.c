@@ -247,6 +247,13 @@ TEST(bad_input_is_refused_by_name)
     cfg.offload_param.device = ZL_OFFLOAD_NVME;
     CHECK_ERR(zl_zero_create(c, &cfg, ps, 1, &hp, 1, NULL, 0, &z), "offload_param.nvme_path is needed");
     CHECK(z == NULL);
+    /* A build without libaio refuses NVMe offload by its config key before touching the folder. */
+    if (zl_aio_unavailable()) {
+        cfg.offload_param.nvme_path = "/nonexistent";
+        CHECK_ERR(zl_zero_create(c, &cfg, ps, 1, &hp, 1, NULL, 0, &z),
+                  "zero_optimization.offload_param.device = \"nvme\": zlua was built without libaio");
+        CHECK(z == NULL);
+    }
     /* A parameter the loss does not reach, with ignore_unused_parameters off. */
     cfg = zl_zero_config_defaults();
     cfg.ignore_unused_parameters = false;

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # examples/embed_zero (C, no Lua) and its Lua twin print identical `step N
-# loss X` lines: at 1 rank, and at 2 ranks for stages 0, 2 and 3, stage 3
-# with the optimizer state and the parameters on NVMe (a temp folder); the
-# loss falls; a config key the C reader does not handle is refused by name.
-# Usage: test_embed_zero.sh <embed_zero> <zlua> <source dir> <mpiexec>
+# loss X` lines. Part "one": 1 rank, the loss falls, a config key the C
+# reader does not handle is refused by name, and in a build without libaio
+# both refuse NVMe offload naming the config key. Part "ranks" (a build with
+# MPI): 2 ranks for stages 0 and 2, and with libaio stage 3 with the optimizer
+# state and the parameters on NVMe (a temp folder).
+# Usage: test_embed_zero.sh <embed_zero> <zlua> <source dir> one|ranks <libaio: ON|OFF> [<mpiexec>]
 set -uo pipefail
-embed=$1 zlua=$2 src=$3 mpiexec=$4
+embed=$1 zlua=$2 src=$3 part=$4 aio=$5 mpiexec=${6:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 . "$src/tests/examples/lib.sh"
 tmp=$(mktemp -d)
@@ -54,25 +56,42 @@ same() {
   grep '^step ' "$tmp/c.out" > "$tmp/$label.out"
 }
 
+if [ "$part" = ranks ]; then
+  for stage in 0 2; do
+    config $stage
+    same "2 ranks, stage $stage" 2
+  done
+  [ "$aio" = OFF ] && exit $fail   # the refusal is part "one"'s
+  config 3 nvme
+  same "2 ranks, stage 3, optimizer and parameters on nvme" 2
+  if grep -qE '^rank 0 swapped [1-9][0-9]* bytes in, [1-9][0-9]* out' "$tmp/c.out" \
+    && [ -f "$tmp/nvme/zlua_swap/optimizer/rank1/.zlua_swap" ] && [ -f "$tmp/nvme/zlua_swap/params/rank1/.zlua_swap" ]; then
+    echo "ok: $(grep '^rank 0 swapped' "$tmp/c.out") through $tmp/nvme/zlua_swap"
+  else
+    echo "FAIL: nothing went through the swap files under $tmp/nvme"; fail=1
+  fi
+  for stage in 0 2; do
+    cmp -s "$tmp/2 ranks, stage $stage.out" "$tmp/2 ranks, stage 3, optimizer and parameters on nvme.out" \
+      || { echo "FAIL: stage $stage and stage 3 with nvme differ"; fail=1; }
+  done
+  exit $fail
+fi
+
 config 2
 same "1 rank, stage 2" 1
 loss_falls "$tmp/c.out" 3 0.95 || fail=1
-for stage in 0 2; do
-  config $stage
-  same "2 ranks, stage $stage" 2
-done
-config 3 nvme
-same "2 ranks, stage 3, optimizer and parameters on nvme" 2
-if grep -qE '^rank 0 swapped [1-9][0-9]* bytes in, [1-9][0-9]* out' "$tmp/c.out" \
-  && [ -f "$tmp/nvme/zlua_swap/optimizer/rank1/.zlua_swap" ] && [ -f "$tmp/nvme/zlua_swap/params/rank1/.zlua_swap" ]; then
-  echo "ok: $(grep '^rank 0 swapped' "$tmp/c.out") through $tmp/nvme/zlua_swap"
-else
-  echo "FAIL: nothing went through the swap files under $tmp/nvme"; fail=1
+if [ "$aio" = OFF ]; then
+  config 3 nvme
+  refusal='zero_optimization.offload_optimizer.device = "nvme": zlua was built without libaio'
+  "$embed" --deepspeed_config "$tmp/ds.json" --steps 1 > "$tmp/c.out" 2>&1
+  "$zlua" "$src/examples/embed_zero/train.lua" --deepspeed_config "$tmp/ds.json" --steps 1 > "$tmp/lua.out" 2>&1
+  if grep -qF "$refusal" "$tmp/c.out" && grep -qF "$refusal" "$tmp/lua.out"; then
+    echo "ok: NVMe offload refused: $(grep -F "$refusal" "$tmp/c.out" | head -1)"
+  else
+    echo "FAIL: NVMe offload in a build without libaio was not refused by name:"
+    cat "$tmp/c.out" "$tmp/lua.out"; fail=1
+  fi
 fi
-for stage in 0 2; do
-  cmp -s "$tmp/2 ranks, stage $stage.out" "$tmp/2 ranks, stage 3, optimizer and parameters on nvme.out" \
-    || { echo "FAIL: stage $stage and stage 3 with nvme differ"; fail=1; }
-done
 
 # A key the C reader does not handle is refused by name, not ignored.
 echo '{"train_batch_size": 16, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}, "scheduler": {"type": "WarmupLR"}}' \

@@ -1,6 +1,7 @@
 -- The Lua test harness: test(name, fn) runs fn unless arg[1] names other tests,
 -- check* record failures with file:line and keep going, done() prints
--- "N passed, N failed" and exits non-zero on any failure.
+-- "N passed, N failed" and exits non-zero on any failure; skip() ends a file
+-- this build cannot run with CTest's skip.
 -- Runs under zlua, or under a stock lua5.4 with the binding preloaded:
 --   lua5.4 -e 'package.preload.zlua = package.loadlib("libzlua-lua.so", "luaopen_zlua")' test_x.lua
 
@@ -109,6 +110,13 @@ end
 function H.done()
   print(string.format('%d passed, %d failed', passed, failed))
   if failed > 0 or passed == 0 then os.exit(1) end
+end
+
+--- Ends a file whose subject this build lacks: "skipped: why" and exit 77,
+--- CTest's skip (SKIP_RETURN_CODE), unless a check before it failed.
+function H.skip(why)
+  print(string.format('%d passed, %d failed; skipped: %s', passed, failed, why))
+  os.exit(failed > 0 and 1 or 77)
 end
 
 return H

@@ -22,6 +22,11 @@ typedef struct zl_aio_config {
     bool overlap_events;        /* refill the queue as pieces complete (true), or reap whole batches */
 } zl_aio_config;
 
+/* NULL when this build has libaio; otherwise why not and how to get it
+ * (borrowed, static). Without it zl_aio_open, write, read and wait fail with
+ * ZL_EINVAL and this message; zl_aio_buffer and the defaults still work. */
+ZL_API const char *zl_aio_unavailable(void);
+
 /* DeepSpeed's defaults (above). */
 ZL_API zl_aio_config zl_aio_defaults(void);
 

@@ -38,11 +38,17 @@ typedef enum zl_comm_op {
  * while the communicator is open and also watches for lost ranks as "mpi" does.
  * The timeout starts at 30 minutes, or at $ZLUA_COMM_TIMEOUT seconds when set;
  * "nccl" applies it to joining as well. *out receives a new handle; ZL_EINVAL for
- * an unknown backend or a bad $ZLUA_COMM_TIMEOUT, ZL_EIO when MPI or NCCL cannot
- * start, ZL_EDEVICE for "nccl" in a build without NCCL ("this zlua was built
- * without NCCL ..."), without a GPU ("no CUDA device: ...") or with fewer
- * devices than ranks on the host. */
+ * an unknown backend, one this build lacks (zl_comm_unavailable) or a bad
+ * $ZLUA_COMM_TIMEOUT, ZL_EIO when MPI or NCCL cannot start, ZL_EDEVICE for
+ * "nccl" in a build without NCCL ("this zlua was built without NCCL ..."),
+ * without a GPU ("no CUDA device: ...") or with fewer devices than ranks on the
+ * host. */
 ZL_API zl_status zl_comm_open(const char *backend, zl_comm **out);
+/* NULL when this build has `backend`; otherwise why not and how to get it
+ * (borrowed, static): "mpi" is absent from a build configured without MPI
+ * (-DZLUA_MPI=OFF, or none found), and zl_comm_open("mpi") then fails with
+ * ZL_EINVAL and this message. Never opens anything. */
+ZL_API const char *zl_comm_unavailable(const char *backend);
 /* Close (collective for "mpi"). NULL is a no-op. Requests not yet waited on keep
  * the communicator alive until they are; MPI is finalised with the last mpi
  * communicator only when zl_comm_open initialised it. */

@@ -83,7 +83,8 @@ static zl_status op_begin(const char *op, int n, zl_tensor *const *in, bool host
     for (int i = 0; i < n; i++) {
         if (!in[i]) return zl_error(ZL_EINVAL, "%s: argument %d is NULL", op, i + 1);
         if (in[i]->refcount <= 0) return zl_error(ZL_ESTATE, "%s: argument %d was released", op, i + 1);
-        /* Every op here computes on the host; device kernels are issue 12's. */
+        /* An op without device kernels takes host tensors only; one with them
+         * finds its inputs' device itself (ops/device_kernels.h). */
         char role[32];
         snprintf(role, sizeof role, "argument %d", i + 1);
         if (host_only && zli_need_host(op, role, in[i])) return ZL_EDEVICE;

@@ -8,7 +8,7 @@ local test, check, check_eq, check_error = H.test, H.check, H.check_eq, H.check_
 
 test('nccl_without_a_gpu', function()
   if zl.cuda.is_available() then return print('note: a GPU is visible; tests/gpu covers nccl') end
-  local err = check_error(function() dist.init_process_group('nccl') end, 'comm ') or ''
+  local err = check_error(function() dist.init_process_group('nccl') end, 'CUDA') or ''
   check(err:find('comm nccl: rank 0: no CUDA device: ', 1, true) or err:find('built without NCCL', 1, true),
     'the reason: ' .. err)
 end)

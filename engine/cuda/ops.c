@@ -78,8 +78,33 @@ static zl_status ce_backward(int index, int64_t rows, int64_t ncls, const float 
                                                 NULL));
 }
 
+static zl_status ln_forward(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
+                            double eps, float *y, float *mean, float *rstd)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "layer_norm", zlk_cuda_layer_norm_forward(rows, m, x, ZLM_F32, w, ZLM_F32, b, ZLM_F32, eps, y,
+                                                                 ZLM_F32, mean, rstd, NULL));
+}
+
+static zl_status ln_backward_x(int index, int64_t rows, int64_t m, const float *x, const float *w,
+                               const float *mean, const float *rstd, const float *g, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "layer_norm backward",
+                zlk_cuda_layer_norm_backward_x(rows, m, x, ZLM_F32, w, ZLM_F32, mean, rstd, g, ZLM_F32, gx, NULL));
+}
+
+static zl_status ln_backward_wb(int index, int64_t rows, int64_t m, const float *x, const float *mean,
+                                const float *rstd, const float *g, float *gw, float *gb)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "layer_norm backward",
+                zlk_cuda_layer_norm_backward_wb(rows, m, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
-    .ce_forward = ce_forward, .ce_backward = ce_backward,
+    .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
+    .ln_backward_wb = ln_backward_wb,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
 };

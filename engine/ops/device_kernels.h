@@ -30,6 +30,15 @@ typedef struct zli_dev_kernels {
     /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored rows. */
     zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
                              int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx);
+    /* Layer norm over rows of m: y[rows, m], mean and rstd [rows]; w, b [m] or NULL. */
+    zl_status (*ln_forward)(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
+                            double eps, float *y, float *mean, float *rstd);
+    /* gx[rows, m] from x, w (or NULL), the saved statistics and g. */
+    zl_status (*ln_backward_x)(int index, int64_t rows, int64_t m, const float *x, const float *w,
+                               const float *mean, const float *rstd, const float *g, float *gx);
+    /* gw, gb [m] (either NULL): the weight's and bias's gradients, rows in order. */
+    zl_status (*ln_backward_wb)(int index, int64_t rows, int64_t m, const float *x, const float *mean,
+                                const float *rstd, const float *g, float *gw, float *gb);
     /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
      * red[d] is nonzero, as zli_sum_to_shape sums. */
     zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,

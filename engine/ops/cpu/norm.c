@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 /* Columns per block of the weight/bias gradient: the accumulators live on the stack. */
 #define COLS 256
@@ -85,31 +85,41 @@ static void ln_backward_wb_kernel(int64_t rows, int64_t m, const float *restrict
     }
 }
 
-/* inputs: x, then weight if i[1], then bias if i[2]; ctx: mean [rows] then rstd [rows]. */
+/* inputs: x, then weight if i[1], then bias if i[2]; mean [rows] then rstd
+ * [rows] in ctx on the host, in saved[0] on a device. */
 static zl_status ln_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0];
     zl_tensor *w = n->i[1] ? n->inputs[1] : NULL, *b = n->i[2] ? n->inputs[n->ninputs - 1] : NULL;
     int64_t rows = n->i[3], m = n->i[4];
-    const float *mean = n->ctx, *rstd = mean + rows;
-    zl_tensor *xf = zli_f32c(x), *wf = w ? zli_f32c(w) : NULL;
-    zl_status st = xf && (!w || wf) ? ZL_OK : ZL_ENOMEM;
+    const zli_dev_kernels *kern = x->storage->dev ? x->storage->dev->kernels : NULL;
+    int index = x->storage->dev_index;
+    const float *mean = kern ? zl_tensor_data(n->saved[0]) : n->ctx, *rstd = mean + rows;
+    zl_tensor *xf = zli_f32c(x), *wf = w ? zli_f32c(w) : NULL, *gc = zli_f32c(g);
+    zl_status st = xf && gc && (!w || wf) ? ZL_OK : ZL_ENOMEM;
     zl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
     if (!st && zli_requires_grad(x)) {
-        if ((gx = zli_new_f32(x->ndim, x->shape)))
+        if (!(gx = zli_new_f32_like(x, x->ndim, x->shape))) st = ZL_ENOMEM;
+        else if (kern)
+            st = kern->ln_backward_x(index, rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL, mean, rstd,
+                                  zl_tensor_data(gc), zl_tensor_data(gx));
+        else
             ln_backward_x_kernel(rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL, mean, rstd,
-                                 zl_tensor_data(g), zl_tensor_data(gx));
-        else st = ZL_ENOMEM;
+                                 zl_tensor_data(gc), zl_tensor_data(gx));
     }
-    if (!st && w && zli_requires_grad(w) && !(gw = zl_tensor_new(ZL_DTYPE_F32, w->ndim, w->shape, ZL_MEM_GRADS)))
-        st = ZL_ENOMEM;
-    if (!st && b && zli_requires_grad(b) && !(gb = zl_tensor_new(ZL_DTYPE_F32, b->ndim, b->shape, ZL_MEM_GRADS)))
-        st = ZL_ENOMEM;
-    if (!st && (gw || gb))
-        ln_backward_wb_kernel(rows, m, zl_tensor_data(xf), mean, rstd, zl_tensor_data(g),
+    if (!st && w && zli_requires_grad(w) && !(gw = zli_new_f32_like(x, w->ndim, w->shape))) st = ZL_ENOMEM;
+    if (!st && b && zli_requires_grad(b) && !(gb = zli_new_f32_like(x, b->ndim, b->shape))) st = ZL_ENOMEM;
+    if (gw) zl_tensor_set_category(gw, ZL_MEM_GRADS);
+    if (gb) zl_tensor_set_category(gb, ZL_MEM_GRADS);
+    if (!st && (gw || gb) && kern)
+        st = kern->ln_backward_wb(index, rows, m, zl_tensor_data(xf), mean, rstd, zl_tensor_data(gc),
+                               gw ? zl_tensor_data(gw) : NULL, gb ? zl_tensor_data(gb) : NULL);
+    else if (!st && (gw || gb))
+        ln_backward_wb_kernel(rows, m, zl_tensor_data(xf), mean, rstd, zl_tensor_data(gc),
                               gw ? zl_tensor_data(gw) : NULL, gb ? zl_tensor_data(gb) : NULL);
     zl_tensor_release(xf);
     zl_tensor_release(wf);
+    zl_tensor_release(gc);
     int k = 0;
     gin[k++] = gx;
     if (w) gin[k++] = gw;
@@ -136,7 +146,10 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
     int nin = 1;
     if (weight) in[nin++] = weight;
     if (bias) in[nin++] = bias;
-    if (zli_op_begin(op, nin, in)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, nin, in)) return NULL;
+    if ((on = zli_op_device(op, nin, in, &k, &index)) < 0) return zli_op_end(op, nin, in, NULL);
     if (zli_need_float(op, "input", x) || (weight && zli_need_float(op, "weight", weight)) ||
         (bias && zli_need_float(op, "bias", bias)))
         return zli_op_end(op, nin, in, NULL);
@@ -155,16 +168,25 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
     int64_t rows = 1, m = 1;
     for (int i = 0; i < x->ndim - nnorm; i++) rows *= x->shape[i];
     for (int i = x->ndim - nnorm; i < x->ndim; i++) m *= x->shape[i];
-    float *stats = malloc((size_t)(rows ? 2 * rows : 1) * sizeof *stats);
+    /* mean and rstd, kept for backward: host memory, or a tensor on the device. */
+    int64_t nstats = rows ? 2 * rows : 1;
+    zl_tensor *dstats = on ? zli_new_f32_like(x, 1, &nstats) : NULL;
+    float *stats = on ? (dstats ? zl_tensor_data(dstats) : NULL) : malloc((size_t)nstats * sizeof *stats);
     if (!stats) {
         zl_error(ZL_ENOMEM, "%s: out of memory", op);
         return zli_op_end(op, nin, in, NULL);
     }
     zl_tensor *xf = zli_f32c(x), *wf = weight ? zli_f32c(weight) : NULL, *bf = bias ? zli_f32c(bias) : NULL;
-    zl_tensor *y = xf && (!weight || wf) && (!bias || bf) ? zli_new_f32(x->ndim, x->shape) : NULL;
-    if (y && m > 0)
+    zl_tensor *y = xf && (!weight || wf) && (!bias || bf) ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    if (y && m > 0 && on && k->ln_forward(index, rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL,
+                                          bf ? zl_tensor_data(bf) : NULL, eps, zl_tensor_data(y), stats,
+                                          stats + rows)) {
+        zl_tensor_release(y);
+        y = NULL;
+    } else if (y && m > 0 && !on) {
         ln_forward_kernel(rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL,
                           bf ? zl_tensor_data(bf) : NULL, eps, zl_tensor_data(y), stats, stats + rows);
+    }
     zl_tensor_release(xf);
     zl_tensor_release(wf);
     zl_tensor_release(bf);
@@ -177,10 +199,16 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
         n->i[2] = bias != NULL;
         n->i[3] = rows;
         n->i[4] = m;
-        n->ctx = stats;
-        n->ctx_free = free;
+        if (on && zli_node_save(n, 0, dstats, false)) {
+            zl_tensor_release(y);
+            y = NULL;
+        } else if (!on) {
+            n->ctx = stats;
+            n->ctx_free = free;
+        }
         stats = NULL;
     }
-    free(stats);
+    if (!on) free(stats);
+    zl_tensor_release(dstats);
     return zli_op_end(op, nin, in, y);
 }

@@ -102,7 +102,21 @@ static zl_status ln_backward_wb(int index, int64_t rows, int64_t m, const float 
                 zlk_cuda_layer_norm_backward_wb(rows, m, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb, NULL));
 }
 
+static zl_status emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "embedding", zlk_cuda_embedding_forward(n, d, es, idx, w, out, NULL));
+}
+
+static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
+                              float *gw)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return done(index, "embedding backward", zlk_cuda_embedding_backward(n, v, d, idx, g, ZLM_F32, gw, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
+    .emb_forward = emb_forward, .emb_backward = emb_backward,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
     .ln_backward_wb = ln_backward_wb,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,

@@ -39,6 +39,11 @@ typedef struct zli_dev_kernels {
     /* gw, gb [m] (either NULL): the weight's and bias's gradients, rows in order. */
     zl_status (*ln_backward_wb)(int index, int64_t rows, int64_t m, const float *x, const float *mean,
                                 const float *rstd, const float *g, float *gw, float *gb);
+    /* out[n, d] = rows idx[n] (i64, on the device, checked) of w[v, d]; es bytes an element. */
+    zl_status (*emb_forward)(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out);
+    /* gw[v, d] = g's rows summed into the rows idx names, in position order. */
+    zl_status (*emb_backward)(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
+                              float *gw);
     /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
      * red[d] is nonzero, as zli_sum_to_shape sums. */
     zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,

@@ -10,6 +10,7 @@
 #include "cuda/cuda_impl.h"
 #include "cuda/math/binary.h"
 #include "cuda/math/cross_entropy.h"
+#include "cuda/math/embedding.h"
 #include "cuda/math/layer_norm.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/sum_to.h"
@@ -178,7 +179,24 @@ static zl_status fake_ln_backward_wb(int index, int64_t rows, int64_t m, const f
     return ZL_OK;
 }
 
+static zl_status fake_emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w,
+                                  void *out)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n * d; i++) zlm_embedding_gather(i, d, es, idx, w, out);
+    return ZL_OK;
+}
+
+static zl_status fake_emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
+                                   float *gw)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < d; j++) zlm_embedding_backward_columns(n, v, d, j, j + 1, idx, g, ZLM_F32, gw);
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
+    .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward,
     .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
@@ -524,6 +542,40 @@ TEST(layer_norm_on_the_device)
     }
     zl_tensor *objs[] = {gh, bh, wh, xh};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+/* Embedding rows gathered on the device (bf16 weight: bytes as they are),
+ * and the weight's gradient with a repeated index, bit for bit. */
+TEST(embedding_on_the_device)
+{
+    zl_tensor *wr = zt_randn(SHAPE(7, 5)), *gh = zt_randn(SHAPE(2, 3, 5));
+    int64_t iv[6] = {3, 0, 6, 3, 1, 3};
+    zl_tensor *ih = zl_tensor_from_data(ZL_DTYPE_I64, 2, (int64_t[]){2, 3}, iv);
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
+    for (int k = 0; k < 2; k++) {
+        zl_tensor *wh = zl_tensor_to(wr, dts[k]);
+        zl_tensor *y[2] = {0}, *gw[2] = {0};
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *w = dev ? to_fake(wh) : zl_tensor_clone(wh), *i = dev ? to_fake(ih) : zl_tensor_retain(ih);
+            zl_tensor *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+            zl_tensor_set_requires_grad(w, true);
+            y[dev] = zl_embedding(w, i);
+            CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+            CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+            gw[dev] = zl_tensor_retain(zl_tensor_grad(w));
+            zl_tensor *objs[] = {g, i, w};
+            for (size_t j = 0; j < sizeof objs / sizeof *objs; j++) zl_tensor_release(objs[j]);
+        }
+        if (y[0] && y[1]) check_bits(y[0], y[1], "embedding");
+        if (gw[0] && gw[1]) check_bits(gw[0], gw[1], "embedding's gradient");
+        zl_tensor *objs[] = {y[0], y[1], gw[0], gw[1], wh};
+        for (size_t j = 0; j < sizeof objs / sizeof *objs; j++) zl_tensor_release(objs[j]);
+    }
+    zl_tensor *dw = to_fake(wr), *bad = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){1}, (int64_t[]){7});
+    zl_tensor *dbad = to_fake(bad);
+    CHECK_ERR(zl_embedding(dw, dbad), "embedding: index 7 at position 0 is out of range");
+    zl_tensor *objs[] = {dbad, bad, dw, ih, gh, wr};
+    for (size_t j = 0; j < sizeof objs / sizeof *objs; j++) zl_tensor_release(objs[j]);
 }
 
 TEST(host_only_paths_name_the_device)

@@ -78,6 +78,10 @@ int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, i
 int zlk_cuda_attention_softmax(int64_t rows, int64_t tq, int64_t tk, bool causal, float *s, void *stream);
 int zlk_cuda_attention_softmax_backward(int64_t rows, int64_t tk, float *dp, const float *p, void *stream);
 
+/* out [n, d] = the rows of w [v, d] that idx [n] names (0 <= idx < v, checked
+ * by the caller); es bytes an element, any dtype. */
+int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out,
+                               void *stream);
 /* gw [v, d] f32 [out] = the rows of g [n, d] summed into the rows idx [n]
  * names (0 <= idx < v, checked by the caller), in position order. */
 int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, const void *g, int gdt,

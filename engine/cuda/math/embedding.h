@@ -1,11 +1,19 @@
 /* embedding backward (engine/ops/cpu/embedding.c): the gradient of weight
  * [V, D] is the sum of the output gradient's rows into the rows their indices
  * name, added in position order in f32, so a repeated index sums the same way
- * on every device. Forward is a row copy and needs no math. */
+ * on every device. Forward copies rows, bytes as they are. */
 #ifndef ZL_CUDA_MATH_EMBEDDING_H
 #define ZL_CUDA_MATH_EMBEDDING_H
 
 #include "convert.h"
+
+/* Element i of out [n, d] = the element of w [v, d] in row idx[i / d], column
+ * i % d; es bytes an element, copied as they are (any dtype). */
+static inline ZL_HD void zlm_embedding_gather(int64_t i, int64_t d, int es, const int64_t *idx, const void *w,
+                                              void *out)
+{
+    memcpy((char *)out + i * es, (const char *)w + (idx[i / d] * d + i % d) * es, (size_t)es);
+}
 
 /* gw_row [out] [lo, hi) += g_row [lo, hi) (g in gdt): one position's share. */
 static inline ZL_HD void zlm_embedding_accumulate(int64_t lo, int64_t hi, const void *g_row, int gdt, float *gw_row)

@@ -4,7 +4,7 @@
  * threads, so each element's sum is taken in index order whatever the threads. */
 #include <stdlib.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 /* Columns of the gradient one thread owns at a time. */
 #define COLS 64
@@ -26,22 +26,54 @@ static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *r
     }
 }
 
-/* ctx: the validated indices, i64 [n]. */
+/* ctx: the validated indices, i64 [n]; on a device also saved[0], the same
+ * indices there. */
 static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *w = n->inputs[0];
-    zl_tensor *gw = zl_tensor_new(ZL_DTYPE_F32, 2, w->shape, ZL_MEM_GRADS);
-    if (gw) scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(g), zl_tensor_data(gw));
+    const zli_dev_kernels *k = w->storage->dev ? w->storage->dev->kernels : NULL;
+    zl_tensor *gc = zli_f32c(g);
+    zl_tensor *gw = gc ? zli_new_f32_like(w, 2, w->shape) : NULL;
+    zl_status st = gw ? ZL_OK : ZL_ENOMEM;
+    if (gw) zl_tensor_set_category(gw, ZL_MEM_GRADS);
+    if (gw && k)
+        st = k->emb_backward(w->storage->dev_index, n->i[0], w->shape[0], w->shape[1], zl_tensor_data(n->saved[0]),
+                             zl_tensor_data(gc), zl_tensor_data(gw));
+    else if (gw)
+        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(gc), zl_tensor_data(gw));
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gw); return st; }
     gin[0] = gw;
     gin[1] = NULL;
-    return gw ? ZL_OK : ZL_ENOMEM;
+    return ZL_OK;
+}
+
+/* The checked indices on weight's device, then the rows gathered there. */
+static zl_tensor *gather_on_device(const zli_dev_kernels *k, int index, zl_tensor *wc, const int64_t *idx, int64_t n,
+                                   int ndim, const int64_t *shape, zl_tensor **didx)
+{
+    const zli_device_ops *dev = wc->storage->dev;
+    zl_tensor *h = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, idx);
+    *didx = h ? dev->alloc(ZL_DTYPE_I64, 1, &n, ZL_MEM_OTHER, index) : NULL;
+    zl_tensor *out = NULL;
+    if (*didx && !dev->from_host(*didx, h)) out = dev->alloc(wc->dtype, ndim, shape, ZL_MEM_ACTIVATIONS, index);
+    zl_tensor_release(h);
+    if (out && k->emb_forward(index, n, wc->shape[1], (int)zl_dtype_size(wc->dtype), zl_tensor_data(*didx),
+                              zl_tensor_data(wc), zl_tensor_data(out))) {
+        zl_tensor_release(out);
+        out = NULL;
+    }
+    return out;
 }
 
 zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
 {
     const char *op = "embedding";
     zl_tensor *in[2] = {weight, indices};
-    if (zli_op_begin(op, 2, in)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, 2, in)) return NULL;
+    if ((on = zli_op_device(op, 2, in, &k, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     if (weight->ndim != 2) {
         char s[128];
         zl_error(ZL_ESHAPE, "%s: weight must be 2-d [V, D], got shape %s", op,
@@ -70,8 +102,10 @@ zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
     shape[indices->ndim] = d;
     zl_tensor *wc = zl_tensor_is_contiguous(weight) ? zl_tensor_retain(weight)
                                                      : zli_copy_as(weight, weight->dtype, ZL_MEM_ACTIVATIONS);
-    zl_tensor *out = wc ? zl_tensor_new(weight->dtype, indices->ndim + 1, shape, ZL_MEM_ACTIVATIONS) : NULL;
-    if (out) {
+    zl_tensor *didx = NULL, *out = NULL;
+    if (wc && on) {
+        out = gather_on_device(k, index, wc, idx, n, indices->ndim + 1, shape, &didx);
+    } else if (wc && (out = zl_tensor_new(weight->dtype, indices->ndim + 1, shape, ZL_MEM_ACTIVATIONS))) {
         size_t row = (size_t)d * zl_dtype_size(weight->dtype);
         const char *src = zl_tensor_data(wc);
         char *dst = zl_tensor_data(out);
@@ -86,7 +120,12 @@ zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
         node->ctx = idx;
         node->ctx_free = free;
         idx = NULL;
+        if (on && zli_node_save(node, 0, didx, false)) {
+            zl_tensor_release(out);   /* frees the node, idx with it */
+            out = NULL;
+        }
     }
+    zl_tensor_release(didx);
     free(idx);
     return zli_op_end(op, 2, in, out);
 }

@@ -58,6 +58,5 @@ zl_status zli_cuda_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (desc) cublasLtMatmulDescDestroy(desc);
     if (s) return lt_error(index, what, s);
-    cudaError_t e = cudaDeviceSynchronize();
-    return e ? zl_error(ZL_EDEVICE, "cuda:%d: matmul failed: %s", index, cudaGetErrorString(e)) : ZL_OK;
+    return zli_cuda_done(index, "matmul", 0);
 }

@@ -1,30 +1,22 @@
 /* The ops layer's kernel table for CUDA devices (ops/device_kernels.h): each
  * entry launches its kernel from kernels/ on f32 buffers and waits for it, so
  * an op's result is ready, and its errors known, when the op returns. */
-#include <cuda_runtime_api.h>
 #include "cuda_impl.h"
 #include "kernels/kernels.h"
 #include "../ops/device_kernels.h"
 
-static zl_status done(int index, const char *what, int launched)
-{
-    int e = launched ? launched : (int)cudaDeviceSynchronize();
-    if (!e) return ZL_OK;
-    return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s", index, what, cudaGetErrorString((cudaError_t)e));
-}
-
 static zl_status unary(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "unary op", zlk_cuda_unary_forward(kind, n, x, ZLM_F32, y, ZLM_F32, p0, p1, NULL));
+    return zli_cuda_done(index, "unary op", zlk_cuda_unary_forward(kind, n, x, ZLM_F32, y, ZLM_F32, p0, p1, NULL));
 }
 
 static zl_status unary_backward(int index, int kind, int64_t n, const float *x, const float *y, const float *g,
                                 float *gx, float p0)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "unary op backward",
-                zlk_cuda_unary_backward(kind, n, x, ZLM_F32, y, ZLM_F32, g, ZLM_F32, gx, p0, NULL));
+    return zli_cuda_done(index, "unary op backward",
+                         zlk_cuda_unary_backward(kind, n, x, ZLM_F32, y, ZLM_F32, g, ZLM_F32, gx, p0, NULL));
 }
 
 static zl_status binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
@@ -37,82 +29,84 @@ static zl_status binary(int index, int kind, int ndim, const int64_t *shape, con
         bc.sa[i] = sa[i];
         bc.sb[i] = sb[i];
     }
-    return done(index, "binary op", zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
+    return zli_cuda_done(index, "binary op",
+                         zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
 }
 
 static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
                         int64_t nout)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "sum to shape", zlk_cuda_sum_to(nd, shape, red, g, out, nout, NULL));
+    return zli_cuda_done(index, "sum to shape", zlk_cuda_sum_to(nd, shape, red, g, out, nout, NULL));
 }
 
 static zl_status softmax(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "softmax", zlk_cuda_softmax_forward(is_log, rows, d, x, ZLM_F32, y, ZLM_F32, NULL));
+    return zli_cuda_done(index, "softmax", zlk_cuda_softmax_forward(is_log, rows, d, x, ZLM_F32, y, ZLM_F32, NULL));
 }
 
 static zl_status softmax_backward(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
                                   float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "softmax backward",
-                zlk_cuda_softmax_backward(is_log, rows, d, y, ZLM_F32, g, ZLM_F32, gx, NULL));
+    return zli_cuda_done(index, "softmax backward",
+                         zlk_cuda_softmax_backward(is_log, rows, d, y, ZLM_F32, g, ZLM_F32, gx, NULL));
 }
 
 static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
                             int64_t ignore, float *lse, float *loss)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "cross_entropy",
-                zlk_cuda_cross_entropy_forward(rows, ncls, x, ZLM_F32, target, ignore, lse, loss, NULL));
+    return zli_cuda_done(index, "cross_entropy",
+                         zlk_cuda_cross_entropy_forward(rows, ncls, x, ZLM_F32, target, ignore, lse, loss, NULL));
 }
 
 static zl_status ce_backward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
                              int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "cross_entropy backward",
-                zlk_cuda_cross_entropy_backward(rows, ncls, x, ZLM_F32, target, ignore, lse, g, g_stride, k, gx,
-                                                NULL));
+    return zli_cuda_done(index, "cross_entropy backward",
+                         zlk_cuda_cross_entropy_backward(rows, ncls, x, ZLM_F32, target, ignore, lse, g, g_stride,
+                                                         k, gx, NULL));
 }
 
 static zl_status ln_forward(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
                             double eps, float *y, float *mean, float *rstd)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "layer_norm", zlk_cuda_layer_norm_forward(rows, m, x, ZLM_F32, w, ZLM_F32, b, ZLM_F32, eps, y,
-                                                                 ZLM_F32, mean, rstd, NULL));
+    return zli_cuda_done(index, "layer_norm", zlk_cuda_layer_norm_forward(rows, m, x, ZLM_F32, w, ZLM_F32, b, ZLM_F32,
+                                                                          eps, y, ZLM_F32, mean, rstd, NULL));
 }
 
 static zl_status ln_backward_x(int index, int64_t rows, int64_t m, const float *x, const float *w,
                                const float *mean, const float *rstd, const float *g, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "layer_norm backward",
-                zlk_cuda_layer_norm_backward_x(rows, m, x, ZLM_F32, w, ZLM_F32, mean, rstd, g, ZLM_F32, gx, NULL));
+    return zli_cuda_done(index, "layer_norm backward",
+                         zlk_cuda_layer_norm_backward_x(rows, m, x, ZLM_F32, w, ZLM_F32, mean, rstd, g, ZLM_F32, gx,
+                                                        NULL));
 }
 
 static zl_status ln_backward_wb(int index, int64_t rows, int64_t m, const float *x, const float *mean,
                                 const float *rstd, const float *g, float *gw, float *gb)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "layer_norm backward",
-                zlk_cuda_layer_norm_backward_wb(rows, m, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb, NULL));
+    return zli_cuda_done(index, "layer_norm backward",
+                         zlk_cuda_layer_norm_backward_wb(rows, m, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb, NULL));
 }
 
 static zl_status emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "embedding", zlk_cuda_embedding_forward(n, d, es, idx, w, out, NULL));
+    return zli_cuda_done(index, "embedding", zlk_cuda_embedding_forward(n, d, es, idx, w, out, NULL));
 }
 
 static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
                               float *gw)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return done(index, "embedding backward", zlk_cuda_embedding_backward(n, v, d, idx, g, ZLM_F32, gw, NULL));
+    return zli_cuda_done(index, "embedding backward", zlk_cuda_embedding_backward(n, v, d, idx, g, ZLM_F32, gw, NULL));
 }
 
 const zli_dev_kernels zli_cuda_kernels = {

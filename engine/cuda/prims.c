@@ -2,25 +2,18 @@
  * one kernel of kernels/copy.cu over the tensors' views; the allocator's
  * table (alloc.c) points here. Launches go to the default stream and are
  * waited for, as core's host primitives are done when they return. */
-#include <cuda_runtime_api.h>
 #include "cuda_impl.h"
 #include "kernels/kernels.h"
 
 
-static zl_status finish(const char *what, const zl_tensor *t, int launched)
-{
-    int e = launched ? launched : (int)cudaDeviceSynchronize();
-    if (!e) return ZL_OK;
-    return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s", t->storage->dev_index, what,
-                    cudaGetErrorString((cudaError_t)e));
-}
-
 zl_status zli_cuda_copy_into(zl_tensor *dst, const zl_tensor *src)
 {
-    if (zli_cuda_use(dst->storage->dev_index)) return zli_last_code();
+    int index = dst->storage->dev_index;
+    if (zli_cuda_use(index)) return zli_last_code();
     zlm_view s = zli_cuda_view_of(src);
-    return finish("copy", dst, zlk_cuda_copy_view(zl_tensor_numel(dst), &s, src->storage->data, (int)src->dtype,
-                                                  zl_tensor_data(dst), (int)dst->dtype, NULL));
+    int launched = zlk_cuda_copy_view(zl_tensor_numel(dst), &s, src->storage->data, (int)src->dtype,
+                                      zl_tensor_data(dst), (int)dst->dtype, NULL);
+    return zli_cuda_done(index, "copy", launched);
 }
 
 zl_status zli_cuda_from_host(zl_tensor *dst, const zl_tensor *src)
@@ -37,17 +30,20 @@ zl_status zli_cuda_to_host(void *dst, const zl_tensor *src)
 
 zl_status zli_cuda_fill(zl_tensor *t, double v)
 {
-    if (zli_cuda_use(t->storage->dev_index)) return zli_last_code();
+    int index = t->storage->dev_index;
+    if (zli_cuda_use(index)) return zli_last_code();
     zlm_view d = zli_cuda_view_of(t);
-    return finish("fill", t, zlk_cuda_fill_view(zl_tensor_numel(t), &d, t->storage->data, (int)t->dtype, v, NULL));
+    return zli_cuda_done(index, "fill", zlk_cuda_fill_view(zl_tensor_numel(t), &d, t->storage->data, (int)t->dtype, v,
+                                                           NULL));
 }
 
 zl_status zli_cuda_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 {
     if (!zl_dtype_traits_of(dst->dtype)->is_float)
         return zl_error(ZL_EDTYPE, "add_: the destination must be a float tensor, got %s", zl_dtype_name(dst->dtype));
-    if (zli_cuda_use(dst->storage->dev_index)) return zli_last_code();
+    int index = dst->storage->dev_index;
+    if (zli_cuda_use(index)) return zli_last_code();
     zlm_view d = zli_cuda_view_of(dst), s = zli_cuda_view_of(src);
-    return finish("add", dst, zlk_cuda_add_view(zl_tensor_numel(dst), &d, dst->storage->data, (int)dst->dtype, &s,
-                                                src->storage->data, (int)src->dtype, (float)alpha, NULL));
+    return zli_cuda_done(index, "add", zlk_cuda_add_view(zl_tensor_numel(dst), &d, dst->storage->data, (int)dst->dtype,
+                                                         &s, src->storage->data, (int)src->dtype, (float)alpha, NULL));
 }

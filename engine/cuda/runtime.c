@@ -92,6 +92,12 @@ zl_status zli_cuda_memset0(void *p, size_t n, int index)
     return e == cudaSuccess ? ZL_OK : fail("memset", index, e);
 }
 
+zl_status zli_cuda_done(int index, const char *what, int launched)
+{
+    int e = launched ? launched : (int)cudaDeviceSynchronize();
+    return e ? fail(what, index, (cudaError_t)e) : ZL_OK;
+}
+
 zl_status zli_cuda_synchronize(int index)
 {
     if (zli_cuda_use(index)) return zli_last_code();

@@ -1,7 +1,6 @@
 /* The public device calls (zlua/device.h): each goes to the host allocator
  * for the CPU or to the CUDA backend (engine/cuda), and moves tensors between
  * them. Stands on core; the CUDA backend behind it is real or absent.c. */
-#include <string.h>
 #include "../cuda/cuda_impl.h"
 
 static zl_status need_kind(const char *op, zl_device kind)
@@ -43,67 +42,42 @@ zl_tensor *zl_tensor_zeros_on(zl_dtype dt, int ndim, const int64_t *shape, zl_de
 
 static size_t view_bytes(const zl_tensor *t) { return (size_t)zl_tensor_numel(t) * zl_dtype_size(t->dtype); }
 
-/* A host tensor holding what the device view t reads, contiguous. A strided
- * view comes over as its whole storage and is made contiguous on the host,
- * since the device has no strided copy kernel of its own yet. */
-static zl_tensor *to_host(const zl_tensor *t)
+/* t itself when contiguous, else a contiguous copy in the same memory (core
+ * copies strided views on a device too). */
+static zl_tensor *contiguous_in_place(zl_tensor *t)
 {
-    const zl_storage *s = t->storage;
-    if (zl_tensor_is_contiguous(t)) {
-        zl_tensor *out = zl_tensor_new(t->dtype, t->ndim, t->shape, s->cat);
-        if (out && zli_cuda_copy(zl_tensor_data(out), zl_tensor_data(t), view_bytes(t), ZLI_D2H, s->dev_index)) {
-            zl_tensor_release(out);
-            return NULL;
-        }
-        return out;
-    }
-    int64_t whole = (int64_t)(s->nbytes / zl_dtype_size(t->dtype));
-    zl_tensor *raw = zl_tensor_new(t->dtype, 1, &whole, ZL_MEM_OTHER);
-    if (!raw) return NULL;
-    zl_tensor *out = NULL;
-    if (!zli_cuda_copy(zl_tensor_data(raw), s->data, (size_t)whole * zl_dtype_size(t->dtype), ZLI_D2H,
-                       s->dev_index)) {
-        zl_tensor *v = zli_view_of(raw, t->ndim, t->shape, t->stride, t->offset);
-        if (v) out = zli_copy_as(v, t->dtype, s->cat);
-        zl_tensor_release(v);
-    }
-    zl_tensor_release(raw);
-    return out;
+    return zl_tensor_is_contiguous(t) ? zl_tensor_retain(t) : zli_copy_as(t, t->dtype, t->storage->cat);
 }
 
-static zl_tensor *host_to_cuda(zl_tensor *t, int index)
+/* A contiguous copy of t, from a device to the host, to device `index`, or
+ * between devices. */
+static zl_tensor *moved(zl_tensor *t, zl_device kind, int index)
 {
-    zl_tensor *h = zl_tensor_is_contiguous(t) ? zl_tensor_retain(t) : zli_copy_as(t, t->dtype, t->storage->cat);
-    if (!h) return NULL;
-    zl_tensor *out = zli_cuda_new(t->dtype, t->ndim, t->shape, t->storage->cat, index);
-    if (out && zli_cuda_copy(zl_tensor_data(out), zl_tensor_data(h), view_bytes(h), ZLI_H2D, index)) {
+    zl_tensor *c = contiguous_in_place(t);
+    if (!c) return NULL;
+    const zl_storage *s = c->storage;
+    zl_tensor *out = kind == ZL_DEVICE_CPU ? zl_tensor_new(c->dtype, c->ndim, c->shape, s->cat)
+                                           : zli_cuda_new(c->dtype, c->ndim, c->shape, s->cat, index);
+    zl_status st = out ? ZL_OK : zli_last_code();
+    if (out && kind == ZL_DEVICE_CPU)
+        st = zli_cuda_copy(zl_tensor_data(out), zl_tensor_data(c), view_bytes(c), ZLI_D2H, s->dev_index);
+    else if (out && !s->dev)
+        st = zli_cuda_copy(zl_tensor_data(out), zl_tensor_data(c), view_bytes(c), ZLI_H2D, index);
+    else if (out)
+        st = zli_cuda_copy_peer(zl_tensor_data(out), index, zl_tensor_data(c), s->dev_index, view_bytes(c));
+    zl_tensor_release(c);
+    if (st) {
         zl_tensor_release(out);
-        out = NULL;
+        return NULL;
     }
-    zl_tensor_release(h);
     return out;
 }
 
 zl_tensor *zl_tensor_to_device(zl_tensor *t, zl_device kind, int index)
 {
     if (zli_check_arg("to_device", "tensor", t) || zl_device_check(kind, index)) return NULL;
-    zl_device from = zl_tensor_device(t);
-    int from_index = zl_tensor_device_index(t);
-    if (from == kind && from_index == index) return zl_tensor_retain(t);
-    if (from == ZL_DEVICE_CPU) return host_to_cuda(t, index);
-    if (kind == ZL_DEVICE_CPU) return to_host(t);
-    if (zl_tensor_is_contiguous(t)) {
-        zl_tensor *out = zli_cuda_new(t->dtype, t->ndim, t->shape, t->storage->cat, index);
-        if (out && zli_cuda_copy_peer(zl_tensor_data(out), index, zl_tensor_data(t), from_index, view_bytes(t))) {
-            zl_tensor_release(out);
-            return NULL;
-        }
-        return out;
-    }
-    zl_tensor *h = to_host(t);
-    zl_tensor *out = h ? host_to_cuda(h, index) : NULL;
-    zl_tensor_release(h);
-    return out;
+    if (zl_tensor_device(t) == kind && zl_tensor_device_index(t) == index) return zl_tensor_retain(t);
+    return moved(t, kind, index);
 }
 
 zl_mem_stats zl_device_mem_stats(zl_device kind, int index, zl_mem_category cat)

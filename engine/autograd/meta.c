@@ -45,7 +45,10 @@ zl_status zl_tensor_set_data(zl_tensor *t, zl_tensor *src)
                         zl_dtype_name(src->dtype));
     if (m && m->grad) {
         zl_dtype grad_dt = m->grad_f32 ? ZL_DTYPE_F32 : src->dtype;
+        /* A gradient left on another device could never be added to again. */
         if (m->grad->dtype != grad_dt || m->grad->ndim != src->ndim ||
+            zl_tensor_device(m->grad) != zl_tensor_device(src) ||
+            zl_tensor_device_index(m->grad) != zl_tensor_device_index(src) ||
             memcmp(m->grad->shape, src->shape, (size_t)src->ndim * sizeof src->shape[0]) != 0) {
             zl_tensor_release(m->grad);
             m->grad = NULL;

@@ -633,7 +633,7 @@ static int category(lua_State *L)
 /* t:set_data(src): t takes src's data, shape and dtype, staying the same object. */
 static int set_data(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 2);
+    zl_tensor *t = zlb_check_tensor_any(L, 1), *src = zlb_check_tensor_any(L, 2);
     if (zl_tensor_set_data(t, src)) return zlb_raise(L);
     lua_settop(L, 1);
     return 1;

@@ -231,13 +231,8 @@ function zl.randn(...)
   return on(core.randn(shape, dtype, gen), device)
 end
 
---- zl.arange(n [, dtype]) is 0, 1, ..., n-1; zl.arange(start, stop [, step] [, dtype])
---- is start, start+step, ... below stop. i64 when the arguments are integers, else f32.
-function zl.arange(...)
-  local n = select('#', ...)
-  local args = {...}
-  local dtype
-  if type(args[n]) == 'string' then dtype, n = args[n], n - 1 end
+-- The values of zl.arange from its n leading arguments, on the host.
+local function arange_values(n, args, dtype)
   local start, stop, step = 0, args[1], 1
   if n >= 2 then start, stop, step = args[1], args[2], args[3] or 1 end
   if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
@@ -253,6 +248,18 @@ function zl.arange(...)
     return core.add(core.mul(t, core.scalar(step, dtype)), core.scalar(start, dtype))
   end
   return core.to(core.affine(core.arange(count, 'f32'), step, start), dtype)
+end
+
+--- zl.arange(n [, dtype]) is 0, 1, ..., n-1; zl.arange(start, stop [, step] [, dtype])
+--- is start, start+step, ... below stop. i64 when the arguments are integers, else f32.
+--- An options table {dtype=, device=} may stand in place of the dtype.
+function zl.arange(...)
+  local n = select('#', ...)
+  local args = {...}
+  local dtype, device
+  if type(args[n]) == 'string' then dtype, n = args[n], n - 1
+  elseif is_options(args[n]) then dtype, device, n = args[n].dtype, args[n].device, n - 1 end
+  return on(arange_values(n, args, dtype), device)
 end
 
 --- zl.randperm(n [, generator]): a random permutation of 0..n-1 (i64).

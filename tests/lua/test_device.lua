@@ -23,6 +23,29 @@ test('cpu forms', function()
   check_error(function() return x:to() end, 'to: expected a dtype')
 end)
 
+test('modules convert in place, tied weights stay tied', function()
+  local nn = require 'zlua.nn'
+  local m = nn.GPT{ vocab_size = 11, block_size = 4, n_layer = 1, n_head = 2, n_embd = 8 }
+  local w = m.wte.weight
+  local idx = zl.tensor({ { 1, 2, 3 } }, 'i64')
+  local _, loss = m(idx, idx)
+  loss:backward()
+  check(w.grad ~= nil, 'a gradient before the move')
+  check(m:to('cpu') == m, 'to returns the module')
+  check(w.grad ~= nil, 'to(cpu) on the host keeps the gradient')
+  m:to('bf16')
+  check_eq(w:dtype(), 'bf16')
+  check(m.lm_head.weight == w and m.wte.weight == w, 'the tied weight is one tensor still')
+  check_eq(m.blocks[1].ln1.weight:dtype(), 'bf16')
+  m:to{ dtype = 'f32' }
+  check_eq(w:dtype(), 'f32')
+  check(w.grad == nil, 'a gradient of another dtype is dropped')
+  check_error(function() return m:to(3) end, "GPT.to: expected a device")
+  check_error(function() return m:to() end, "GPT.to: expected a device")
+  check_eq(zl.arange(3, { device = 'cpu' }):device(), 'cpu')
+  check_eq(zl.arange(1, 7, 2, { dtype = 'f32' }):totable()[3], 5)
+end)
+
 if n == 0 then
   test('no CUDA device: every way of asking says why', function()
     check(why:find('^no CUDA device: '), why)
@@ -36,6 +59,8 @@ if n == 0 then
       function() return zl.randn(2, { device = 'cuda:0' }) end,
       function() return zl.cuda.synchronize() end,
       function() return zl.cuda.empty_cache() end,
+      function() return zl.arange(4, { device = 'cuda' }) end,
+      function() return require('zlua.nn').Linear(2, 3):cuda() end,
     }) do
       check_error(f, 'no CUDA device: ')
     end

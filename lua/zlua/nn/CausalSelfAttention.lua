@@ -29,8 +29,9 @@ function CausalSelfAttention:__init(cfg)
 end
 
 -- true above the diagonal: the future positions each row must not see.
-local function future_mask(t)
-  return zl.arange(t):view(1, t):gt(zl.arange(t):view(t, 1))
+local function future_mask(t, device)
+  local o = { device = device }
+  return zl.arange(t, o):view(1, t):gt(zl.arange(t, o):view(t, 1))
 end
 
 function CausalSelfAttention:forward(x)
@@ -48,7 +49,7 @@ function CausalSelfAttention:forward(x)
   if self.training and self.dropout > 0 then
     -- The fused kernel has no dropout on the attention weights: spell it out.
     local att = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(d))
-    att = att:masked_fill(future_mask(t), -math.huge):softmax(-1)
+    att = att:masked_fill(future_mask(t, x:device()), -math.huge):softmax(-1)
     y = self.attn_drop(att):matmul(v)
   else
     y = zl.attention(q, k, v, { causal = true })

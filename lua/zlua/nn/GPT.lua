@@ -82,7 +82,7 @@ function GPT:forward(idx, targets)
   if t > self.config.block_size then
     check.error(fmt('GPT: sequence length %d is longer than block_size %d', t, self.config.block_size))
   end
-  local x = self.drop(self.wte(idx) + self.wpe(zl.arange(t)))
+  local x = self.drop(self.wte(idx) + self.wpe(zl.arange(t, { device = idx:device() })))
   for _, block in ipairs(self.blocks) do x = block(x) end
   local logits = self.lm_head(self.ln_f(x))
   if targets == nil then return logits end

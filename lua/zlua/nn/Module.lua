@@ -377,6 +377,43 @@ function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do p:zero_grad() end
 end
 
+-- The device and dtype a Module:to call names, as t:to takes them.
+local function to_args(self, a, b)
+  if type(a) == 'table' then return a.device, a.dtype end
+  local device, dtype
+  for _, v in ipairs({ a, b }) do
+    if type(v) ~= 'string' then
+      check.error(fmt("%s.to: expected a device ('cuda', 'cpu') or a dtype ('bf16'), got %s", self.__name, type(v)))
+    end
+    if v == 'cpu' or v:match('^cuda') then device = v else dtype = v end
+  end
+  return device, dtype
+end
+
+--- m:to(device [, dtype]), m:to(dtype) or m:to{device=, dtype=}: moves every
+--- parameter and buffer to the device (and floating-point ones to the dtype)
+--- in place, as PyTorch's Module.to: each stays the same tensor, so optimizers
+--- and tied weights keep pointing at it; a gradient on the old device is
+--- dropped. Returns m. m:cuda([index]) and m:cpu() are the short forms.
+function Module:to(a, b)
+  local device, dtype = to_args(self, a, b)
+  if device == nil and dtype == nil then
+    check.error(fmt("%s.to: expected a device ('cuda', 'cpu') or a dtype ('bf16')", self.__name))
+  end
+  local seen = {}
+  walk(self, '', function(kind, _, t)
+    if (kind ~= 'param' and kind ~= 'buffer') or t == nil or seen[t:id()] then return end
+    seen[t:id()] = true
+    local moved = device and t:to(device) or t
+    if dtype and moved:is_float() then moved = moved:to(dtype) end
+    if moved ~= t then zl.no_grad(function() t:set_data(moved) end) end
+  end, {})
+  return self
+end
+
+function Module:cuda(index) return self:to('cuda:' .. math.tointeger(index or 0)) end
+function Module:cpu() return self:to('cpu') end
+
 -- ---------------------------------------------------------------------------
 -- State
 

@@ -1,6 +1,6 @@
 /* The ops layer's kernel table for CUDA devices (ops/device_kernels.h): each
- * entry launches its kernel from kernels/ on f32 buffers and waits for it, so
- * an op's result is ready, and its errors known, when the op returns. */
+ * entry launches its kernel from kernels/ on f32 buffers in the default
+ * stream's order (zli_cuda_done says when a fault is seen). */
 #include "cuda_impl.h"
 #include "kernels/kernels.h"
 #include "../ops/device_kernels.h"

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "cuda_impl.h"
@@ -88,13 +89,26 @@ zl_status zli_cuda_memset0(void *p, size_t n, int index)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     cudaError_t e = cudaMemset(p, 0, n);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
     return e == cudaSuccess ? ZL_OK : fail("memset", index, e);
 }
 
+static pthread_once_t g_sync_once = PTHREAD_ONCE_INIT;
+static bool g_sync_each;
+
+static void read_sync_env(void)
+{
+    const char *v = getenv("ZLUA_CUDA_SYNC");
+    g_sync_each = v && *v && strcmp(v, "0") != 0;
+}
+
+/* Every launch goes to the default stream, which runs kernels in launch order
+ * and is waited for by every copy to the host, so an op need not wait for its
+ * kernel: a fault shows at the next copy back (as in PyTorch). ZLUA_CUDA_SYNC=1
+ * waits after each launch instead, so the failing op names itself. */
 zl_status zli_cuda_done(int index, const char *what, int launched)
 {
-    int e = launched ? launched : (int)cudaDeviceSynchronize();
+    pthread_once(&g_sync_once, read_sync_env);
+    int e = launched ? launched : g_sync_each ? (int)cudaDeviceSynchronize() : 0;
     return e ? fail(what, index, (cudaError_t)e) : ZL_OK;
 }
 

@@ -32,7 +32,8 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t *l, uint64_t rows, uint64_t 
                              int64_t stride)
 {
     cublasStatus_t s = cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld);
-    if (!s && batch > 1) s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+    if (!s && batch > 1)
+        s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
     if (!s && batch > 1)
         s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
     return s;
@@ -47,6 +48,15 @@ zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t 
 {
     if (zli_cuda_use(index)) return zli_last_code();
     if (M <= 0 || N <= 0 || batch <= 0) return ZL_OK;
+    if (K <= 0) {   /* an empty product: C = beta C, which the callers ask for with beta 0 or 1 */
+        if (beta == 1.0f) return ZL_OK;
+        if (beta != 0.0f) return zl_error(ZL_EINVAL, "cuda:%d: matmul: an empty product with beta %g", index, beta);
+        for (int64_t b = 0; b < batch; b++) {
+            cudaError_t e = cudaMemset2D(C + b * sc, (size_t)ldc * sizeof *C, 0, (size_t)N * sizeof *C, (size_t)M);
+            if (e) return zli_cuda_done(index, "matmul", (int)e);
+        }
+        return zli_cuda_done(index, "matmul", 0);
+    }
     cublasLtHandle_t h = handle_of(index);
     if (!h) return ZL_EDEVICE;
     for (int64_t b0 = 0; b0 < batch; b0 += INT32_MAX) {

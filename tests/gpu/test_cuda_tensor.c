@@ -198,6 +198,198 @@ TEST(ops_and_backward_match_the_cpu)
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
+static zl_tensor *on_gpu(zl_tensor *h) { return zl_tensor_to_device(h, ZL_DEVICE_CUDA, 0); }
+
+/* h on the host (dev 0) or on the GPU (dev 1), requiring grad. */
+static zl_tensor *leaf(zl_tensor *h, int dev)
+{
+    zl_tensor *t = dev ? on_gpu(h) : zl_tensor_clone(h);
+    zl_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+static void release_all(zl_tensor **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) zl_tensor_release(ts[i]);
+}
+
+/* The device's result moved back, bit for bit with the host's. */
+static void check_bits_dev(zl_tensor *h, zl_tensor *d, const char *what)
+{
+    zl_tensor *b = d ? host_copy(d) : NULL, *hc = zl_tensor_contiguous(h);
+    CHECK(b && zl_tensor_dtype(b) == zl_tensor_dtype(hc) && zl_tensor_numel(b) == zl_tensor_numel(hc));
+    size_t nbytes = (size_t)zl_tensor_numel(hc) * zl_dtype_size(zl_tensor_dtype(hc));
+    if (b && memcmp(zl_tensor_data(b), zl_tensor_data(hc), nbytes))
+        zt_fail(__FILE__, __LINE__, "%s: the GPU's bits differ from the CPU's", what);
+    zl_tensor_release(hc);
+    zl_tensor_release(b);
+}
+
+/* linear (cuBLASLt, the bias added by beta) and attention (batched GEMMs,
+ * the softmax kernels), forward and every gradient, against the CPU. */
+TEST(linear_and_attention_match_the_cpu)
+{
+    zl_tensor *xh = zt_randn(SHAPE(4, 9, 32)), *wh = zt_randn(SHAPE(24, 32)), *bh = zt_randn(SHAPE(24));
+    zl_tensor *gh = zt_randn(SHAPE(4, 9, 24));
+    zl_tensor *y[2], *gx[2], *gw[2], *gb[2];
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *x = leaf(xh, dev), *w = leaf(wh, dev), *b = leaf(bh, dev);
+        zl_tensor *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+        y[dev] = zl_linear(x, w, b);
+        CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+        CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+        gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+        gw[dev] = zl_tensor_retain(zl_tensor_grad(w));
+        gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
+        zl_tensor *objs[] = {g, b, w, x};
+        release_all(objs, 4);
+    }
+    check_close_dev(y[0], y[1], 1e-5, "linear");
+    check_close_dev(gx[0], gx[1], 1e-5, "linear's gradient of x");
+    check_close_dev(gw[0], gw[1], 1e-5, "linear's gradient of w");
+    check_bits_dev(gb[0], gb[1], "linear's gradient of the bias");
+    zl_tensor *lin[] = {y[0], y[1], gx[0], gx[1], gw[0], gw[1], gb[0], gb[1], gh, bh, wh, xh};
+    release_all(lin, 12);
+
+    zl_tensor *qh = zt_randn(SHAPE(2, 4, 70, 16)), *kh = zt_randn(SHAPE(2, 4, 70, 16));
+    zl_tensor *vh = zt_randn(SHAPE(2, 4, 70, 12)), *oh = zt_randn(SHAPE(2, 4, 70, 12));
+    for (int causal = 0; causal < 2; causal++) {
+        zl_tensor *o[2], *gq[2], *gk[2], *gv[2];
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *q = leaf(qh, dev), *k = leaf(kh, dev), *v = leaf(vh, dev);
+            zl_tensor *g = dev ? on_gpu(oh) : zl_tensor_retain(oh);
+            o[dev] = zl_attention(q, k, v, causal, 0);
+            CHECK(o[dev] && zl_tensor_device(o[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+            CHECK(o[dev] && zl_backward(o[dev], g, false) == ZL_OK);
+            gq[dev] = zl_tensor_retain(zl_tensor_grad(q));
+            gk[dev] = zl_tensor_retain(zl_tensor_grad(k));
+            gv[dev] = zl_tensor_retain(zl_tensor_grad(v));
+            zl_tensor *objs[] = {g, v, k, q};
+            release_all(objs, 4);
+        }
+        check_close_dev(o[0], o[1], 1e-5, "attention");
+        check_close_dev(gq[0], gq[1], 1e-5, "attention's gradient of q");
+        check_close_dev(gk[0], gk[1], 1e-5, "attention's gradient of k");
+        check_close_dev(gv[0], gv[1], 1e-5, "attention's gradient of v");
+        zl_tensor *objs[] = {o[0], o[1], gq[0], gq[1], gk[0], gk[1], gv[0], gv[1]};
+        release_all(objs, 8);
+    }
+    zl_tensor *att[] = {oh, vh, kh, qh};
+    release_all(att, 4);
+}
+
+/* dropout on the GPU keeps the CPU's mask for the same generator state, and
+ * uniform_ fills a GPU tensor with the CPU's bits; normal_ goes through the
+ * GPU's logf and cosf, a few ulp from the CPU's. */
+TEST(generator_on_the_gpu_draws_the_cpus_numbers)
+{
+    zl_tensor *xh = zt_randn(SHAPE(300, 77)), *gh = zt_randn(SHAPE(300, 77));
+    zl_tensor *y[2], *gx[2];
+    for (int dev = 0; dev < 2; dev++) {
+        zl_generator *gen = zl_generator_new(2024);
+        zl_tensor *x = leaf(xh, dev), *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+        y[dev] = zl_dropout(x, 0.2, true, gen);
+        CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+        gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+        CHECK(zl_generator_get_offset(gen) == 300 * 77);
+        zl_generator_free(gen);
+        zl_tensor_release(g);
+        zl_tensor_release(x);
+    }
+    check_bits_dev(y[0], y[1], "dropout");
+    check_bits_dev(gx[0], gx[1], "dropout's gradient");
+    zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gh, xh};
+    release_all(objs, 6);
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
+    for (int k = 0; k < 2; k++) {
+        zl_tensor *h = zl_tensor_new(dts[k], SHAPE(1000, 33), ZL_MEM_OTHER);
+        zl_tensor *d = zl_tensor_new_on(dts[k], SHAPE(1000, 33), ZL_MEM_OTHER, ZL_DEVICE_CUDA, 0);
+        zl_generator *a = zl_generator_new(9), *b = zl_generator_new(9);
+        CHECK(zl_tensor_uniform_(h, -1.0, 2.0, a) == ZL_OK && zl_tensor_uniform_(d, -1.0, 2.0, b) == ZL_OK);
+        check_bits_dev(h, d, "uniform_");
+        CHECK(zl_tensor_normal_(h, 0.0, 1.0, a) == ZL_OK && zl_tensor_normal_(d, 0.0, 1.0, b) == ZL_OK);
+        check_close_dev(h, d, dts[k] == ZL_DTYPE_F32 ? 1e-5 : 1e-2, "normal_");
+        CHECK(zl_generator_get_offset(a) == zl_generator_get_offset(b));
+        zl_generator_free(b);
+        zl_generator_free(a);
+        zl_tensor_release(d);
+        zl_tensor_release(h);
+    }
+}
+
+typedef zl_tensor *(*reduce_fn)(zl_tensor *x, int dim, bool keepdim);
+
+/* sum, mean, max, argmax over each dim (a long last one: max split over a
+ * block) and over all, with ties and a NaN: the CPU's bits, both ways. */
+TEST(reductions_match_the_cpu_bit_for_bit)
+{
+    zl_tensor *r = zt_randn(SHAPE(6, 50, 300));
+    zl_tensor *xh = zl_tensor_new(ZL_DTYPE_F32, SHAPE(6, 50, 300), ZL_MEM_OTHER);
+    float *p = zl_tensor_data(xh);
+    for (int64_t i = 0; i < 90000; i++) p[i] = floorf((float)zl_tensor_get(r, i) * 3.0f) * 0.5f;
+    p[777] = NAN;
+    reduce_fn fs[] = {zl_sum, zl_mean, zl_max, zl_argmax};
+    const int dims[] = {0, 1, 2, ZL_ALL_DIMS};
+    for (int k = 0; k < 4; k++)
+        for (int di = 0; di < 4; di++) {
+            zl_tensor *y[2], *gx[2] = {0}, *gh = NULL;
+            for (int dev = 0; dev < 2; dev++) {
+                zl_tensor *x = leaf(xh, dev);
+                y[dev] = fs[k](x, dims[di], false);
+                CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+                if (y[dev] && k < 3) {
+                    if (!gh) gh = zt_randn(zl_tensor_ndim(y[dev]), zl_tensor_shape(y[dev]));
+                    zl_tensor *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+                    CHECK(zl_backward(y[dev], g, false) == ZL_OK);
+                    gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+                    zl_tensor_release(g);
+                }
+                zl_tensor_release(x);
+            }
+            char what[48];
+            snprintf(what, sizeof what, "reduction %d over dim %d", k, dims[di]);
+            if (y[0] && y[1]) check_bits_dev(y[0], y[1], what);
+            if (gx[0] && gx[1]) check_bits_dev(gx[0], gx[1], what);
+            zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gh};
+            release_all(objs, 5);
+        }
+    zl_tensor_release(xh);
+    zl_tensor_release(r);
+}
+
+/* where with a condition compared on the GPU, masked_fill with a causal
+ * mask as GPT builds it (arange compared on the host, moved over): bits and
+ * gradients. */
+TEST(where_and_masked_fill_match_the_cpu)
+{
+    zl_tensor *ah = zt_randn(SHAPE(8, 8)), *bh = zt_randn(SHAPE(8)), *gh = zt_randn(SHAPE(8, 8));
+    zl_tensor *ar = zl_tensor_arange(ZL_DTYPE_I64, 8);
+    zl_tensor *row = zl_tensor_reshape(ar, 2, (int64_t[]){1, 8}), *col = zl_tensor_reshape(ar, 2, (int64_t[]){8, 1});
+    zl_tensor *future = zl_gt(row, col);
+    for (int c = 0; c < 2; c++) {
+        zl_tensor *y[2], *ga[2], *gb[2];
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *a = leaf(ah, dev), *b = leaf(bh, dev), *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+            zl_tensor *cond = c == 0 ? zl_gt(a, b) : dev ? on_gpu(future) : zl_tensor_retain(future);
+            y[dev] = c == 0 ? zl_where(cond, a, b) : zl_masked_fill(a, cond, -INFINITY);
+            CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+            CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+            ga[dev] = zl_tensor_retain(zl_tensor_grad(a));
+            gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
+            zl_tensor *objs[] = {cond, g, b, a};
+            release_all(objs, 4);
+        }
+        check_bits_dev(y[0], y[1], c ? "masked_fill" : "where");
+        if (ga[0] && ga[1]) check_bits_dev(ga[0], ga[1], "the gradient of a");
+        if (gb[0] && gb[1]) check_bits_dev(gb[0], gb[1], "where's gradient of b");
+        CHECK((gb[0] != NULL) == (gb[1] != NULL));
+        zl_tensor *objs[] = {y[0], y[1], ga[0], ga[1], gb[0], gb[1]};
+        release_all(objs, 6);
+    }
+    zl_tensor *objs[] = {future, col, row, ar, gh, bh, ah};
+    release_all(objs, 7);
+}
+
 TEST(host_ops_refuse_device_tensors)
 {
     zl_tensor *d = zl_tensor_zeros_on(ZL_DTYPE_F32, SHAPE(4), ZL_DEVICE_CUDA, 0);
@@ -209,7 +401,9 @@ TEST(host_ops_refuse_device_tensors)
     zl_tensor *v = zl_tensor_reshape(d, 2, (int64_t[]){2, 2});   /* a view: the header only */
     CHECK(v && zl_tensor_device(v) == ZL_DEVICE_CUDA && zl_tensor_shares_storage(v, d));
     zl_tensor_release(v);
-    CHECK_ERR(zl_sum(d, 0, false), "sum: argument 1 is on cuda:0");
+    zl_tensor *d4 = zl_tensor_reshape(d, 4, (int64_t[]){1, 1, 2, 2});
+    CHECK_ERR(zl_max_pool2d(d4, 2, 2, 2, 2, 0, 0), "max_pool2d: argument 1 is on cuda:0");
+    zl_tensor_release(d4);
     CHECK_ERR(zl_tensor_to_device(d, ZL_DEVICE_CUDA, 4096), "cuda:4096: no such device");
     zl_tensor_release(h);
     zl_tensor_release(d);

@@ -703,6 +703,42 @@ static void release_all(zl_tensor **ts, size_t n)
     for (size_t i = 0; i < n; i++) zl_tensor_release(ts[i]);
 }
 
+/* f over three leaves (the last may be NULL) made from h on the host (dev 0)
+ * and the stand-in device (dev 1), then backward from gh: y[dev] [out] and
+ * each leaf's gradient gr[dev][i] [out] (NULL where there is none). */
+typedef zl_tensor *(*op3)(zl_tensor *a, zl_tensor *b, zl_tensor *c, bool flag);
+
+static void run3(op3 f, bool flag, zl_tensor *const h[3], zl_tensor *gh, zl_tensor *y[2], zl_tensor *gr[2][3])
+{
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *in[3] = {0}, *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+        for (int i = 0; i < 3; i++) in[i] = h[i] ? leaf(h[i], dev) : NULL;
+        y[dev] = f(in[0], in[1], in[2], flag);
+        CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+        CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+        for (int i = 0; i < 3; i++) gr[dev][i] = in[i] ? zl_tensor_retain(zl_tensor_grad(in[i])) : NULL;
+        zl_tensor *objs[] = {g, in[0], in[1], in[2]};
+        release_all(objs, 4);
+    }
+}
+
+static zl_tensor *linear3(zl_tensor *x, zl_tensor *w, zl_tensor *b, bool flag)
+{
+    (void)flag;
+    return zl_linear(x, w, b);
+}
+
+static zl_tensor *attention3(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal)
+{
+    return zl_attention(q, k, v, causal, 0);
+}
+
+static void release_run(zl_tensor *y[2], zl_tensor *gr[2][3])
+{
+    zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[0][2], gr[1][0], gr[1][1], gr[1][2]};
+    release_all(objs, 8);
+}
+
 /* linear with and without a bias, x of 3 dims, f32 and bf16: the GEMMs to a
  * tolerance (another summation order; bf16 rounds differently on the host's
  * bf16 GEMM), the bias's gradient (rows added in order) bit for bit. */
@@ -713,29 +749,19 @@ TEST(linear_on_the_device)
     const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
     for (int k = 0; k < 2; k++)
         for (int bias = 0; bias < 2; bias++) {
-            zl_tensor *xh = zl_tensor_to(xr, dts[k]), *wh = zl_tensor_to(wr, dts[k]);
-            zl_tensor *y[2] = {0}, *gx[2] = {0}, *gw[2] = {0}, *gb[2] = {0};
-            for (int dev = 0; dev < 2; dev++) {
-                zl_tensor *x = leaf(xh, dev), *w = leaf(wh, dev), *b = bias ? leaf(bh, dev) : NULL;
-                zl_tensor *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
-                y[dev] = zl_linear(x, w, b);
-                CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
-                CHECK(y[dev] && zl_tensor_dtype(y[dev]) == dts[k]);
-                CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
-                gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
-                gw[dev] = zl_tensor_retain(zl_tensor_grad(w));
-                if (b) gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
-                zl_tensor *objs[] = {g, b, w, x};
-                release_all(objs, 4);
-            }
+            zl_tensor *h[3] = {zl_tensor_to(xr, dts[k]), zl_tensor_to(wr, dts[k]), bias ? bh : NULL};
+            zl_tensor *y[2], *gr[2][3];
+            run3(linear3, false, h, gh, y, gr);
+            CHECK(y[0] && y[1] && zl_tensor_dtype(y[0]) == dts[k] && zl_tensor_dtype(y[1]) == dts[k]);
             double tol = dts[k] == ZL_DTYPE_BF16 ? 1e-2 : 1e-5;
             if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "linear");
-            if (gx[0] && gx[1]) check_close_host(gx[0], gx[1], tol, "linear's gradient of x");
-            if (gw[0] && gw[1]) check_close_host(gw[0], gw[1], tol, "linear's gradient of w");
-            if (bias) CHECK(gb[0] && gb[1]);
-            if (gb[0] && gb[1]) check_bits(gb[0], gb[1], "linear's gradient of the bias");
-            zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gw[0], gw[1], gb[0], gb[1], wh, xh};
-            release_all(objs, 10);
+            if (gr[0][0] && gr[1][0]) check_close_host(gr[0][0], gr[1][0], tol, "linear's gradient of x");
+            if (gr[0][1] && gr[1][1]) check_close_host(gr[0][1], gr[1][1], tol, "linear's gradient of w");
+            if (bias) CHECK(gr[0][2] && gr[1][2]);
+            if (gr[0][2] && gr[1][2]) check_bits(gr[0][2], gr[1][2], "linear's gradient of the bias");
+            release_run(y, gr);
+            zl_tensor_release(h[1]);
+            zl_tensor_release(h[0]);
         }
     zl_tensor *objs[] = {gh, bh, wr, xr};
     release_all(objs, 4);
@@ -746,28 +772,19 @@ TEST(linear_on_the_device)
 TEST(attention_on_the_device)
 {
     struct { int64_t tq, tk; bool causal; } cases[] = {{4, 4, true}, {3, 5, false}};
+    const char *what[4] = {"attention", "attention's gradient of q", "attention's gradient of k",
+                           "attention's gradient of v"};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        zl_tensor *qh = zt_randn(SHAPE(2, 3, cases[c].tq, 6)), *kh = zt_randn(SHAPE(2, 3, cases[c].tk, 6));
-        zl_tensor *vh = zt_randn(SHAPE(2, 3, cases[c].tk, 5)), *gh = zt_randn(SHAPE(2, 3, cases[c].tq, 5));
-        zl_tensor *y[2] = {0}, *gq[2] = {0}, *gk[2] = {0}, *gv[2] = {0};
-        for (int dev = 0; dev < 2; dev++) {
-            zl_tensor *q = leaf(qh, dev), *k = leaf(kh, dev), *v = leaf(vh, dev);
-            zl_tensor *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
-            y[dev] = zl_attention(q, k, v, cases[c].causal, 0);
-            CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
-            CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
-            gq[dev] = zl_tensor_retain(zl_tensor_grad(q));
-            gk[dev] = zl_tensor_retain(zl_tensor_grad(k));
-            gv[dev] = zl_tensor_retain(zl_tensor_grad(v));
-            zl_tensor *objs[] = {g, v, k, q};
-            release_all(objs, 4);
-        }
-        if (y[0] && y[1]) check_close_host(y[0], y[1], 1e-5, "attention");
-        if (gq[0] && gq[1]) check_close_host(gq[0], gq[1], 1e-5, "attention's gradient of q");
-        if (gk[0] && gk[1]) check_close_host(gk[0], gk[1], 1e-5, "attention's gradient of k");
-        if (gv[0] && gv[1]) check_close_host(gv[0], gv[1], 1e-5, "attention's gradient of v");
-        zl_tensor *objs[] = {y[0], y[1], gq[0], gq[1], gk[0], gk[1], gv[0], gv[1], gh, vh, kh, qh};
-        release_all(objs, 12);
+        zl_tensor *h[3] = {zt_randn(SHAPE(2, 3, cases[c].tq, 6)), zt_randn(SHAPE(2, 3, cases[c].tk, 6)),
+                           zt_randn(SHAPE(2, 3, cases[c].tk, 5))};
+        zl_tensor *gh = zt_randn(SHAPE(2, 3, cases[c].tq, 5)), *y[2], *gr[2][3];
+        run3(attention3, cases[c].causal, h, gh, y, gr);
+        if (y[0] && y[1]) check_close_host(y[0], y[1], 1e-5, what[0]);
+        for (int i = 0; i < 3; i++)
+            if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], 1e-5, what[i + 1]);
+        release_run(y, gr);
+        zl_tensor *objs[] = {gh, h[2], h[1], h[0]};
+        release_all(objs, 4);
     }
 }
 

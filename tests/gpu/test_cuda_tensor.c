@@ -225,57 +225,61 @@ static void check_bits_dev(zl_tensor *h, zl_tensor *d, const char *what)
     zl_tensor_release(b);
 }
 
-/* linear (cuBLASLt, the bias added by beta) and attention (batched GEMMs,
- * the softmax kernels), forward and every gradient, against the CPU. */
-TEST(linear_and_attention_match_the_cpu)
+/* f over three leaves (the last may be NULL) made from h on the CPU (dev 0)
+ * and the GPU (dev 1), then backward from gh: y[dev] [out] and each leaf's
+ * gradient gr[dev][i] [out] (NULL where there is none). */
+typedef zl_tensor *(*op3)(zl_tensor *a, zl_tensor *b, zl_tensor *c, bool flag);
+
+static void run3(op3 f, bool flag, zl_tensor *const h[3], zl_tensor *gh, zl_tensor *y[2], zl_tensor *gr[2][3])
 {
-    zl_tensor *xh = zt_randn(SHAPE(4, 9, 32)), *wh = zt_randn(SHAPE(24, 32)), *bh = zt_randn(SHAPE(24));
-    zl_tensor *gh = zt_randn(SHAPE(4, 9, 24));
-    zl_tensor *y[2], *gx[2], *gw[2], *gb[2];
     for (int dev = 0; dev < 2; dev++) {
-        zl_tensor *x = leaf(xh, dev), *w = leaf(wh, dev), *b = leaf(bh, dev);
-        zl_tensor *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
-        y[dev] = zl_linear(x, w, b);
+        zl_tensor *in[3] = {0}, *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+        for (int i = 0; i < 3; i++) in[i] = h[i] ? leaf(h[i], dev) : NULL;
+        y[dev] = f(in[0], in[1], in[2], flag);
         CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
         CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
-        gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
-        gw[dev] = zl_tensor_retain(zl_tensor_grad(w));
-        gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
-        zl_tensor *objs[] = {g, b, w, x};
+        for (int i = 0; i < 3; i++) gr[dev][i] = in[i] ? zl_tensor_retain(zl_tensor_grad(in[i])) : NULL;
+        zl_tensor *objs[] = {g, in[0], in[1], in[2]};
         release_all(objs, 4);
     }
-    check_close_dev(y[0], y[1], 1e-5, "linear");
-    check_close_dev(gx[0], gx[1], 1e-5, "linear's gradient of x");
-    check_close_dev(gw[0], gw[1], 1e-5, "linear's gradient of w");
-    check_bits_dev(gb[0], gb[1], "linear's gradient of the bias");
-    zl_tensor *lin[] = {y[0], y[1], gx[0], gx[1], gw[0], gw[1], gb[0], gb[1], gh, bh, wh, xh};
-    release_all(lin, 12);
+}
 
-    zl_tensor *qh = zt_randn(SHAPE(2, 4, 70, 16)), *kh = zt_randn(SHAPE(2, 4, 70, 16));
-    zl_tensor *vh = zt_randn(SHAPE(2, 4, 70, 12)), *oh = zt_randn(SHAPE(2, 4, 70, 12));
-    for (int causal = 0; causal < 2; causal++) {
-        zl_tensor *o[2], *gq[2], *gk[2], *gv[2];
-        for (int dev = 0; dev < 2; dev++) {
-            zl_tensor *q = leaf(qh, dev), *k = leaf(kh, dev), *v = leaf(vh, dev);
-            zl_tensor *g = dev ? on_gpu(oh) : zl_tensor_retain(oh);
-            o[dev] = zl_attention(q, k, v, causal, 0);
-            CHECK(o[dev] && zl_tensor_device(o[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
-            CHECK(o[dev] && zl_backward(o[dev], g, false) == ZL_OK);
-            gq[dev] = zl_tensor_retain(zl_tensor_grad(q));
-            gk[dev] = zl_tensor_retain(zl_tensor_grad(k));
-            gv[dev] = zl_tensor_retain(zl_tensor_grad(v));
-            zl_tensor *objs[] = {g, v, k, q};
-            release_all(objs, 4);
+static zl_tensor *linear3(zl_tensor *x, zl_tensor *w, zl_tensor *b, bool flag)
+{
+    (void)flag;
+    return zl_linear(x, w, b);
+}
+
+static zl_tensor *attention3(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal)
+{
+    return zl_attention(q, k, v, causal, 0);
+}
+
+/* linear (cuBLASLt, the bias added by beta) and attention (batched GEMMs,
+ * the softmax kernels; rows long enough to span warps), forward and every
+ * gradient, against the CPU; the bias's gradient (rows in order) exactly. */
+TEST(linear_and_attention_match_the_cpu)
+{
+    static const char *const names[2][4] = {{"linear", "linear's gradient of x", "linear's gradient of w", ""},
+                                            {"attention", "attention's gradient of q", "attention's gradient of k",
+                                             "attention's gradient of v"}};
+    zl_tensor *lh[3] = {zt_randn(SHAPE(4, 9, 32)), zt_randn(SHAPE(24, 32)), zt_randn(SHAPE(24))};
+    zl_tensor *ah[3] = {zt_randn(SHAPE(2, 4, 70, 16)), zt_randn(SHAPE(2, 4, 70, 16)), zt_randn(SHAPE(2, 4, 70, 12))};
+    zl_tensor *lg = zt_randn(SHAPE(4, 9, 24)), *ag = zt_randn(SHAPE(2, 4, 70, 12));
+    for (int c = 0; c < 3; c++) {
+        int att = c > 0;
+        zl_tensor *y[2], *gr[2][3];
+        run3(att ? attention3 : linear3, c == 2, att ? ah : lh, att ? ag : lg, y, gr);
+        check_close_dev(y[0], y[1], 1e-5, names[att][0]);
+        for (int i = 0; i < 3; i++) {
+            if (!att && i == 2) check_bits_dev(gr[0][2], gr[1][2], "linear's gradient of the bias");
+            else check_close_dev(gr[0][i], gr[1][i], 1e-5, names[att][i + 1]);
         }
-        check_close_dev(o[0], o[1], 1e-5, "attention");
-        check_close_dev(gq[0], gq[1], 1e-5, "attention's gradient of q");
-        check_close_dev(gk[0], gk[1], 1e-5, "attention's gradient of k");
-        check_close_dev(gv[0], gv[1], 1e-5, "attention's gradient of v");
-        zl_tensor *objs[] = {o[0], o[1], gq[0], gq[1], gk[0], gk[1], gv[0], gv[1]};
+        zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[0][2], gr[1][0], gr[1][1], gr[1][2]};
         release_all(objs, 8);
     }
-    zl_tensor *att[] = {oh, vh, kh, qh};
-    release_all(att, 4);
+    zl_tensor *objs[] = {lh[0], lh[1], lh[2], ah[0], ah[1], ah[2], lg, ag};
+    release_all(objs, 8);
 }
 
 /* dropout on the GPU keeps the CPU's mask for the same generator state, and

@@ -76,12 +76,31 @@ static zl_dtype result_dtype(int kind, zl_dtype xdt)
     return zl_dtype_traits_of(xdt)->is_float ? xdt : (kind == R_MAX ? xdt : ZL_DTYPE_F32);
 }
 
+/* out (f32) in the result's dtype, recorded for backward with the kind, the
+ * dim and the [outer, len, inner] view in i[]; *node [out] the node, or NULL. */
+static zl_tensor *record(zl_tensor *out, int kind, zl_tensor *x, int d, int64_t outer, int64_t len, int64_t inner,
+                         zl_node **node)
+{
+    *node = NULL;
+    out = zli_cast_result(out, result_dtype(kind, x->dtype));
+    if (out && zli_record(out, names[kind], reduce_backward, 1, &x, node)) {
+        zl_tensor_release(out);
+        *node = NULL;
+        return NULL;
+    }
+    if (*node) {
+        (*node)->i[0] = kind;
+        (*node)->i[1] = d;
+        (*node)->i[2] = outer; (*node)->i[3] = len; (*node)->i[4] = inner;
+    }
+    return out;
+}
+
 /* The reduction of x on its device, recorded for backward with the max's
  * positions saved there (saved[0]); argmax gives the positions themselves. */
 static zl_tensor *reduce_on_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d,
                                    int64_t outer, int64_t len, int64_t inner, int nd, const int64_t *shape)
 {
-    const char *op = names[kind];
     bool want_idx = kind == R_MAX || kind == R_ARGMAX;
     zl_tensor *out = zli_new_f32_like(x, nd, shape);
     zl_tensor *idx = out && want_idx ? x->storage->dev->alloc(ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS, index)
@@ -95,15 +114,9 @@ static zl_tensor *reduce_on_device(const zli_dev_kernels *k, int index, int kind
         zl_tensor_release(out);
         return idx;
     }
-    out = zli_cast_result(out, result_dtype(kind, x->dtype));
-    zl_node *node = NULL;
-    if (out && zli_record(out, op, reduce_backward, 1, &x, &node)) { zl_tensor_release(out); out = NULL; }
-    if (node) {
-        node->i[0] = kind;
-        node->i[1] = d;
-        node->i[2] = outer; node->i[3] = len; node->i[4] = inner;
-        if (idx && zli_node_save(node, 0, idx, false)) { zl_tensor_release(out); out = NULL; }
-    }
+    zl_node *node;
+    out = record(out, kind, x, d, outer, len, inner, &node);
+    if (node && idx && zli_node_save(node, 0, idx, false)) { zl_tensor_release(out); out = NULL; }
     zl_tensor_release(idx);
     return out;
 }
@@ -159,13 +172,9 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
         free(idx);
         return zli_op_end(op, 1, &x, ai);
     }
-    out = zli_cast_result(out, result_dtype(kind, x->dtype));
-    zl_node *node = NULL;
-    if (out && zli_record(out, op, reduce_backward, 1, &x, &node)) { zl_tensor_release(out); out = NULL; }
+    zl_node *node;
+    out = record(out, kind, x, d, outer, len, inner, &node);
     if (node) {
-        node->i[0] = kind;
-        node->i[1] = d;
-        node->i[2] = outer; node->i[3] = len; node->i[4] = inner;
         node->ctx = idx;
         node->ctx_free = free;
         idx = NULL;

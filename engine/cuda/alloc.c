@@ -119,7 +119,7 @@ static void storage_recharge(const zl_storage *s, zl_mem_category to)
 static const zli_device_ops cuda_ops = {
     .kind = ZL_DEVICE_CUDA, .free = storage_free, .recharge = storage_recharge, .alloc = zli_cuda_new,
     .copy = zli_cuda_copy_into, .fill = zli_cuda_fill, .add = zli_cuda_add, .from_host = zli_cuda_from_host,
-    .to_host = zli_cuda_to_host,
+    .to_host = zli_cuda_to_host, .rand = zli_cuda_rand,
     .kernels = &zli_cuda_kernels,
 };
 

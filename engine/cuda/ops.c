@@ -109,10 +109,73 @@ static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const 
     return zli_cuda_done(index, "embedding backward", zlk_cuda_embedding_backward(n, v, d, idx, g, ZLM_F32, gw, NULL));
 }
 
+static zl_status att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "attention", zlk_cuda_attention_softmax(rows, tq, tk, causal, s, NULL));
+}
+
+static zl_status att_softmax_backward(int index, int64_t rows, int64_t tk, float *dp, const float *p)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "attention backward", zlk_cuda_attention_softmax_backward(rows, tk, dp, p, NULL));
+}
+
+static zl_status dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale, const float *x,
+                         uint8_t *keep, float *y)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "dropout", zlk_cuda_dropout_forward(n, seed, offset, p, scale, x, keep, y, NULL));
+}
+
+static zl_status dropout_backward(int index, int64_t n, const uint8_t *keep, const float *g, float scale, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "dropout backward", zlk_cuda_dropout_backward(n, keep, g, scale, gx, NULL));
+}
+
+static zl_status reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out,
+                            int64_t *idx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "reduction", zlk_cuda_reduce_dim(kind, outer, d, inner, x, out, idx, NULL));
+}
+
+static zl_status reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, mean ? "mean" : "sum", zlk_cuda_reduce_all(mean, n, x, work, out, NULL));
+}
+
+static zl_status reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
+                                 const int64_t *idx, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "reduction backward",
+                         zlk_cuda_reduce_backward(kind, outer, len, inner, g, idx, gx, NULL));
+}
+
+static zl_status select_(int index, int ndim, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
+                         const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es, void *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_select s = {.ndim = ndim};
+    for (int i = 0; i < ndim; i++) {
+        s.shape[i] = shape[i];
+        s.sc[i] = sc[i];
+        s.sa[i] = sa[i];
+        s.sb[i] = sb[i];
+    }
+    return zli_cuda_done(index, "where", zlk_cuda_select(&s, cond, a, b, es, out, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
     .emb_forward = emb_forward, .emb_backward = emb_backward,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
     .ln_backward_wb = ln_backward_wb,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
+    .gemm_batched = zli_cuda_gemm_batched, .att_softmax = att_softmax, .att_softmax_backward = att_softmax_backward,
+    .dropout = dropout, .dropout_backward = dropout_backward, .reduce_dim = reduce_dim, .reduce_all = reduce_all,
+    .reduce_backward = reduce_backward, .select = select_,
 };

@@ -1,5 +1,6 @@
-/* Core's primitives on a CUDA device (zli_device_ops: copy, fill, add), each
- * one kernel of kernels/copy.cu over the tensors' views; the allocator's
+/* Core's primitives on a CUDA device (zli_device_ops: copy, fill, add, rand),
+ * each one kernel of kernels/copy.cu over the tensors' views (rand: of
+ * kernels/rng.cu, the generator's counters); the allocator's
  * table (alloc.c) points here. Launches go to the default stream and are
  * waited for, as core's host primitives are done when they return. */
 #include "cuda_impl.h"
@@ -46,4 +47,13 @@ zl_status zli_cuda_add(zl_tensor *dst, const zl_tensor *src, double alpha)
     zlm_view d = zli_cuda_view_of(dst), s = zli_cuda_view_of(src);
     return zli_cuda_done(index, "add", zlk_cuda_add_view(zl_tensor_numel(dst), &d, dst->storage->data, (int)dst->dtype,
                                                          &s, src->storage->data, (int)src->dtype, (float)alpha, NULL));
+}
+
+zl_status zli_cuda_rand(zl_tensor *t, bool normal, double a, double b, uint64_t seed, uint64_t offset)
+{
+    int index = t->storage->dev_index;
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, normal ? "normal_" : "uniform_",
+                         zlk_cuda_rand(zl_tensor_numel(t), normal, a, b, seed, offset, zl_tensor_data(t),
+                                       (int)t->dtype, NULL));
 }

@@ -23,6 +23,13 @@ int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_ker
     return -1;
 }
 
+const zl_tensor *zli_op_home(int n, zl_tensor *const *in)
+{
+    for (int i = 0; i < n; i++)
+        if (in[i]->storage->dev) return in[i];
+    return in[0];
+}
+
 zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape)
 {
     const zl_storage *s = like->storage;
@@ -36,6 +43,22 @@ zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
     if (t->storage->dev || !ls->dev) return zli_f32c(t);
     zl_tensor *h = zli_f32c(t);
     zl_tensor *d = h ? ls->dev->alloc(ZL_DTYPE_F32, t->ndim, t->shape, ZL_MEM_ACTIVATIONS, ls->dev_index) : NULL;
+    if (d && ls->dev->from_host(d, h)) {
+        zl_tensor_release(d);
+        d = NULL;
+    }
+    zl_tensor_release(h);
+    return d;
+}
+
+zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
+{
+    const zl_storage *ls = like->storage;
+    bool moves = !t->storage->dev && ls->dev;
+    if (!moves && t->dtype == dt) return zl_tensor_retain(t);
+    zl_tensor *h = zli_copy_as(t, dt, ZL_MEM_ACTIVATIONS);
+    if (!h || !moves) return h;
+    zl_tensor *d = ls->dev->alloc(dt, t->ndim, t->shape, ZL_MEM_ACTIVATIONS, ls->dev_index);
     if (d && ls->dev->from_host(d, h)) {
         zl_tensor_release(d);
         d = NULL;

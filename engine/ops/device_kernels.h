@@ -51,6 +51,37 @@ typedef struct zli_dev_kernels {
     /* C[M,N] = op(A)[M,K] op(B)[K,N], row-major with leading dims, as zli_sgemm. */
     zl_status (*gemm)(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float *C, int64_t ldc);
+    /* C[b] = alpha op(A[b]) op(B[b]) + beta C[b] for b < batch, X[b] being X +
+     * b * sX elements on; beta 0 leaves C unread. */
+    zl_status (*gemm_batched)(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                              const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                              float beta, float *C, int64_t ldc, int64_t sc, int64_t batch);
+    /* s [rows, tk] [in/out]: attention's scaled scores to probabilities, row r
+     * being query r % tq, causal rows cut there (attention.c's softmax_rows). */
+    zl_status (*att_softmax)(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s);
+    /* dp [rows, tk] [in/out]: dP to dS = P * (dP - <dP, P>), p [rows, tk]. */
+    zl_status (*att_softmax_backward)(int index, int64_t rows, int64_t tk, float *dp, const float *p);
+    /* keep [n] (u8) = the generator's uniform draw at counter offset + i
+     * (key seed) >= p; y [n] = keep ? x * scale : 0. */
+    zl_status (*dropout)(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale, const float *x,
+                         uint8_t *keep, float *y);
+    /* gx [n] = keep ? g * scale : 0. */
+    zl_status (*dropout_backward)(int index, int64_t n, const uint8_t *keep, const float *g, float scale, float *gx);
+    /* out [outer, inner] = x [outer, d, inner] reduced over d in reduce.c's
+     * order (kind: reduce.c's); idx [outer, inner] (i64) the max's position,
+     * NULL for sum and mean. */
+    zl_status (*reduce_dim)(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out,
+                            int64_t *idx);
+    /* out [1] = the sum (or mean) of x [n] as zli_sum_fixed adds it; work
+     * holds one double per 4096-element chunk. */
+    zl_status (*reduce_all)(int index, bool mean, int64_t n, const float *x, double *work, float *out);
+    /* gx [outer, len, inner] from g [outer, inner] (and idx for max). */
+    zl_status (*reduce_backward)(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
+                                 const int64_t *idx, float *gx);
+    /* out [shape] (contiguous, es bytes an element) = cond ? a : b, each read
+     * through its strides (elements; 0 on broadcast dims). */
+    zl_status (*select)(int index, int ndim, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
+                        const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es, void *out);
 } zli_dev_kernels;
 
 /* Where an op's inputs live, all in one place: 0 for host memory, 1 for a
@@ -59,9 +90,15 @@ typedef struct zli_dev_kernels {
  * one element go along with device ones, as PyTorch lets CPU scalars do. */
 ZLI_HIDDEN int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_kernels **kernels,
                              int *index);
+/* The first of in[n] in device memory, else in[0]: where an op's results go. */
+ZLI_HIDDEN const zl_tensor *zli_op_home(int n, zl_tensor *const *in);
 /* A new f32 tensor charged to activations, in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape);
 /* zli_f32c(t), in the memory `like` lives in (a host scalar is copied over). */
 ZLI_HIDDEN zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like);
+/* t in the memory `like` lives in with dtype dt: t itself (retained, any
+ * layout) when it is already, else a contiguous copy converted as
+ * zli_copy_as converts (a host scalar is copied over to like's device). */
+ZLI_HIDDEN zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
 
 #endif

@@ -8,9 +8,10 @@
 /* Below this many elements a kernel runs on one thread: forking costs more. */
 #define ZLI_PAR_MIN 32768
 
-/* Sum of n floats in double, in fixed 4096-element chunks added in order:
- * the same bits for any thread count (and when memory for the partial sums
- * is short, which only makes it serial). */
+/* Sum of n floats in double, in fixed ZLI_SUM_CHUNK-element chunks added in
+ * order: the same bits for any thread count (and when memory for the partial
+ * sums is short, which only makes it serial). */
+#define ZLI_SUM_CHUNK 4096
 ZLI_HIDDEN double zli_sum_fixed(const float *x, int64_t n);
 
 /* Result dtype of a binary op: equal dtypes keep theirs, a float beats an

@@ -518,7 +518,7 @@ static int randperm(lua_State *L)
 
 static int uniform_(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);   /* a device draws the host's numbers (core/rng.c) */
     double lo = luaL_checknumber(L, 2), hi = luaL_checknumber(L, 3);
     if (zl_tensor_uniform_(t, lo, hi, zlb_opt_generator(L, 4))) return zlb_raise(L);
     lua_settop(L, 1);
@@ -527,7 +527,7 @@ static int uniform_(lua_State *L)
 
 static int normal_(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);   /* a device draws the host's numbers (core/rng.c) */
     double mean = luaL_checknumber(L, 2), std = luaL_checknumber(L, 3);
     if (zl_tensor_normal_(t, mean, std, zlb_opt_generator(L, 4))) return zlb_raise(L);
     lua_settop(L, 1);

@@ -7,10 +7,13 @@
 #include "cuda/math/attention.h"
 #include "cuda/math/binary.h"
 #include "cuda/math/cross_entropy.h"
+#include "cuda/math/dropout.h"
 #include "cuda/math/embedding.h"
 #include "cuda/math/grad.h"
 #include "cuda/math/layer_norm.h"
 #include "cuda/math/optim.h"
+#include "cuda/math/reduce.h"
+#include "cuda/math/select.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/unary.h"
 
@@ -506,6 +509,249 @@ TEST(attention_softmax)
         zl_tensor_release(tg);
     }
     free(q), free(eye), free(g), free(p), free(ds);
+}
+
+/* mine [n] against t's elements (f32, or stored in t's half dtype), bit for
+ * bit; counts disagreements, reporting the first. */
+static int same_bits(const char *what, const float *mine, zl_tensor *t)
+{
+    if (!t) {
+        zt_fail(__FILE__, __LINE__, "%s: no CPU result: %s", what, zl_last_error());
+        return 1;
+    }
+    zl_tensor *c = zl_tensor_contiguous(t);
+    int dt = zl_tensor_dtype(c), bad = 0;
+    for (int64_t i = 0; i < zl_tensor_numel(c); i++) {
+        uint32_t want = 0, got = 0;
+        if (dt == ZL_DTYPE_F32) {
+            want = zlm_f32_bits(mine[i]);
+            got = zlm_f32_bits(((const float *)zl_tensor_data(c))[i]);
+        } else {
+            uint16_t h[1];
+            zlm_store(h, dt, 0, mine[i]);
+            want = h[0];
+            got = ((const uint16_t *)zl_tensor_data(c))[i];
+        }
+        if (want != got && bad++ == 0)
+            zt_fail(__FILE__, __LINE__, "%s (%s): element %lld: mine %.9g, CPU %.9g", what, zl_dtype_name(dt),
+                    (long long)i, mine[i], zl_tensor_get(c, i));
+    }
+    zl_tensor_release(c);
+    return bad;
+}
+
+/* ---- the generator ---- */
+
+/* The draws core's host fill makes are zlm_rand_value's, bit for bit, in
+ * each float dtype, at offsets whose counters cross 32 bits. */
+TEST(generator_draws)
+{
+    const int64_t n = 3000;
+    const uint64_t seed = 0x1234567890abcdefull, offsets[3] = {0, 12345, (1ull << 32) - 1000};
+    float *mine = malloc(n * 4);
+    for (int k = 0; k < 3; k++) {
+        zl_generator *g = zl_generator_new(seed);
+        zl_generator_set_offset(g, offsets[k]);
+        uint64_t off = offsets[k];
+        zl_tensor *u = zl_tensor_rand(ZL_DTYPE_F32, 1, &n, g), *z = zl_tensor_randn(ZL_DTYPE_F32, 1, &n, g);
+        for (int64_t i = 0; i < n; i++) mine[i] = zlm_rand_u01(seed, off + (uint64_t)i);
+        same_bits("rand", mine, u);
+        for (int64_t i = 0; i < n; i++) mine[i] = zlm_rand_value(true, 0.0, 1.0, seed, off + (uint64_t)(n + i));
+        same_bits("randn", mine, z);
+        off += 2 * (uint64_t)n;
+        for (int di = 0; di < 3; di++) {
+            zl_tensor *t = zl_tensor_new((zl_dtype)dtypes[di], 1, &n, ZL_MEM_OTHER);
+            CHECK(zl_tensor_uniform_(t, -2.0, 5.0, g) == ZL_OK);
+            for (int64_t i = 0; i < n; i++) mine[i] = zlm_rand_value(false, -2.0, 5.0, seed, off + (uint64_t)i);
+            same_bits("uniform_", mine, t);
+            CHECK(zl_tensor_normal_(t, 1.5, 0.5, g) == ZL_OK);
+            for (int64_t i = 0; i < n; i++) mine[i] = zlm_rand_value(true, 1.5, 0.5, seed, off + (uint64_t)(n + i));
+            same_bits("normal_", mine, t);
+            off += 2 * (uint64_t)n;
+            zl_tensor_release(t);
+        }
+        CHECK(zl_generator_get_offset(g) == off);
+        zl_tensor_release(z), zl_tensor_release(u);
+        zl_generator_free(g);
+    }
+    free(mine);
+}
+
+/* dropout's mask is the draw against p, its output and gradient the kept
+ * elements scaled, bit for bit with zl_dropout. */
+TEST(dropout_mask)
+{
+    const int64_t n = 5000;
+    const double ps[3] = {0.1, 0.5, 0.9};
+    float *x = malloc(n * 4), *g = malloc(n * 4), *y = malloc(n * 4), *gx = malloc(n * 4);
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < n; i++) x[i] = normal(), g[i] = normal();
+        zl_generator *gen = zl_generator_new(11 + (uint64_t)k);
+        zl_generator_set_offset(gen, 777);
+        zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 1, &n, x), *tg = tensor_of(ZL_DTYPE_F32, 1, &n, g);
+        zl_tensor *ty = zl_dropout(tx, ps[k], true, gen);
+        CHECK(ty && zl_backward(ty, tg, false) == ZL_OK);
+        float scale = (float)(1.0 / (1.0 - ps[k]));
+        int64_t kept = 0;
+        for (int64_t i = 0; i < n; i++) {
+            uint8_t keep = zlm_dropout_keep(11 + (uint64_t)k, 777 + (uint64_t)i, (float)ps[k]);
+            kept += keep;
+            y[i] = zlm_dropout_apply(keep, x[i], scale);
+            gx[i] = zlm_dropout_apply(keep, g[i], scale);
+        }
+        same_bits("dropout", y, ty);
+        same_bits("dropout backward", gx, zl_tensor_grad(tx));
+        CHECK(fabs((double)kept / (double)n - (1 - ps[k])) < 0.03);   /* the draws are uniform */
+        CHECK(zl_generator_get_offset(gen) == 777 + (uint64_t)n);
+        zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(tg);
+        zl_generator_free(gen);
+    }
+    free(x), free(g), free(y), free(gx);
+}
+
+/* ---- reductions ---- */
+
+/* x [4, 300, 5] with ties and a NaN, each dim: sum, mean, max and argmax
+ * forward and backward bit for bit with the CPU, whose order they keep. */
+TEST(reductions_in_the_cpu_order)
+{
+    const int64_t shape[3] = {4, 300, 5}, n = 6000;
+    float *x = malloc(n * 4), *out = malloc(n * 4), *g = malloc(n * 4), *gx = malloc(n * 4);
+    int64_t *idx = malloc(n * 8);
+    for (int64_t i = 0; i < n; i++) x[i] = floorf(normal() * 4.0f) * 0.37f;
+    x[1234] = NAN;
+    for (int d = 0; d < 3; d++)
+        for (int kind = ZLM_R_SUM; kind <= ZLM_R_ARGMAX; kind++) {
+            int64_t outer = 1, len = shape[d], inner = 1;
+            for (int i = 0; i < d; i++) outer *= shape[i];
+            for (int i = d + 1; i < 3; i++) inner *= shape[i];
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t i = 0; i < inner; i++) {
+                    int64_t j = o * inner + i;
+                    if (kind == ZLM_R_SUM || kind == ZLM_R_MEAN) out[j] = zlm_reduce_sum(x, len, inner, o, i, kind);
+                    else out[j] = zlm_reduce_max(x, len, inner, o, i, &idx[j]);
+                }
+            zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 3, shape, x);
+            zl_tensor *ty = kind == ZLM_R_SUM ? zl_sum(tx, d, false) : kind == ZLM_R_MEAN ? zl_mean(tx, d, false)
+                            : kind == ZLM_R_MAX ? zl_max(tx, d, false) : zl_argmax(tx, d, false);
+            char what[48];
+            snprintf(what, sizeof what, "reduction %d over dim %d", kind, d);
+            if (kind == ZLM_R_ARGMAX) {
+                CHECK(ty && memcmp(zl_tensor_data(ty), idx, (size_t)(outer * inner) * 8) == 0);
+            } else {
+                same_bits(what, out, ty);
+                for (int64_t j = 0; j < outer * inner; j++) g[j] = normal();
+                zl_tensor *tg = tensor_of(ZL_DTYPE_F32, 2, (int64_t[]){outer, inner}, g);
+                zl_tensor *tg3 = zl_tensor_reshape(tg, ty ? zl_tensor_ndim(ty) : 0, ty ? zl_tensor_shape(ty) : NULL);
+                CHECK(tg3 && zl_backward(ty, tg3, false) == ZL_OK);
+                for (int64_t j = 0; j < n; j++) gx[j] = zlm_reduce_backward(kind, g, idx, len, inner, j);
+                same_bits(what, gx, zl_tensor_grad(tx));
+                zl_tensor_release(tg3), zl_tensor_release(tg);
+            }
+            zl_tensor_release(ty), zl_tensor_release(tx);
+        }
+    /* Over everything: chunk sums in double, added in order. */
+    const int64_t big = 3 * ZLM_SUM_CHUNK + 77;
+    float *b = malloc(big * 4);
+    double part[4];
+    for (int64_t i = 0; i < big; i++) b[i] = normal() * (i % 1000 == 0 ? 1e6f : 1.0f);
+    CHECK(zlm_sum_chunks(big) == 4);
+    for (int64_t c = 0; c < 4; c++) part[c] = zlm_chunk_sum(b, big, c);
+    zl_tensor *tb = tensor_of(ZL_DTYPE_F32, 1, &big, b);
+    for (int mean = 0; mean < 2; mean++) {
+        float mine = zlm_sum_finish(part, 4, big, mean);
+        zl_tensor *t = mean ? zl_mean(tb, ZL_ALL_DIMS, false) : zl_sum(tb, ZL_ALL_DIMS, false);
+        same_bits(mean ? "mean of all" : "sum of all", &mine, t);
+        zl_tensor_release(t);
+    }
+    zl_tensor_release(tb);
+    free(b), free(x), free(out), free(g), free(gx), free(idx);
+}
+
+/* A row split over any number of threads, each scanning its stride, then
+ * the winners combined pairwise in a random order, picks the scan's element:
+ * ties go to the first, a NaN beats every number, the first NaN wins. */
+TEST(max_split_is_the_scan)
+{
+    const int64_t d = 777;
+    float x[777];
+    int bad = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        for (int64_t k = 0; k < d; k++) x[k] = (float)(int64_t)(next_u64() % 9) - 4.0f;
+        if (trial % 3 == 1) x[next_u64() % d] = NAN, x[next_u64() % d] = NAN;
+        if (trial % 5 == 2) x[0] = -0.0f, x[1] = 0.0f;
+        int64_t want;
+        float best = zlm_reduce_max(x, d, 1, 0, 0, &want);
+        int nt = 1 + (int)(next_u64() % 300);
+        float v[300];
+        int64_t at[300];
+        for (int t = 0; t < nt; t++) {
+            v[t] = x[0], at[t] = 0;
+            for (int64_t k = t; k < d; k += nt)
+                if (zlm_max_prefer(x[k], k, v[t], at[t])) v[t] = x[k], at[t] = k;
+        }
+        for (int left = nt; left > 1; left--) {   /* merge two random winners */
+            int a = (int)(next_u64() % (uint64_t)left), b = (int)(next_u64() % (uint64_t)(left - 1));
+            if (b >= a) b++;
+            if (zlm_max_prefer(v[b], at[b], v[a], at[a])) v[a] = v[b], at[a] = at[b];
+            v[b] = v[left - 1], at[b] = at[left - 1];
+        }
+        bad += at[0] != want || zlm_f32_bits(v[0]) != zlm_f32_bits(best);
+    }
+    CHECK(bad == 0);
+}
+
+/* ---- where and masked_fill ---- */
+
+/* Strides reading a contiguous tensor of shape s (n dims) as broadcast to
+ * out [nd] (0 on stretched and missing dims). */
+static void bcast(int n, const int64_t *s, int nd, const int64_t *out, int64_t *st)
+{
+    int64_t step = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        int k = d - (nd - n);
+        int64_t size = k >= 0 ? s[k] : 1;
+        st[d] = size == 1 && out[d] != 1 ? 0 : step;
+        step *= size;
+    }
+}
+
+/* where over bf16, i64 and bool values with a broadcast condition and
+ * operands, masked_fill of f32 with a u8 mask: the bytes zl_where and
+ * zl_masked_fill write. */
+TEST(select_bytes)
+{
+    const int64_t cs[3] = {4, 1, 6}, as[2] = {5, 6}, bs[3] = {4, 5, 1}, os[3] = {4, 5, 6};
+    uint8_t cond[24], mask[6];
+    float af[30], bf[20];
+    for (int i = 0; i < 24; i++) cond[i] = (uint8_t)(next_u64() % 2);
+    for (int i = 0; i < 6; i++) mask[i] = (uint8_t)(next_u64() % 3);   /* any nonzero is true */
+    for (int i = 0; i < 30; i++) af[i] = normal();
+    for (int i = 0; i < 20; i++) bf[i] = normal();
+    zl_tensor *tc = zl_tensor_from_data(ZL_DTYPE_BOOL, 3, cs, cond);
+    zl_tensor *ta = zl_tensor_from_data(ZL_DTYPE_F32, 2, as, af), *tb = zl_tensor_from_data(ZL_DTYPE_F32, 3, bs, bf);
+    zlm_select s = {.ndim = 3};
+    memcpy(s.shape, os, sizeof os);
+    bcast(3, cs, 3, os, s.sc);
+    bcast(2, as, 3, os, s.sa);
+    bcast(3, bs, 3, os, s.sb);
+    const zl_dtype dts[3] = {ZL_DTYPE_BF16, ZL_DTYPE_I64, ZL_DTYPE_BOOL};
+    for (int k = 0; k < 3; k++) {
+        zl_tensor *a = zl_tensor_to(ta, dts[k]), *b = zl_tensor_to(tb, dts[k]);
+        zl_tensor *w = zl_where(tc, a, b);
+        int es = (int)zl_dtype_size(dts[k]);
+        char mine[120 * 8];
+        for (int64_t i = 0; i < 120; i++) zlm_select_elem(&s, cond, zl_tensor_data(a), zl_tensor_data(b), es, mine, i);
+        CHECK(w && memcmp(zl_tensor_data(w), mine, (size_t)(120 * es)) == 0);
+        zl_tensor_release(w), zl_tensor_release(b), zl_tensor_release(a);
+    }
+    zl_tensor *tm = zl_tensor_from_data(ZL_DTYPE_U8, 2, (int64_t[]){1, 6}, mask);
+    zl_tensor *fm = zl_masked_fill(ta, tm, -1e30);
+    zlm_select m = {.ndim = 2, .shape = {5, 6}, .sc = {0, 1}, .sa = {0, 0}, .sb = {6, 1}};
+    float fill = -1e30f, mine[30];
+    for (int64_t i = 0; i < 30; i++) zlm_select_elem(&m, mask, &fill, af, 4, mine, i);
+    same_bits("masked_fill", mine, fm);
+    zl_tensor_release(fm), zl_tensor_release(tm), zl_tensor_release(tb), zl_tensor_release(ta), zl_tensor_release(tc);
 }
 
 /* ---- optimizers ----

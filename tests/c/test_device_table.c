@@ -8,15 +8,22 @@
 #include "harness.h"
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
+#include "cuda/math/attention.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/convert.h"
 #include "cuda/math/cross_entropy.h"
+#include "cuda/math/dropout.h"
 #include "cuda/math/embedding.h"
 #include "cuda/math/layer_norm.h"
+#include "cuda/math/reduce.h"
+#include "cuda/math/select.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/sum_to.h"
 #include "cuda/math/unary.h"
 #include "ops/device_kernels.h"
 
+/* reduce.c's kinds and chunk are the math header's. */
+_Static_assert(ZLI_SUM_CHUNK == ZLM_SUM_CHUNK, "the full sum's chunk differs between the host and the kernels");
 
 #define FAKE_INDEX 7
 
@@ -60,6 +67,13 @@ static zl_status fake_to_host(void *dst, const zl_tensor *src)
     return ZL_OK;
 }
 
+static zl_status fake_rand(zl_tensor *t, bool normal, double a, double b, uint64_t seed, uint64_t offset)
+{
+    for (int64_t i = 0; i < zl_tensor_numel(t); i++)
+        zlm_store(zl_tensor_data(t), (int)t->dtype, i, zlm_rand_value(normal, a, b, seed, offset + (uint64_t)i));
+    return ZL_OK;
+}
+
 /* The ops' kernels: what each CUDA kernel computes per element, in a loop. */
 static zl_status fake_unary(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1)
 {
@@ -94,18 +108,113 @@ static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape
 }
 
 /* A plain triple loop: the order differs from OpenBLAS's, so GEMM results
- * are compared to a tolerance, not bit for bit. */
+ * are compared to a tolerance, not bit for bit. alpha and beta as BLAS
+ * applies them: alpha times the product, plus beta times C. */
+static zl_status fake_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                   const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                                   float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t b = 0; b < batch; b++) {
+        const float *Ab = A + b * sa, *Bb = B + b * sb;
+        float *Cb = C + b * sc;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < K; p++) s += (double)(ta ? Ab[p * lda + i] : Ab[i * lda + p]) *
+                                                       (tb ? Bb[j * ldb + p] : Bb[p * ldb + j]);
+                float v = alpha * (float)s;
+                Cb[i * ldc + j] = beta == 0.0f ? v : v + beta * Cb[i * ldc + j];
+            }
+    }
+    return ZL_OK;
+}
+
 static zl_status fake_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                            const float *B, int64_t ldb, float *C, int64_t ldc)
 {
+    return fake_gemm_batched(index, ta, tb, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, C, ldc, 0, 1);
+}
+
+static zl_status fake_att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)
+{
     CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            double s = 0;
-            for (int64_t p = 0; p < K; p++) s += (double)(ta ? A[p * lda + i] : A[i * lda + p]) *
-                                                   (tb ? B[j * ldb + p] : B[p * ldb + j]);
-            C[i * ldc + j] = (float)s;
-        }
+    for (int64_t r = 0; r < rows; r++)
+        zlm_attention_softmax_row(s + r * tk, zlm_attention_limit(r, tq, tk, causal), tk);
+    return ZL_OK;
+}
+
+static zl_status fake_att_softmax_backward(int index, int64_t rows, int64_t tk, float *dp, const float *p)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++) zlm_attention_softmax_row_backward(dp + r * tk, p + r * tk, tk);
+    return ZL_OK;
+}
+
+static zl_status fake_dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale,
+                              const float *x, uint8_t *keep, float *y)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) {
+        keep[i] = zlm_dropout_keep(seed, offset + (uint64_t)i, p);
+        y[i] = zlm_dropout_apply(keep[i], x[i], scale);
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_dropout_backward(int index, int64_t n, const uint8_t *keep, const float *g, float scale,
+                                       float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) gx[i] = zlm_dropout_apply(keep[i], g[i], scale);
+    return ZL_OK;
+}
+
+static zl_status fake_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
+                                 float *out, int64_t *idx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < outer * inner; j++) {
+        int64_t at = 0;
+        if (kind == ZLM_R_SUM || kind == ZLM_R_MEAN) out[j] = zlm_reduce_sum(x, d, inner, j / inner, j % inner,
+                                                                             kind == ZLM_R_MEAN);
+        else out[j] = zlm_reduce_max(x, d, inner, j / inner, j % inner, &at);
+        if (idx) idx[j] = at;
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
+{
+    CHECK(index == FAKE_INDEX);
+    int64_t nc = zlm_sum_chunks(n);
+    for (int64_t c = 0; c < nc; c++) work[c] = zlm_chunk_sum(x, n, c);
+    out[0] = zlm_sum_finish(work, nc, n, mean);
+    return ZL_OK;
+}
+
+static zl_status fake_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
+                                      const int64_t *idx, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < outer * len * inner; j++) gx[j] = zlm_reduce_backward(kind, g, idx, len, inner, j);
+    return ZL_OK;
+}
+
+static zl_status fake_select(int index, int ndim, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
+                             const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es, void *out)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_select s = {.ndim = ndim};
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        s.shape[i] = shape[i];
+        s.sc[i] = sc[i];
+        s.sa[i] = sa[i];
+        s.sb[i] = sb[i];
+        n *= shape[i];
+    }
+    for (int64_t i = 0; i < n; i++) zlm_select_elem(&s, cond, a, b, es, out, i);
     return ZL_OK;
 }
 
@@ -201,13 +310,16 @@ static const zli_dev_kernels fake_kernels = {
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
     .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
-    .gemm = fake_gemm,
+    .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .att_softmax = fake_att_softmax,
+    .att_softmax_backward = fake_att_softmax_backward, .dropout = fake_dropout,
+    .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
+    .reduce_backward = fake_reduce_backward, .select = fake_select,
 };
 
 static const zli_device_ops fake = {
     .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
     .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
-    .kernels = &fake_kernels,
+    .rand = fake_rand, .kernels = &fake_kernels,
 };
 
 static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
@@ -578,6 +690,290 @@ TEST(embedding_on_the_device)
     for (size_t j = 0; j < sizeof objs / sizeof *objs; j++) zl_tensor_release(objs[j]);
 }
 
+/* A host tensor and its copy on the stand-in device, requiring grad. */
+static zl_tensor *leaf(zl_tensor *h, int dev)
+{
+    zl_tensor *t = dev ? to_fake(h) : zl_tensor_clone(h);
+    zl_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+static void release_all(zl_tensor **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) zl_tensor_release(ts[i]);
+}
+
+/* f over three leaves (the last may be NULL) made from h on the host (dev 0)
+ * and the stand-in device (dev 1), then backward from gh: y[dev] [out] and
+ * each leaf's gradient gr[dev][i] [out] (NULL where there is none). */
+typedef zl_tensor *(*op3)(zl_tensor *a, zl_tensor *b, zl_tensor *c, bool flag);
+
+static void run3(op3 f, bool flag, zl_tensor *const h[3], zl_tensor *gh, zl_tensor *y[2], zl_tensor *gr[2][3])
+{
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *in[3] = {0}, *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+        for (int i = 0; i < 3; i++) in[i] = h[i] ? leaf(h[i], dev) : NULL;
+        y[dev] = f(in[0], in[1], in[2], flag);
+        CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+        CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+        for (int i = 0; i < 3; i++) gr[dev][i] = in[i] ? zl_tensor_retain(zl_tensor_grad(in[i])) : NULL;
+        zl_tensor *objs[] = {g, in[0], in[1], in[2]};
+        release_all(objs, 4);
+    }
+}
+
+static zl_tensor *linear3(zl_tensor *x, zl_tensor *w, zl_tensor *b, bool flag)
+{
+    (void)flag;
+    return zl_linear(x, w, b);
+}
+
+static zl_tensor *attention3(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal)
+{
+    return zl_attention(q, k, v, causal, 0);
+}
+
+static void release_run(zl_tensor *y[2], zl_tensor *gr[2][3])
+{
+    zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[0][2], gr[1][0], gr[1][1], gr[1][2]};
+    release_all(objs, 8);
+}
+
+/* linear with and without a bias, x of 3 dims, f32 and bf16: the GEMMs to a
+ * tolerance (another summation order; bf16 rounds differently on the host's
+ * bf16 GEMM), the bias's gradient (rows added in order) bit for bit. */
+TEST(linear_on_the_device)
+{
+    zl_tensor *xr = zt_randn(SHAPE(2, 3, 6)), *wr = zt_randn(SHAPE(5, 6)), *bh = zt_randn(SHAPE(5));
+    zl_tensor *gh = zt_randn(SHAPE(2, 3, 5));
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
+    for (int k = 0; k < 2; k++)
+        for (int bias = 0; bias < 2; bias++) {
+            zl_tensor *h[3] = {zl_tensor_to(xr, dts[k]), zl_tensor_to(wr, dts[k]), bias ? bh : NULL};
+            zl_tensor *y[2], *gr[2][3];
+            run3(linear3, false, h, gh, y, gr);
+            CHECK(y[0] && y[1] && zl_tensor_dtype(y[0]) == dts[k] && zl_tensor_dtype(y[1]) == dts[k]);
+            double tol = dts[k] == ZL_DTYPE_BF16 ? 1e-2 : 1e-5;
+            if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "linear");
+            if (gr[0][0] && gr[1][0]) check_close_host(gr[0][0], gr[1][0], tol, "linear's gradient of x");
+            if (gr[0][1] && gr[1][1]) check_close_host(gr[0][1], gr[1][1], tol, "linear's gradient of w");
+            if (bias) CHECK(gr[0][2] && gr[1][2]);
+            if (gr[0][2] && gr[1][2]) check_bits(gr[0][2], gr[1][2], "linear's gradient of the bias");
+            release_run(y, gr);
+            zl_tensor_release(h[1]);
+            zl_tensor_release(h[0]);
+        }
+    zl_tensor *objs[] = {gh, bh, wr, xr};
+    release_all(objs, 4);
+}
+
+/* attention, causal and not, more keys than queries, value width apart from
+ * the key width: every gradient; GEMMs to a tolerance. */
+TEST(attention_on_the_device)
+{
+    struct { int64_t tq, tk; bool causal; } cases[] = {{4, 4, true}, {3, 5, false}};
+    const char *what[4] = {"attention", "attention's gradient of q", "attention's gradient of k",
+                           "attention's gradient of v"};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        zl_tensor *h[3] = {zt_randn(SHAPE(2, 3, cases[c].tq, 6)), zt_randn(SHAPE(2, 3, cases[c].tk, 6)),
+                           zt_randn(SHAPE(2, 3, cases[c].tk, 5))};
+        zl_tensor *gh = zt_randn(SHAPE(2, 3, cases[c].tq, 5)), *y[2], *gr[2][3];
+        run3(attention3, cases[c].causal, h, gh, y, gr);
+        if (y[0] && y[1]) check_close_host(y[0], y[1], 1e-5, what[0]);
+        for (int i = 0; i < 3; i++)
+            if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], 1e-5, what[i + 1]);
+        release_run(y, gr);
+        zl_tensor *objs[] = {gh, h[2], h[1], h[0]};
+        release_all(objs, 4);
+    }
+}
+
+/* dropout draws the host's mask from the same generator state and moves the
+ * generator on as the host does: output and gradient bit for bit, for a
+ * generator of its own and for the context's. */
+TEST(dropout_on_the_device)
+{
+    zl_tensor *xh = zt_randn(SHAPE(6, 70)), *gh = zt_randn(SHAPE(6, 70));
+    const double ps[] = {0.3, 1.0};
+    for (int own = 0; own < 2; own++)
+        for (int k = 0; k < 2; k++) {
+            zl_tensor *y[2] = {0}, *gx[2] = {0};
+            uint64_t after[2] = {0};
+            for (int dev = 0; dev < 2; dev++) {
+                zl_generator *gen = own ? zl_generator_new(77) : NULL;
+                if (own) zl_generator_set_offset(gen, 1000);
+                else zl_manual_seed(77);
+                zl_tensor *x = leaf(xh, dev), *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+                y[dev] = zl_dropout(x, ps[k], true, gen);
+                CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+                CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+                gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+                after[dev] = zl_generator_get_offset(gen);
+                zl_generator_free(gen);
+                zl_tensor_release(g);
+                zl_tensor_release(x);
+            }
+            CHECK(after[0] == after[1] && after[0] == (own ? 1000u : 0u) + 420u);
+            if (y[0] && y[1]) check_bits(y[0], y[1], "dropout");
+            if (gx[0] && gx[1]) check_bits(gx[0], gx[1], "dropout's gradient");
+            zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1]};
+            release_all(objs, 4);
+        }
+    zl_tensor_release(gh);
+    zl_tensor_release(xh);
+}
+
+/* uniform_ and normal_ into device tensors: the host's values for the same
+ * seed and offset, in each float dtype, and the generator moved on alike. */
+TEST(random_fills_on_the_device)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (int k = 0; k < 3; k++) {
+        zl_tensor *h = zl_tensor_new(dts[k], SHAPE(33, 9), ZL_MEM_OTHER);
+        zl_tensor *d = fake_alloc(dts[k], 2, (int64_t[]){33, 9}, ZL_MEM_OTHER, FAKE_INDEX);
+        zl_generator *gh = zl_generator_new(5), *gd = zl_generator_new(5);
+        CHECK(zl_tensor_uniform_(h, -0.5, 3.0, gh) == ZL_OK && zl_tensor_uniform_(d, -0.5, 3.0, gd) == ZL_OK);
+        check_bits(h, d, "uniform_");
+        CHECK(zl_tensor_normal_(h, 0.25, 2.0, gh) == ZL_OK && zl_tensor_normal_(d, 0.25, 2.0, gd) == ZL_OK);
+        check_bits(h, d, "normal_");
+        CHECK(zl_generator_get_offset(gh) == 2 * 33 * 9 && zl_generator_get_offset(gd) == 2 * 33 * 9);
+        zl_generator_free(gd);
+        zl_generator_free(gh);
+        zl_tensor_release(d);
+        zl_tensor_release(h);
+    }
+}
+
+/* Values with ties (max takes the first) and a NaN (max takes it, sum
+ * carries it) in one row. */
+static zl_tensor *reduce_input(void)
+{
+    zl_tensor *r = zt_randn(SHAPE(3, 5, 7));
+    zl_tensor *t = zl_tensor_new(ZL_DTYPE_F32, SHAPE(3, 5, 7), ZL_MEM_OTHER);
+    float *p = zl_tensor_data(t);
+    for (int64_t i = 0; i < 105; i++) p[i] = floorf((float)zl_tensor_get(r, i) * 2.0f) * 0.75f;
+    p[40] = NAN;
+    zl_tensor_release(r);
+    return t;
+}
+
+typedef zl_tensor *(*reduce_fn)(zl_tensor *x, int dim, bool keepdim);
+
+/* sum, mean, max over each dim and over all, keepdim or not, and argmax:
+ * forward and backward bit for bit, as the host adds and scans. */
+TEST(reductions_on_the_device)
+{
+    struct { const char *name; reduce_fn f; bool grad; } kinds[] = {
+        {"sum", zl_sum, true}, {"mean", zl_mean, true}, {"max", zl_max, true}, {"argmax", zl_argmax, false},
+    };
+    zl_tensor *xh = reduce_input();
+    const int dims[] = {0, 1, 2, -1, ZL_ALL_DIMS};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
+            for (int keep = 0; keep < 2; keep++) {
+                zl_tensor *y[2] = {0}, *gx[2] = {0}, *gh = NULL;
+                for (int dev = 0; dev < 2; dev++) {
+                    zl_tensor *x = leaf(xh, dev);
+                    y[dev] = kinds[k].f(x, dims[di], keep);
+                    CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+                    if (y[dev] && kinds[k].grad) {
+                        if (!gh) gh = zt_randn(zl_tensor_ndim(y[dev]), zl_tensor_shape(y[dev]));
+                        zl_tensor *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+                        CHECK(zl_backward(y[dev], g, false) == ZL_OK);
+                        gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+                        zl_tensor_release(g);
+                    }
+                    zl_tensor_release(x);
+                }
+                zl_tensor_release(gh);
+                char what[64];
+                snprintf(what, sizeof what, "%s over dim %d%s", kinds[k].name, dims[di], keep ? ", keepdim" : "");
+                if (y[0] && y[1]) check_bits(y[0], y[1], what);
+                if (gx[0] && gx[1]) check_bits(gx[0], gx[1], what);
+                zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1]};
+                release_all(objs, 4);
+            }
+    /* Over all of several chunks, whose order shows (a large chunk cancels
+     * a later one); integers (sum in f32, max in their dtype). */
+    zl_tensor *big = zl_tensor_new(ZL_DTYPE_F32, SHAPE(3 * 4096 + 17), ZL_MEM_OTHER);
+    float *pb = zl_tensor_data(big);
+    for (int64_t i = 0; i < 3 * 4096 + 17; i++) pb[i] = i < 4096 ? 1e16f : i < 8192 ? 0.3f : i < 12288 ? -1e16f : 0.7f;
+    zl_tensor *dbig = to_fake(big);
+    zl_tensor *ih = zl_tensor_to(xh, ZL_DTYPE_I32), *di = to_fake(ih);
+    zl_tensor *hs[] = {zl_sum(big, ZL_ALL_DIMS, false), zl_mean(big, ZL_ALL_DIMS, false), zl_sum(ih, 1, false),
+                       zl_max(ih, ZL_ALL_DIMS, true)};
+    zl_tensor *ds[] = {zl_sum(dbig, ZL_ALL_DIMS, false), zl_mean(dbig, ZL_ALL_DIMS, false), zl_sum(di, 1, false),
+                       zl_max(di, ZL_ALL_DIMS, true)};
+    for (int i = 0; i < 4; i++)
+        if (hs[i] && ds[i]) check_bits(hs[i], ds[i], "a reduction of many chunks or of integers");
+    zl_tensor *empty = zl_tensor_new(ZL_DTYPE_F32, SHAPE(2, 0), ZL_MEM_OTHER), *dempty = to_fake(empty);
+    CHECK_ERR(zl_max(dempty, 1, false), "max: cannot reduce over an empty dimension");
+    zl_tensor *me = zl_mean(dempty, 1, false), *hme = zl_mean(empty, 1, false);   /* 0 / 0 */
+    if (me && hme) check_bits(hme, me, "mean over an empty dimension");
+    release_all(hs, 4);
+    release_all(ds, 4);
+    zl_tensor *objs[] = {hme, me, dempty, empty, di, ih, dbig, big, xh};
+    release_all(objs, 9);
+}
+
+/* where with a condition a comparison made on the device, a broadcast row
+ * and a host scalar; masked_fill with a broadcast mask in f32 and bf16;
+ * outputs and gradients bit for bit. */
+TEST(where_and_masked_fill_on_the_device)
+{
+    zl_tensor *ah = zt_randn(SHAPE(4, 5)), *bh = zt_randn(SHAPE(5)), *gh = zt_randn(SHAPE(4, 5));
+    zl_tensor *sh = zl_tensor_scalar(ZL_DTYPE_F32, -2.5), *mh = zl_gt(bh, sh);   /* [5] bool */
+    for (int c = 0; c < 4; c++) {
+        zl_tensor *y[2] = {0}, *ga[2] = {0}, *gb[2] = {0};
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *a = leaf(ah, dev), *b = leaf(bh, dev), *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+            zl_tensor *cond = zl_gt(a, b);
+            CHECK(cond && zl_tensor_dtype(cond) == ZL_DTYPE_BOOL);
+            zl_tensor *a16 = c == 3 ? zl_tensor_to(a, ZL_DTYPE_BF16) : zl_tensor_retain(a);
+            zl_tensor *m = dev ? to_fake(mh) : zl_tensor_retain(mh);
+            y[dev] = c == 0 ? zl_where(cond, a, b)
+                     : c == 1 ? zl_where(cond, sh, a)
+                              : zl_masked_fill(a16, m, c == 2 ? -INFINITY : 7.25);
+            CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+            zl_tensor *yf = y[dev] ? zl_tensor_to(y[dev], ZL_DTYPE_F32) : NULL;
+            CHECK(yf && zl_backward(yf, g, false) == ZL_OK);
+            ga[dev] = zl_tensor_retain(zl_tensor_grad(a));
+            gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
+            zl_tensor *objs[] = {yf, m, a16, cond, g, b, a};
+            release_all(objs, 7);
+        }
+        if (y[0] && y[1]) check_bits(y[0], y[1], "where / masked_fill");
+        if (ga[0] && ga[1]) check_bits(ga[0], ga[1], "where / masked_fill's gradient of a");
+        if (gb[0] && gb[1]) check_bits(gb[0], gb[1], "where's gradient of b (summed to its shape)");
+        CHECK((ga[0] != NULL) == (ga[1] != NULL) && (gb[0] != NULL) == (gb[1] != NULL));
+        zl_tensor *objs[] = {y[0], y[1], ga[0], ga[1], gb[0], gb[1]};
+        release_all(objs, 6);
+    }
+    zl_tensor *objs[] = {sh, mh, gh, bh, ah};
+    release_all(objs, 5);
+}
+
+/* A device with core's primitives but no kernels and no generator: the ops
+ * and the random fills refuse it by name. */
+static const zli_device_ops bare = {
+    .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
+    .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
+};
+
+TEST(a_device_without_kernels_refuses_by_name)
+{
+    void *p = malloc(4 * sizeof(float));
+    zl_tensor *t = zli_tensor_on_device(ZL_DTYPE_F32, 1, (int64_t[]){4}, ZL_MEM_OTHER, &bare, FAKE_INDEX, p,
+                                        4 * sizeof(float));
+    CHECK_ERR(zl_tensor_normal_(t, 0, 1, NULL), "normal_: the tensor is on cuda:7");
+    CHECK_ERR(zl_tensor_uniform_(t, 0, 1, NULL), "uniform_: the tensor is on cuda:7");
+    CHECK_ERR(zl_sum(t, 0, false), "sum: cuda:7 runs no ops");
+    CHECK_ERR(zl_dropout(t, 0.5, true, NULL), "dropout: cuda:7 runs no ops");
+    CHECK_ERR(zl_masked_fill(t, t, 0), "masked_fill: cuda:7 runs no ops");
+    CHECK_ERR(zl_linear(t, t, NULL), "linear: cuda:7 runs no ops");
+    zl_tensor_release(t);
+}
+
 TEST(host_only_paths_name_the_device)
 {
     zl_tensor *h = zt_randn(SHAPE(4));
@@ -585,7 +981,9 @@ TEST(host_only_paths_name_the_device)
     CHECK(isnan(zl_tensor_get(d, 0)));
     CHECK(strstr(zl_last_error(), "get: the tensor is on cuda:7"));
     CHECK_ERR(zl_tensor_set(d, 0, 1.0), "set: the tensor is on cuda:7, and set runs on the CPU here");
-    CHECK_ERR(zl_sum(d, 0, false), "sum: argument 1 is on cuda:7");
+    zl_tensor *d4 = zl_tensor_reshape(d, 4, (int64_t[]){1, 1, 2, 2});
+    CHECK_ERR(zl_max_pool2d(d4, 2, 2, 2, 2, 0, 0), "max_pool2d: argument 1 is on cuda:7");
+    zl_tensor_release(d4);
     CHECK_ERR(zl_add(h, d), "add: one tensor is on cuda:7 and the other on cpu");
     zl_tensor *e = zl_tensor_expand(d, 2, (int64_t[]){3, 4});   /* a view: fine; its backward sums on the host */
     CHECK(e != NULL);

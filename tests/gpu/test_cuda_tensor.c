@@ -198,6 +198,202 @@ TEST(ops_and_backward_match_the_cpu)
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
+static zl_tensor *on_gpu(zl_tensor *h) { return zl_tensor_to_device(h, ZL_DEVICE_CUDA, 0); }
+
+/* h on the host (dev 0) or on the GPU (dev 1), requiring grad. */
+static zl_tensor *leaf(zl_tensor *h, int dev)
+{
+    zl_tensor *t = dev ? on_gpu(h) : zl_tensor_clone(h);
+    zl_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+static void release_all(zl_tensor **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) zl_tensor_release(ts[i]);
+}
+
+/* The device's result moved back, bit for bit with the host's. */
+static void check_bits_dev(zl_tensor *h, zl_tensor *d, const char *what)
+{
+    zl_tensor *b = d ? host_copy(d) : NULL, *hc = zl_tensor_contiguous(h);
+    CHECK(b && zl_tensor_dtype(b) == zl_tensor_dtype(hc) && zl_tensor_numel(b) == zl_tensor_numel(hc));
+    size_t nbytes = (size_t)zl_tensor_numel(hc) * zl_dtype_size(zl_tensor_dtype(hc));
+    if (b && memcmp(zl_tensor_data(b), zl_tensor_data(hc), nbytes))
+        zt_fail(__FILE__, __LINE__, "%s: the GPU's bits differ from the CPU's", what);
+    zl_tensor_release(hc);
+    zl_tensor_release(b);
+}
+
+/* f over three leaves (the last may be NULL) made from h on the CPU (dev 0)
+ * and the GPU (dev 1), then backward from gh: y[dev] [out] and each leaf's
+ * gradient gr[dev][i] [out] (NULL where there is none). */
+typedef zl_tensor *(*op3)(zl_tensor *a, zl_tensor *b, zl_tensor *c, bool flag);
+
+static void run3(op3 f, bool flag, zl_tensor *const h[3], zl_tensor *gh, zl_tensor *y[2], zl_tensor *gr[2][3])
+{
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *in[3] = {0}, *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+        for (int i = 0; i < 3; i++) in[i] = h[i] ? leaf(h[i], dev) : NULL;
+        y[dev] = f(in[0], in[1], in[2], flag);
+        CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+        CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+        for (int i = 0; i < 3; i++) gr[dev][i] = in[i] ? zl_tensor_retain(zl_tensor_grad(in[i])) : NULL;
+        zl_tensor *objs[] = {g, in[0], in[1], in[2]};
+        release_all(objs, 4);
+    }
+}
+
+static zl_tensor *linear3(zl_tensor *x, zl_tensor *w, zl_tensor *b, bool flag)
+{
+    (void)flag;
+    return zl_linear(x, w, b);
+}
+
+static zl_tensor *attention3(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal)
+{
+    return zl_attention(q, k, v, causal, 0);
+}
+
+/* linear (cuBLASLt, the bias added by beta) and attention (batched GEMMs,
+ * the softmax kernels; rows long enough to span warps), forward and every
+ * gradient, against the CPU; the bias's gradient (rows in order) exactly. */
+TEST(linear_and_attention_match_the_cpu)
+{
+    static const char *const names[2][4] = {{"linear", "linear's gradient of x", "linear's gradient of w", ""},
+                                            {"attention", "attention's gradient of q", "attention's gradient of k",
+                                             "attention's gradient of v"}};
+    zl_tensor *lh[3] = {zt_randn(SHAPE(4, 9, 32)), zt_randn(SHAPE(24, 32)), zt_randn(SHAPE(24))};
+    zl_tensor *ah[3] = {zt_randn(SHAPE(2, 4, 70, 16)), zt_randn(SHAPE(2, 4, 70, 16)), zt_randn(SHAPE(2, 4, 70, 12))};
+    zl_tensor *lg = zt_randn(SHAPE(4, 9, 24)), *ag = zt_randn(SHAPE(2, 4, 70, 12));
+    for (int c = 0; c < 3; c++) {
+        int att = c > 0;
+        zl_tensor *y[2], *gr[2][3];
+        run3(att ? attention3 : linear3, c == 2, att ? ah : lh, att ? ag : lg, y, gr);
+        check_close_dev(y[0], y[1], 1e-5, names[att][0]);
+        for (int i = 0; i < 3; i++) {
+            if (!att && i == 2) check_bits_dev(gr[0][2], gr[1][2], "linear's gradient of the bias");
+            else check_close_dev(gr[0][i], gr[1][i], 1e-5, names[att][i + 1]);
+        }
+        zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[0][2], gr[1][0], gr[1][1], gr[1][2]};
+        release_all(objs, 8);
+    }
+    zl_tensor *objs[] = {lh[0], lh[1], lh[2], ah[0], ah[1], ah[2], lg, ag};
+    release_all(objs, 8);
+}
+
+/* dropout on the GPU keeps the CPU's mask for the same generator state, and
+ * uniform_ fills a GPU tensor with the CPU's bits; normal_ goes through the
+ * GPU's logf and cosf, a few ulp from the CPU's. */
+TEST(generator_on_the_gpu_draws_the_cpus_numbers)
+{
+    zl_tensor *xh = zt_randn(SHAPE(300, 77)), *gh = zt_randn(SHAPE(300, 77));
+    zl_tensor *y[2], *gx[2];
+    for (int dev = 0; dev < 2; dev++) {
+        zl_generator *gen = zl_generator_new(2024);
+        zl_tensor *x = leaf(xh, dev), *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+        y[dev] = zl_dropout(x, 0.2, true, gen);
+        CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+        gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+        CHECK(zl_generator_get_offset(gen) == 300 * 77);
+        zl_generator_free(gen);
+        zl_tensor_release(g);
+        zl_tensor_release(x);
+    }
+    check_bits_dev(y[0], y[1], "dropout");
+    check_bits_dev(gx[0], gx[1], "dropout's gradient");
+    zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gh, xh};
+    release_all(objs, 6);
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
+    for (int k = 0; k < 2; k++) {
+        zl_tensor *h = zl_tensor_new(dts[k], SHAPE(1000, 33), ZL_MEM_OTHER);
+        zl_tensor *d = zl_tensor_new_on(dts[k], SHAPE(1000, 33), ZL_MEM_OTHER, ZL_DEVICE_CUDA, 0);
+        zl_generator *a = zl_generator_new(9), *b = zl_generator_new(9);
+        CHECK(zl_tensor_uniform_(h, -1.0, 2.0, a) == ZL_OK && zl_tensor_uniform_(d, -1.0, 2.0, b) == ZL_OK);
+        check_bits_dev(h, d, "uniform_");
+        CHECK(zl_tensor_normal_(h, 0.0, 1.0, a) == ZL_OK && zl_tensor_normal_(d, 0.0, 1.0, b) == ZL_OK);
+        check_close_dev(h, d, dts[k] == ZL_DTYPE_F32 ? 1e-5 : 1e-2, "normal_");
+        CHECK(zl_generator_get_offset(a) == zl_generator_get_offset(b));
+        zl_generator_free(b);
+        zl_generator_free(a);
+        zl_tensor_release(d);
+        zl_tensor_release(h);
+    }
+}
+
+typedef zl_tensor *(*reduce_fn)(zl_tensor *x, int dim, bool keepdim);
+
+/* sum, mean, max, argmax over each dim (a long last one: max split over a
+ * block) and over all, with ties and a NaN: the CPU's bits, both ways. */
+TEST(reductions_match_the_cpu_bit_for_bit)
+{
+    zl_tensor *r = zt_randn(SHAPE(6, 50, 300));
+    zl_tensor *xh = zl_tensor_new(ZL_DTYPE_F32, SHAPE(6, 50, 300), ZL_MEM_OTHER);
+    float *p = zl_tensor_data(xh);
+    for (int64_t i = 0; i < 90000; i++) p[i] = floorf((float)zl_tensor_get(r, i) * 3.0f) * 0.5f;
+    p[777] = NAN;
+    reduce_fn fs[] = {zl_sum, zl_mean, zl_max, zl_argmax};
+    const int dims[] = {0, 1, 2, ZL_ALL_DIMS};
+    for (int k = 0; k < 4; k++)
+        for (int di = 0; di < 4; di++) {
+            zl_tensor *y[2], *gx[2] = {0}, *gh = NULL;
+            for (int dev = 0; dev < 2; dev++) {
+                zl_tensor *x = leaf(xh, dev);
+                y[dev] = fs[k](x, dims[di], false);
+                CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+                if (y[dev] && k < 3) {
+                    if (!gh) gh = zt_randn(zl_tensor_ndim(y[dev]), zl_tensor_shape(y[dev]));
+                    zl_tensor *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+                    CHECK(zl_backward(y[dev], g, false) == ZL_OK);
+                    gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+                    zl_tensor_release(g);
+                }
+                zl_tensor_release(x);
+            }
+            char what[48];
+            snprintf(what, sizeof what, "reduction %d over dim %d", k, dims[di]);
+            if (y[0] && y[1]) check_bits_dev(y[0], y[1], what);
+            if (gx[0] && gx[1]) check_bits_dev(gx[0], gx[1], what);
+            zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gh};
+            release_all(objs, 5);
+        }
+    zl_tensor_release(xh);
+    zl_tensor_release(r);
+}
+
+/* where with a condition compared on the GPU, masked_fill with a causal
+ * mask as GPT builds it (arange compared on the host, moved over): bits and
+ * gradients. */
+TEST(where_and_masked_fill_match_the_cpu)
+{
+    zl_tensor *ah = zt_randn(SHAPE(8, 8)), *bh = zt_randn(SHAPE(8)), *gh = zt_randn(SHAPE(8, 8));
+    zl_tensor *ar = zl_tensor_arange(ZL_DTYPE_I64, 8);
+    zl_tensor *row = zl_tensor_reshape(ar, 2, (int64_t[]){1, 8}), *col = zl_tensor_reshape(ar, 2, (int64_t[]){8, 1});
+    zl_tensor *future = zl_gt(row, col);
+    for (int c = 0; c < 2; c++) {
+        zl_tensor *y[2], *ga[2], *gb[2];
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *a = leaf(ah, dev), *b = leaf(bh, dev), *g = dev ? on_gpu(gh) : zl_tensor_retain(gh);
+            zl_tensor *cond = c == 0 ? zl_gt(a, b) : dev ? on_gpu(future) : zl_tensor_retain(future);
+            y[dev] = c == 0 ? zl_where(cond, a, b) : zl_masked_fill(a, cond, -INFINITY);
+            CHECK(y[dev] && zl_tensor_device(y[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+            CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+            ga[dev] = zl_tensor_retain(zl_tensor_grad(a));
+            gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
+            zl_tensor *objs[] = {cond, g, b, a};
+            release_all(objs, 4);
+        }
+        check_bits_dev(y[0], y[1], c ? "masked_fill" : "where");
+        if (ga[0] && ga[1]) check_bits_dev(ga[0], ga[1], "the gradient of a");
+        if (gb[0] && gb[1]) check_bits_dev(gb[0], gb[1], "where's gradient of b");
+        CHECK((gb[0] != NULL) == (gb[1] != NULL));
+        zl_tensor *objs[] = {y[0], y[1], ga[0], ga[1], gb[0], gb[1]};
+        release_all(objs, 6);
+    }
+    zl_tensor *objs[] = {future, col, row, ar, gh, bh, ah};
+    release_all(objs, 7);
+}
+
 TEST(host_ops_refuse_device_tensors)
 {
     zl_tensor *d = zl_tensor_zeros_on(ZL_DTYPE_F32, SHAPE(4), ZL_DEVICE_CUDA, 0);
@@ -209,7 +405,9 @@ TEST(host_ops_refuse_device_tensors)
     zl_tensor *v = zl_tensor_reshape(d, 2, (int64_t[]){2, 2});   /* a view: the header only */
     CHECK(v && zl_tensor_device(v) == ZL_DEVICE_CUDA && zl_tensor_shares_storage(v, d));
     zl_tensor_release(v);
-    CHECK_ERR(zl_sum(d, 0, false), "sum: argument 1 is on cuda:0");
+    zl_tensor *d4 = zl_tensor_reshape(d, 4, (int64_t[]){1, 1, 2, 2});
+    CHECK_ERR(zl_max_pool2d(d4, 2, 2, 2, 2, 0, 0), "max_pool2d: argument 1 is on cuda:0");
+    zl_tensor_release(d4);
     CHECK_ERR(zl_tensor_to_device(d, ZL_DEVICE_CUDA, 4096), "cuda:4096: no such device");
     zl_tensor_release(h);
     zl_tensor_release(d);

@@ -78,7 +78,8 @@ else
     local back = d:cpu()
     check_eq(back:sub(x):abs():max():item(), 0)
     check_eq(((d + d):cpu() - x * 2):abs():max():item(), 0)
-    check_error(function() return d:sum() end, 'is on cuda:0')
+    check_eq(d:sum():cpu():item(), x:sum():item())
+    check_error(function() return zl.mse_loss(d, d) end, 'is on cuda:0')
     check_error(function() return d:item() end, 'is a tensor on cuda:0, and this runs on the CPU only')
   end)
 end

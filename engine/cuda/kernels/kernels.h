@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "../math/optim.h"
+#include "../math/select.h"
 #include "../math/strided.h"
 
 #ifdef __cplusplus
@@ -86,6 +87,33 @@ int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx,
  * names (0 <= idx < v, checked by the caller), in position order. */
 int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, const void *g, int gdt,
                                 float *gw, void *stream);
+
+/* ---- the generator and dropout: element i takes counter offset + i under
+ * key seed (cuda/math/rng.h), as core's host fill does ---- */
+/* out [n] (dt, a float dtype) = uniform in [a, b), or normal (mean a, std b). */
+int zlk_cuda_rand(int64_t n, bool normal, double a, double b, uint64_t seed, uint64_t offset, void *out, int dt,
+                  void *stream);
+/* keep [n] (u8) [out]: the draw >= p; y [n] [out] = keep ? x * scale : 0. */
+int zlk_cuda_dropout_forward(int64_t n, uint64_t seed, uint64_t offset, float p, float scale, const float *x,
+                             uint8_t *keep, float *y, void *stream);
+/* gx [n] = keep ? g * scale : 0. */
+int zlk_cuda_dropout_backward(int64_t n, const uint8_t *keep, const float *g, float scale, float *gx, void *stream);
+
+/* ---- reductions in the CPU's order (cuda/math/reduce.h); kind is ZLM_R_* ---- */
+/* out [outer, inner] = x [outer, d, inner] reduced over d; idx [outer, inner]
+ * (max and argmax; NULL: not wanted) the max's position. d >= 1 for max. */
+int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out, int64_t *idx,
+                        void *stream);
+/* out [1] = the sum (or mean) of x [n]; work holds zlm_sum_chunks(n) doubles. */
+int zlk_cuda_reduce_all(bool mean, int64_t n, const float *x, double *work, float *out, void *stream);
+/* gx [outer, len, inner] from g [outer, inner] (and idx for max). */
+int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner, const float *g, const int64_t *idx,
+                             float *gx, void *stream);
+
+/* out [s->shape] (contiguous, es bytes an element) = cond ? a : b, each read
+ * through its strides in s (cuda/math/select.h). */
+int zlk_cuda_select(const zlm_select *s, const uint8_t *cond, const void *a, const void *b, int es, void *out,
+                    void *stream);
 
 /* ---- optimizers over a list of tensors (host array, device buffers) ---- */
 typedef struct zlk_optim_tensor {

@@ -1,9 +1,11 @@
 /* attention: softmax(q kᵀ · scale, causal mask) v, forward and backward. Forward
  * keeps the probabilities P [B, Tq, Tk] and backward rebuilds dS from P; GEMMs
- * run batch by batch (BLAS threads them), softmax rows split across threads. */
+ * run batch by batch (BLAS threads them), softmax rows split across threads.
+ * On a device the same steps run as strided-batched GEMMs, all batches at once. */
 #include <math.h>
 #include <string.h>
 #include "gemm.h"
+#include "../device_kernels.h"
 
 /* s [rows, tk] [in/out]: scores to probabilities, row by row. Row r is query
  * r % tq; with `causal` it sees keys 0..r % tq and the rest get 0. */
@@ -41,11 +43,52 @@ static void softmax_rows_backward(float *restrict dp, const float *restrict p, i
 
 enum { A_B, A_TQ, A_TK, A_D, A_DV };
 
+/* The backward's GEMMs over all batches at once, dS [B, tq, tk] in one
+ * scratch; P and g are on the device. */
+static zl_status attention_backward_device(const zli_dev_kernels *kern, int index, zl_node *n, zl_tensor *g,
+                                           zl_tensor **gin)
+{
+    zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
+    int64_t B = n->i[A_B], tq = n->i[A_TQ], tk = n->i[A_TK], d = n->i[A_D], dv = n->i[A_DV];
+    float scale = (float)n->f[0];
+    const float *pp = zl_tensor_data(n->saved[0]);
+    zl_tensor *qf = zli_f32c_like(q, g), *kf = zli_f32c_like(k, g), *vf = zli_f32c_like(v, g), *gc = zli_f32c(g);
+    bool need_ds = zli_requires_grad(q) || zli_requires_grad(k);
+    zl_tensor *ds = need_ds ? zli_new_f32_like(g, 3, (int64_t[]){B, tq, tk}) : NULL;
+    if (zli_requires_grad(q)) gin[0] = zli_new_f32_like(g, q->ndim, q->shape);
+    if (zli_requires_grad(k)) gin[1] = zli_new_f32_like(g, k->ndim, k->shape);
+    if (zli_requires_grad(v)) gin[2] = zli_new_f32_like(g, v->ndim, v->shape);
+    zl_status st = ZL_OK;
+    if (!qf || !kf || !vf || !gc || (need_ds && !ds) || (zli_requires_grad(q) && !gin[0]) ||
+        (zli_requires_grad(k) && !gin[1]) || (zli_requires_grad(v) && !gin[2]))
+        st = ZL_ENOMEM;
+    const float *pg = gc ? zl_tensor_data(gc) : NULL;
+    float *pds = ds ? zl_tensor_data(ds) : NULL;
+    if (!st && gin[2])   /* dV [tk, dv] = Pᵀ · dO */
+        st = kern->gemm_batched(index, true, false, tk, dv, tq, 1.0f, pp, tk, tq * tk, pg, dv, tq * dv, 0.0f,
+                                zl_tensor_data(gin[2]), dv, tk * dv, B);
+    if (!st && need_ds)   /* dP [tq, tk] = dO · Vᵀ, then dS in place */
+        st = kern->gemm_batched(index, false, true, tq, tk, dv, 1.0f, pg, dv, tq * dv, zl_tensor_data(vf), dv,
+                                tk * dv, 0.0f, pds, tk, tq * tk, B);
+    if (!st && need_ds) st = kern->att_softmax_backward(index, B * tq, tk, pds, pp);
+    if (!st && gin[0])   /* dQ [tq, d] = dS · K · scale */
+        st = kern->gemm_batched(index, false, false, tq, d, tk, scale, pds, tk, tq * tk, zl_tensor_data(kf), d,
+                                tk * d, 0.0f, zl_tensor_data(gin[0]), d, tq * d, B);
+    if (!st && gin[1])   /* dK [tk, d] = dSᵀ · Q · scale */
+        st = kern->gemm_batched(index, true, false, tk, d, tq, scale, pds, tk, tq * tk, zl_tensor_data(qf), d,
+                                tq * d, 0.0f, zl_tensor_data(gin[1]), d, tk * d, B);
+    zl_tensor *objs[] = {qf, kf, vf, gc, ds};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    return st;
+}
+
 static zl_status attention_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     int64_t B = n->i[A_B], tq = n->i[A_TQ], tk = n->i[A_TK], d = n->i[A_D], dv = n->i[A_DV];
     float scale = (float)n->f[0];
+    if (g->storage->dev)
+        return attention_backward_device(g->storage->dev->kernels, g->storage->dev_index, n, g, gin);
     const float *pp = zl_tensor_data(n->saved[0]), *pg = zl_tensor_data(g);
     zl_tensor *qf = zli_f32c(q), *kf = zli_f32c(k), *vf = zli_f32c(v);
     bool need_ds = zli_requires_grad(q) || zli_requires_grad(k);
@@ -110,27 +153,18 @@ static zl_status attention_check(const zl_tensor *q, const zl_tensor *k, const z
     return ZL_OK;
 }
 
-zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, double scale)
+/* P [B, tq, tk] [out] and out [B, tq, dv] [out] on the host, batch by batch. */
+static zl_status attention_host(zl_tensor *const *in, bool causal, float scale, int64_t B, int64_t tq, int64_t tk,
+                                int64_t d, int64_t dv, zl_tensor *p, zl_tensor *out)
 {
-    zl_tensor *in[3] = {q, k, v};
-    if (zli_op_begin("attention", 3, in)) return NULL;
-    if (attention_check(q, k, v, causal)) return zli_op_end("attention", 3, in, NULL);
-    int nb = q->ndim - 2;
-    int64_t tq = q->shape[nb], tk = k->shape[nb], d = q->shape[nb + 1], dv = v->shape[nb + 1];
-    int64_t B = zli_numel(nb, q->shape);
-    if (scale <= 0) scale = 1.0 / sqrt((double)d);
-    int64_t oshape[ZL_MAX_DIMS];
-    memcpy(oshape, v->shape, sizeof oshape);
-    oshape[nb] = tq;
-    zl_tensor *qf = zli_f32c(q), *kf = zli_f32c(k), *vf = zli_f32c(v);
-    zl_tensor *p = qf && kf && vf ? zli_new_f32(3, (int64_t[]){B, tq, tk}) : NULL;
-    zl_tensor *out = p ? zli_new_f32(q->ndim, oshape) : NULL;
-    if (out) {
+    zl_tensor *qf = zli_f32c(in[0]), *kf = zli_f32c(in[1]), *vf = zli_f32c(in[2]);
+    zl_status st = qf && kf && vf ? ZL_OK : ZL_ENOMEM;
+    if (!st) {
         const float *pq = zl_tensor_data(qf), *pk = zl_tensor_data(kf), *pv = zl_tensor_data(vf);
         float *pp = zl_tensor_data(p), *po = zl_tensor_data(out);
         for (int64_t b = 0; b < B; b++)
-            zli_sgemm(false, true, tq, tk, d, (float)scale, pq + b * tq * d, d, pk + b * tk * d, d, 0.0f,
-                      pp + b * tq * tk, tk);
+            zli_sgemm(false, true, tq, tk, d, scale, pq + b * tq * d, d, pk + b * tk * d, d, 0.0f, pp + b * tq * tk,
+                      tk);
         softmax_rows(pp, B * tq, tq, tk, causal);
         for (int64_t b = 0; b < B; b++)
             zli_sgemm(false, false, tq, dv, tk, 1.0f, pp + b * tq * tk, tk, pv + b * tk * dv, dv, 0.0f,
@@ -139,6 +173,56 @@ zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, d
     zl_tensor_release(qf);
     zl_tensor_release(kf);
     zl_tensor_release(vf);
+    return st;
+}
+
+/* The same on the device, each step one call for all batches: the scores'
+ * GEMM (scale as its alpha), the rows' softmax, the values' GEMM. */
+static zl_status attention_device(const zli_dev_kernels *kern, int index, zl_tensor *const *in, bool causal,
+                                  float scale, int64_t B, int64_t tq, int64_t tk, int64_t d, int64_t dv, zl_tensor *p,
+                                  zl_tensor *out)
+{
+    zl_tensor *qf = zli_f32c_like(in[0], p), *kf = zli_f32c_like(in[1], p), *vf = zli_f32c_like(in[2], p);
+    zl_status st = qf && kf && vf ? ZL_OK : ZL_ENOMEM;
+    float *pp = zl_tensor_data(p);
+    if (!st)
+        st = kern->gemm_batched(index, false, true, tq, tk, d, scale, zl_tensor_data(qf), d, tq * d,
+                                zl_tensor_data(kf), d, tk * d, 0.0f, pp, tk, tq * tk, B);
+    if (!st) st = kern->att_softmax(index, B * tq, tq, tk, causal, pp);
+    if (!st)
+        st = kern->gemm_batched(index, false, false, tq, dv, tk, 1.0f, pp, tk, tq * tk, zl_tensor_data(vf), dv,
+                                tk * dv, 0.0f, zl_tensor_data(out), dv, tq * dv, B);
+    zl_tensor_release(qf);
+    zl_tensor_release(kf);
+    zl_tensor_release(vf);
+    return st;
+}
+
+zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, double scale)
+{
+    zl_tensor *in[3] = {q, k, v};
+    const zli_dev_kernels *kern = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any("attention", 3, in)) return NULL;
+    if ((on = zli_op_device("attention", 3, in, &kern, &index)) < 0) return zli_op_end("attention", 3, in, NULL);
+    if (attention_check(q, k, v, causal)) return zli_op_end("attention", 3, in, NULL);
+    int nb = q->ndim - 2;
+    int64_t tq = q->shape[nb], tk = k->shape[nb], d = q->shape[nb + 1], dv = v->shape[nb + 1];
+    int64_t B = zli_numel(nb, q->shape);
+    if (scale <= 0) scale = 1.0 / sqrt((double)d);
+    int64_t oshape[ZL_MAX_DIMS];
+    memcpy(oshape, v->shape, sizeof oshape);
+    oshape[nb] = tq;
+    const zl_tensor *home = zli_op_home(3, in);
+    zl_tensor *p = zli_new_f32_like(home, 3, (int64_t[]){B, tq, tk});
+    zl_tensor *out = p ? zli_new_f32_like(home, q->ndim, oshape) : NULL;
+    zl_status st = !out ? ZL_ENOMEM
+                   : on ? attention_device(kern, index, in, causal, (float)scale, B, tq, tk, d, dv, p, out)
+                        : attention_host(in, causal, (float)scale, B, tq, tk, d, dv, p, out);
+    if (st) {
+        zl_tensor_release(out);
+        out = NULL;
+    }
     out = zli_cast_result(out, zli_promote(zli_promote(q->dtype, k->dtype), v->dtype));
     zl_node *n = NULL;
     if (out && zli_record(out, "attention", attention_backward, 3, in, &n)) { zl_tensor_release(out); out = NULL; }

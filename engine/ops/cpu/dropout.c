@@ -1,9 +1,11 @@
 /* dropout: zero each element with probability p and scale the survivors by
  * 1/(1-p). The mask comes from the counter-based generator (one uniform draw per
- * element), so it depends on the seed and offset only, never on thread count;
- * it is kept as one byte per element for the backward. */
+ * element), so it depends on the seed and offset only, never on thread count
+ * or device: a device draws the same counters (cuda/math/dropout.h) and
+ * advances the generator as the host does. It is kept as one byte per element
+ * for the backward. */
 #include <math.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 /* y[i] = keep[i] ? x[i] * scale : 0, with keep[i] = u[i] >= p; keep [out]. */
 static void dropout_kernel(int64_t n, const float *restrict x, const float *restrict u, float p, float scale,
@@ -27,12 +29,36 @@ static void dropout_backward_kernel(int64_t n, const uint8_t *restrict keep, con
 /* saved[0]: the keep mask (u8, x's shape); f[0]: the scale. */
 static zl_status dropout_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
-    zl_tensor *gx = zli_new_f32(g->ndim, g->shape);
-    if (gx)
+    const zli_dev_kernels *k = g->storage->dev ? g->storage->dev->kernels : NULL;
+    zl_tensor *gx = zli_new_f32_like(g, g->ndim, g->shape);
+    zl_status st = gx ? ZL_OK : ZL_ENOMEM;
+    if (gx && k)
+        st = k->dropout_backward(g->storage->dev_index, zl_tensor_numel(g), zl_tensor_data(n->saved[0]),
+                                 zl_tensor_data(g), (float)n->f[0], zl_tensor_data(gx));
+    else if (gx)
         dropout_backward_kernel(zl_tensor_numel(g), zl_tensor_data(n->saved[0]), zl_tensor_data(g), (float)n->f[0],
                                 zl_tensor_data(gx));
+    if (st) {
+        zl_tensor_release(gx);
+        gx = NULL;
+    }
     gin[0] = gx;
-    return gx ? ZL_OK : ZL_ENOMEM;
+    return st;
+}
+
+/* keep [out] and y [out] on the device, from the generator's next n counters. */
+static zl_status dropout_device(const zli_dev_kernels *k, int index, zl_tensor *x, double p, float scale,
+                                zl_generator *g, zl_tensor *keep, zl_tensor *y)
+{
+    zl_tensor *xf = zli_f32c(x);
+    if (!xf) return ZL_ENOMEM;
+    int64_t n = zl_tensor_numel(x);
+    uint64_t seed = zl_generator_get_seed(g), offset = zl_generator_get_offset(g);
+    zl_status st = k->dropout(index, n, seed, offset, (float)p, scale, zl_tensor_data(xf), zl_tensor_data(keep),
+                              zl_tensor_data(y));
+    if (!st) zl_generator_set_offset(g, offset + (uint64_t)n);
+    zl_tensor_release(xf);
+    return st;
 }
 
 /* p == 1 is accepted and drops everything (output and gradient all zeros), as
@@ -41,7 +67,10 @@ static zl_status dropout_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 zl_tensor *zl_dropout(zl_tensor *x, double p, bool training, zl_generator *g)
 {
     const char *op = "dropout";
-    if (zli_op_begin(op, 1, &x)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     if (zli_need_float(op, "input", x)) return zli_op_end(op, 1, &x, NULL);
     if (!(p >= 0.0 && p <= 1.0)) {
         zl_error(ZL_EINVAL, "%s: probability p must be in [0, 1], got %g", op, p);
@@ -50,14 +79,25 @@ zl_tensor *zl_dropout(zl_tensor *x, double p, bool training, zl_generator *g)
     if (!training || p == 0.0) return zli_op_end(op, 1, &x, zl_tensor_retain(x));
     int64_t n = zl_tensor_numel(x);
     float scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
-    zl_tensor *u = zl_tensor_rand(ZL_DTYPE_F32, x->ndim, x->shape, g);
-    zl_tensor *keep = u ? zl_tensor_new(ZL_DTYPE_U8, x->ndim, x->shape, ZL_MEM_ACTIVATIONS) : NULL;
-    zl_tensor *xf = keep ? zli_f32c(x) : NULL;
-    zl_tensor *y = xf ? zli_new_f32(x->ndim, x->shape) : NULL;
-    if (y) dropout_kernel(n, zl_tensor_data(xf), zl_tensor_data(u), (float)p, scale, zl_tensor_data(keep),
-                          zl_tensor_data(y));
-    zl_tensor_release(u);
-    zl_tensor_release(xf);
+    zl_tensor *y = NULL, *keep = NULL;
+    if (on) {
+        keep = x->storage->dev->alloc(ZL_DTYPE_U8, x->ndim, x->shape, ZL_MEM_ACTIVATIONS, index);
+        y = keep ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+        if (y && dropout_device(k, index, x, p, scale, g, keep, y)) {
+            zl_tensor_release(y);
+            y = NULL;
+        }
+    } else {
+        zl_tensor *u = zl_tensor_rand(ZL_DTYPE_F32, x->ndim, x->shape, g);
+        keep = u ? zl_tensor_new(ZL_DTYPE_U8, x->ndim, x->shape, ZL_MEM_ACTIVATIONS) : NULL;
+        zl_tensor *xf = keep ? zli_f32c(x) : NULL;
+        y = xf ? zli_new_f32(x->ndim, x->shape) : NULL;
+        if (y)
+            dropout_kernel(n, zl_tensor_data(xf), zl_tensor_data(u), (float)p, scale, zl_tensor_data(keep),
+                           zl_tensor_data(y));
+        zl_tensor_release(u);
+        zl_tensor_release(xf);
+    }
     y = zli_cast_result(y, x->dtype);
     zl_node *node = NULL;
     if (y && zli_record(y, op, dropout_backward, 1, &x, &node)) { zl_tensor_release(y); y = NULL; }

@@ -1,10 +1,12 @@
 /* linear: y = x · wᵀ + b, one op (not a matmul of a transposed view) so that
  * the weight's use hooks fire around the GEMMs that actually read it, in
  * forward and in backward. x [..., in], w [out, in], b [out] or NULL. When x
- * and w are both bf16 the GEMMs run in bf16 (gemm_bf16.c), otherwise in f32. */
+ * and w are both bf16 the GEMMs run in bf16 (gemm_bf16.c), otherwise in f32;
+ * on a device, the device's f32 GEMM in the same steps. */
 #include <string.h>
 #include "gemm.h"
 #include "gemm_bf16.h"
+#include "../device_kernels.h"
 
 /* t as a contiguous tensor of dtype dt: t itself when it is one, else a copy. */
 static zl_tensor *operand(zl_tensor *t, zl_dtype dt)
@@ -29,10 +31,46 @@ static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t
 /* With bf16 x and w, g is rounded to bf16 once for the two gradient GEMMs,
  * which write f32: the autograd engine sums gradients in f32 and stores a
  * leaf's .grad in the leaf's dtype. The bias gradient sums the f32 g. */
+/* The three gradients on a device, in the host's steps: gx and gw by the
+ * GEMMs, gb by the rows of g added in order from zero (sum_to over dim 0). */
+static zl_status linear_backward_device(const zli_dev_kernels *k, int index, zl_node *n, zl_tensor *g,
+                                        zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
+    int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
+    zl_tensor *xc = zli_f32c_like(x, g), *wc = zli_f32c_like(w, g), *gc = zli_f32c(g);
+    zl_status st = xc && wc && gc ? ZL_OK : ZL_ENOMEM;
+    if (!st && zli_requires_grad(x)) {
+        gin[0] = zli_new_f32_like(g, x->ndim, x->shape);
+        st = gin[0] ? k->gemm(index, false, false, rows, in, outf, zl_tensor_data(gc), outf, zl_tensor_data(wc), in,
+                              zl_tensor_data(gin[0]), in)
+                    : ZL_ENOMEM;
+    }
+    if (!st && zli_requires_grad(w)) {
+        gin[1] = zli_new_f32_like(g, 2, w->shape);
+        if (gin[1]) zl_tensor_set_category(gin[1], ZL_MEM_GRADS);
+        st = gin[1] ? k->gemm(index, true, false, outf, in, rows, zl_tensor_data(gc), outf, zl_tensor_data(xc), in,
+                              zl_tensor_data(gin[1]), in)
+                    : ZL_ENOMEM;
+    }
+    if (!st && b && zli_requires_grad(b)) {
+        gin[2] = zli_new_f32_like(g, 1, b->shape);
+        if (gin[2]) zl_tensor_set_category(gin[2], ZL_MEM_GRADS);
+        st = gin[2] ? k->sum_to(index, 2, (int64_t[]){rows, outf}, (int[]){1, 0}, zl_tensor_data(gc),
+                                zl_tensor_data(gin[2]), outf)
+                    : ZL_ENOMEM;
+    }
+    zl_tensor_release(xc);
+    zl_tensor_release(wc);
+    zl_tensor_release(gc);
+    return st;
+}
+
 static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
+    if (g->storage->dev) return linear_backward_device(g->storage->dev->kernels, g->storage->dev_index, n, g, gin);
     bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
     zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     const float *pg = zl_tensor_data(g);
@@ -67,11 +105,38 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
+/* y [rows, outf] on the device, f32: the bias copied into each row and the
+ * GEMM added to it (beta 1), the host's sgemm steps. */
+static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *const *in, int nin, int64_t rows,
+                                int64_t inf, int64_t outf, int ndim, const int64_t *shape)
+{
+    const zl_tensor *home = zli_op_home(nin, in);
+    zl_tensor *xc = zli_f32c_like(in[0], home), *wc = zli_f32c_like(in[1], home);
+    zl_tensor *bc = nin > 2 ? zli_f32c_like(in[2], home) : NULL;
+    zl_tensor *y = xc && wc && (nin < 3 || bc) ? zli_new_f32_like(home, ndim, shape) : NULL;
+    zl_status st = y ? ZL_OK : ZL_ENOMEM;
+    if (!st && bc) st = zli_copy(y, bc);
+    if (!st)
+        st = k->gemm_batched(index, false, true, rows, outf, inf, 1.0f, zl_tensor_data(xc), inf, 0,
+                             zl_tensor_data(wc), inf, 0, bc ? 1.0f : 0.0f, zl_tensor_data(y), outf, 0, 1);
+    zl_tensor_release(xc);
+    zl_tensor_release(wc);
+    zl_tensor_release(bc);
+    if (st) {
+        zl_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+
 zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
 {
     zl_tensor *in[3] = {x, w, b};
     int nin = b ? 3 : 2;
-    if (zli_op_begin("linear", nin, in)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any("linear", nin, in)) return NULL;
+    if ((on = zli_op_device("linear", nin, in, &k, &index)) < 0) return zli_op_end("linear", nin, in, NULL);
     if (zli_need_float("linear", "input", x) || zli_need_float("linear", "weight", w) ||
         (b && zli_need_float("linear", "bias", b)))
         return zli_op_end("linear", nin, in, NULL);
@@ -87,18 +152,23 @@ zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = outf;
-    bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
+    bool half = !on && x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
     zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32, ydt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
-    zl_tensor *xc = operand(x, wdt), *wc = operand(w, wdt), *bf = b ? zli_f32c(b) : NULL;
-    zl_tensor *y = xc && wc && (!b || bf) ? zl_tensor_new(ydt, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
-    if (y && gemm(half, false, true, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
-                  bf ? zl_tensor_data(bf) : NULL, zl_tensor_data(y), ydt, outf)) {
-        zl_tensor_release(y);
-        y = NULL;
+    zl_tensor *y = NULL;
+    if (on) {
+        y = linear_device(k, index, in, nin, rows, inf, outf, x->ndim, shape);
+    } else {
+        zl_tensor *xc = operand(x, wdt), *wc = operand(w, wdt), *bf = b ? zli_f32c(b) : NULL;
+        y = xc && wc && (!b || bf) ? zl_tensor_new(ydt, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
+        if (y && gemm(half, false, true, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
+                      bf ? zl_tensor_data(bf) : NULL, zl_tensor_data(y), ydt, outf)) {
+            zl_tensor_release(y);
+            y = NULL;
+        }
+        zl_tensor_release(xc);
+        zl_tensor_release(wc);
+        zl_tensor_release(bf);
     }
-    zl_tensor_release(xc);
-    zl_tensor_release(wc);
-    zl_tensor_release(bf);
     if (!half) y = zli_cast_result(y, zli_promote(x->dtype, w->dtype));
     zl_node *n;
     if (y && zli_record(y, "linear", linear_backward, nin, in, &n)) { zl_tensor_release(y); y = NULL; }

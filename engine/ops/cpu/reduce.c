@@ -1,8 +1,9 @@
 /* Reductions over one dimension or all of them (sum, mean, max, argmax) and
  * sum_to_shape, the reverse of broadcasting that every binary backward uses.
- * Order of summation is fixed: a full reduction adds fixed 4096-element chunks
+ * Order of summation is fixed: a full reduction adds fixed ZLI_SUM_CHUNK chunks
  * in double and then the chunk sums in order, so the result does not depend on
- * the thread count at all. */
+ * the thread count at all. A device keeps every one of these orders
+ * (cuda/math/reduce.h), so its results are the host's bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +42,92 @@ static void reduce_dim(int kind, const float *restrict x, int64_t outer, int64_t
     }
 }
 
-typedef struct { int64_t *idx; } max_ctx;
-
 static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
+
+/* out [out] (f32) and, for max and argmax, idx [out] (i64, the same shape) on
+ * x's device: d < 0 reduces everything. */
+static zl_status reduce_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d, int64_t outer,
+                               int64_t len, int64_t inner, zl_tensor *out, zl_tensor *idx)
+{
+    zl_tensor *xf = zli_f32c(x);
+    if (!xf) return ZL_ENOMEM;
+    zl_status st;
+    if (d < 0 && (kind == R_SUM || kind == R_MEAN)) {
+        /* One double per chunk: 8-byte slots of an i64 scratch. */
+        int64_t nchunks = (zl_tensor_numel(x) + ZLI_SUM_CHUNK - 1) / ZLI_SUM_CHUNK;
+        if (nchunks < 1) nchunks = 1;
+        zl_tensor *work = x->storage->dev->alloc(ZL_DTYPE_I64, 1, &nchunks, ZL_MEM_ACTIVATIONS, index);
+        st = work ? k->reduce_all(index, kind == R_MEAN, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(work),
+                                  zl_tensor_data(out))
+                  : ZL_ENOMEM;
+        zl_tensor_release(work);
+    } else {
+        st = k->reduce_dim(index, kind, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(out),
+                           idx ? zl_tensor_data(idx) : NULL);
+    }
+    zl_tensor_release(xf);
+    return st;
+}
+
+/* The result's dtype: a float input's own; sum and mean of integers in f32,
+ * their max in their dtype. */
+static zl_dtype result_dtype(int kind, zl_dtype xdt)
+{
+    return zl_dtype_traits_of(xdt)->is_float ? xdt : (kind == R_MAX ? xdt : ZL_DTYPE_F32);
+}
+
+/* out (f32) in the result's dtype, recorded for backward with the kind, the
+ * dim and the [outer, len, inner] view in i[]; *node [out] the node, or NULL. */
+static zl_tensor *record(zl_tensor *out, int kind, zl_tensor *x, int d, int64_t outer, int64_t len, int64_t inner,
+                         zl_node **node)
+{
+    *node = NULL;
+    out = zli_cast_result(out, result_dtype(kind, x->dtype));
+    if (out && zli_record(out, names[kind], reduce_backward, 1, &x, node)) {
+        zl_tensor_release(out);
+        *node = NULL;
+        return NULL;
+    }
+    if (*node) {
+        (*node)->i[0] = kind;
+        (*node)->i[1] = d;
+        (*node)->i[2] = outer; (*node)->i[3] = len; (*node)->i[4] = inner;
+    }
+    return out;
+}
+
+/* The reduction of x on its device, recorded for backward with the max's
+ * positions saved there (saved[0]); argmax gives the positions themselves. */
+static zl_tensor *reduce_on_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d,
+                                   int64_t outer, int64_t len, int64_t inner, int nd, const int64_t *shape)
+{
+    bool want_idx = kind == R_MAX || kind == R_ARGMAX;
+    zl_tensor *out = zli_new_f32_like(x, nd, shape);
+    zl_tensor *idx = out && want_idx ? x->storage->dev->alloc(ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS, index)
+                                     : NULL;
+    if (!out || (want_idx && !idx) || reduce_device(k, index, kind, x, d, outer, len, inner, out, idx)) {
+        zl_tensor_release(out);
+        zl_tensor_release(idx);
+        return NULL;
+    }
+    if (kind == R_ARGMAX) {
+        zl_tensor_release(out);
+        return idx;
+    }
+    zl_node *node;
+    out = record(out, kind, x, d, outer, len, inner, &node);
+    if (node && idx && zli_node_save(node, 0, idx, false)) { zl_tensor_release(out); out = NULL; }
+    zl_tensor_release(idx);
+    return out;
+}
 
 static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
 {
     const char *op = names[kind];
-    if (zli_op_begin(op, 1, &x)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
+    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     int d = -1;
     if (dim != ZL_ALL_DIMS && zli_norm_dim(op, dim, x->ndim, &d)) return zli_op_end(op, 1, &x, NULL);
     int64_t n = zl_tensor_numel(x);
@@ -69,6 +148,7 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
     } else if (keepdim) {
         for (int i = 0; i < x->ndim; i++) shape[nd++] = 1;
     }
+    if (on) return zli_op_end(op, 1, &x, reduce_on_device(k, index, kind, x, d, outer, len, inner, nd, shape));
     zl_tensor *xf = zli_f32c(x);
     zl_tensor *out = xf ? zli_new_f32(nd, shape) : NULL;
     int64_t *idx = NULL;
@@ -92,14 +172,9 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
         free(idx);
         return zli_op_end(op, 1, &x, ai);
     }
-    zl_dtype rdt = zl_dtype_traits_of(x->dtype)->is_float ? x->dtype : (kind == R_MAX ? x->dtype : ZL_DTYPE_F32);
-    out = zli_cast_result(out, rdt);
-    zl_node *node = NULL;
-    if (out && zli_record(out, op, reduce_backward, 1, &x, &node)) { zl_tensor_release(out); out = NULL; }
+    zl_node *node;
+    out = record(out, kind, x, d, outer, len, inner, &node);
     if (node) {
-        node->i[0] = kind;
-        node->i[1] = d;
-        node->i[2] = outer; node->i[3] = len; node->i[4] = inner;
         node->ctx = idx;
         node->ctx_free = free;
         idx = NULL;
@@ -113,8 +188,16 @@ static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *x = n->inputs[0];
     int kind = (int)n->i[0];
     int64_t outer = n->i[2], len = n->i[3], inner = n->i[4];
-    zl_tensor *gx = zli_new_f32(x->ndim, x->shape);
+    zl_tensor *gx = zli_new_f32_like(g, x->ndim, x->shape);
     if (!gx) return ZL_ENOMEM;
+    if (g->storage->dev) {
+        const zli_dev_kernels *k = g->storage->dev->kernels;
+        zl_status st = k->reduce_backward(g->storage->dev_index, kind, outer, len, inner, zl_tensor_data(g),
+                                          n->saved[0] ? zl_tensor_data(n->saved[0]) : NULL, zl_tensor_data(gx));
+        if (st) zl_tensor_release(gx);
+        else gin[0] = gx;
+        return st;
+    }
     float *px = zl_tensor_data(gx);
     const float *pg = zl_tensor_data(g);
     if (n->i[1] < 0) {

@@ -1,8 +1,9 @@
 /* where and masked_fill: one kernel picks each element from one of two sources
  * by a bool/u8 condition, reading raw elements through broadcast strides (every
- * dtype); backward routes the gradient with it and sums it to each input's shape. */
+ * dtype); backward routes the gradient with it and sums it to each input's shape.
+ * On a device the device's select does the same with the operands there. */
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 /* out [shape] (contiguous, es-byte elements) [out] = cond ? a : b, each operand
  * read through its element strides (0 on broadcast dims). */
@@ -47,18 +48,42 @@ static zl_status need_mask(const char *op, const char *role, const zl_tensor *t)
 static const float zero_f32 = 0.0f;
 static const int64_t zero_strides[ZL_MAX_DIMS];
 
-/* full [g's shape] (f32) = g where cond (read through its broadcast strides)
- * equals `keep_true`, 0 elsewhere. */
-static zl_tensor *route_grad(const zl_tensor *cond, const zl_tensor *g, bool keep_true)
+/* out [shape] (contiguous, es bytes an element) = cond ? a : b through the
+ * given strides, all in host memory or all on out's device. */
+static zl_status select_into(int nd, const int64_t *shape, const zl_tensor *cond, const int64_t *sc, const void *a,
+                             const int64_t *sa, const void *b, const int64_t *sb, size_t es, zl_tensor *out)
 {
-    zl_tensor *full = zli_new_f32(g->ndim, g->shape);
-    if (!full) return NULL;
-    int64_t sc[ZL_MAX_DIMS], sg[ZL_MAX_DIMS];
-    zli_bcast_strides(cond, g->ndim, g->shape, sc);
-    zli_contiguous_strides(g->ndim, g->shape, sg);
-    const char *pg = zl_tensor_data(g), *pz = (const char *)&zero_f32;
-    select_kernel(g->ndim, g->shape, zl_tensor_data(cond), sc, keep_true ? pg : pz, keep_true ? sg : zero_strides,
-                  keep_true ? pz : pg, keep_true ? zero_strides : sg, sizeof(float), zl_tensor_data(full));
+    const zl_storage *s = out->storage;
+    if (s->dev) {
+        const zli_dev_kernels *k = s->dev->kernels;
+        return k->select(s->dev_index, nd, shape, zl_tensor_data(cond), sc, a, sa, b, sb, (int)es,
+                         zl_tensor_data(out));
+    }
+    select_kernel(nd, shape, zl_tensor_data(cond), sc, a, sa, b, sb, es, zl_tensor_data(out));
+    return ZL_OK;
+}
+
+/* full [g's shape] (f32, where g lives) = g where cond (read through its
+ * broadcast strides) equals `keep_true`, 0 elsewhere. */
+static zl_tensor *route_grad(zl_tensor *cond, const zl_tensor *g, bool keep_true)
+{
+    bool on = g->storage->dev != NULL;
+    zl_tensor *c = zli_copy_as_like(cond, cond->dtype, g);
+    zl_tensor *zero = c && on ? zli_full_like_device(g, ZL_DTYPE_F32, 0, NULL, ZL_MEM_ACTIVATIONS, 0.0) : NULL;
+    zl_tensor *full = c && (zero || !on) ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
+    if (full) {
+        int64_t sc[ZL_MAX_DIMS], sg[ZL_MAX_DIMS];
+        zli_bcast_strides(c, g->ndim, g->shape, sc);
+        zli_contiguous_strides(g->ndim, g->shape, sg);
+        const char *pg = zl_tensor_data(g), *pz = on ? zl_tensor_data(zero) : (const char *)&zero_f32;
+        if (select_into(g->ndim, g->shape, c, sc, keep_true ? pg : pz, keep_true ? sg : zero_strides,
+                        keep_true ? pz : pg, keep_true ? zero_strides : sg, sizeof(float), full)) {
+            zl_tensor_release(full);
+            full = NULL;
+        }
+    }
+    zl_tensor_release(zero);
+    zl_tensor_release(c);
     return full;
 }
 
@@ -78,7 +103,10 @@ static zl_status where_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 zl_tensor *zl_where(zl_tensor *cond, zl_tensor *a, zl_tensor *b)
 {
     zl_tensor *in[3] = {cond, a, b};
-    if (zli_op_begin("where", 3, in)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_begin_any("where", 3, in)) return NULL;
+    if (zli_op_device("where", 3, in, &k, &index) < 0) return zli_op_end("where", 3, in, NULL);
     if (need_mask("where", "condition", cond)) return zli_op_end("where", 3, in, NULL);
     int n1, nd;
     int64_t s1[ZL_MAX_DIMS], shape[ZL_MAX_DIMS];
@@ -91,17 +119,23 @@ zl_tensor *zl_where(zl_tensor *cond, zl_tensor *a, zl_tensor *b)
         return zli_op_end("where", 3, in, NULL);
     }
     zl_dtype rdt = zli_promote(a->dtype, b->dtype);
-    zl_tensor *ac = a->dtype == rdt ? zl_tensor_retain(a) : zli_copy_as(a, rdt, ZL_MEM_ACTIVATIONS);
-    zl_tensor *bc = b->dtype == rdt ? zl_tensor_retain(b) : zli_copy_as(b, rdt, ZL_MEM_ACTIVATIONS);
-    zl_tensor *out = ac && bc ? zl_tensor_new(rdt, nd, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    const zl_tensor *home = zli_op_home(3, in);
+    zl_tensor *cc = zli_copy_as_like(cond, cond->dtype, home);
+    zl_tensor *ac = cc ? zli_copy_as_like(a, rdt, home) : NULL, *bc = ac ? zli_copy_as_like(b, rdt, home) : NULL;
+    zl_tensor *out = !bc ? NULL
+                     : home->storage->dev ? home->storage->dev->alloc(rdt, nd, shape, ZL_MEM_ACTIVATIONS, index)
+                                          : zl_tensor_new(rdt, nd, shape, ZL_MEM_ACTIVATIONS);
     if (out) {
         int64_t sc[ZL_MAX_DIMS], sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
-        zli_bcast_strides(cond, nd, shape, sc);
+        zli_bcast_strides(cc, nd, shape, sc);
         zli_bcast_strides(ac, nd, shape, sa);
         zli_bcast_strides(bc, nd, shape, sb);
-        select_kernel(nd, shape, zl_tensor_data(cond), sc, zl_tensor_data(ac), sa, zl_tensor_data(bc), sb,
-                      zl_dtype_size(rdt), zl_tensor_data(out));
+        if (select_into(nd, shape, cc, sc, zl_tensor_data(ac), sa, zl_tensor_data(bc), sb, zl_dtype_size(rdt), out)) {
+            zl_tensor_release(out);
+            out = NULL;
+        }
     }
+    zl_tensor_release(cc);
     zl_tensor_release(ac);
     zl_tensor_release(bc);
     zl_node *node;
@@ -121,7 +155,10 @@ static zl_status masked_fill_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 zl_tensor *zl_masked_fill(zl_tensor *x, zl_tensor *mask, double value)
 {
     zl_tensor *in[2] = {x, mask};
-    if (zli_op_begin("masked_fill", 2, in)) return NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_begin_any("masked_fill", 2, in)) return NULL;
+    if (zli_op_device("masked_fill", 2, in, &k, &index) < 0) return zli_op_end("masked_fill", 2, in, NULL);
     if (need_mask("masked_fill", "mask", mask)) return zli_op_end("masked_fill", 2, in, NULL);
     int nd;
     int64_t shape[ZL_MAX_DIMS];
@@ -132,15 +169,29 @@ zl_tensor *zl_masked_fill(zl_tensor *x, zl_tensor *mask, double value)
                  zl_shape_str(mask->ndim, mask->shape, sm, sizeof sm), zl_shape_str(x->ndim, x->shape, sx, sizeof sx));
         return zli_op_end("masked_fill", 2, in, NULL);
     }
-    zl_tensor *out = zl_tensor_new(x->dtype, x->ndim, x->shape, ZL_MEM_ACTIVATIONS);
+    /* The fill value as x's dtype holds it, converted on the host (and moved
+     * to x's device as those bytes). */
+    const zl_tensor *home = zli_op_home(2, in);
+    zl_tensor *fh = zl_tensor_new(x->dtype, 0, NULL, ZL_MEM_ACTIVATIONS);
+    if (fh) zl_dtype_traits_of(x->dtype)->from_f64(zl_tensor_data(fh), value);
+    zl_tensor *fill = fh ? zli_copy_as_like(fh, x->dtype, home) : NULL;
+    zl_tensor *m = fill ? zli_copy_as_like(mask, mask->dtype, home) : NULL;
+    zl_tensor *xs = m ? zli_copy_as_like(x, x->dtype, home) : NULL;
+    zl_tensor *out = !xs ? NULL
+                     : home->storage->dev ? home->storage->dev->alloc(x->dtype, x->ndim, x->shape, ZL_MEM_ACTIVATIONS,
+                                                                      index)
+                                          : zl_tensor_new(x->dtype, x->ndim, x->shape, ZL_MEM_ACTIVATIONS);
     if (out) {
-        char fill[8];
-        zl_dtype_traits_of(x->dtype)->from_f64(fill, value);
         int64_t sm[ZL_MAX_DIMS];
-        zli_bcast_strides(mask, nd, x->shape, sm);
-        select_kernel(nd, x->shape, zl_tensor_data(mask), sm, fill, zero_strides, zl_tensor_data(x), x->stride,
-                      zl_dtype_size(x->dtype), zl_tensor_data(out));
+        zli_bcast_strides(m, nd, x->shape, sm);
+        if (select_into(nd, x->shape, m, sm, zl_tensor_data(fill), zero_strides, zl_tensor_data(xs), xs->stride,
+                        zl_dtype_size(x->dtype), out)) {
+            zl_tensor_release(out);
+            out = NULL;
+        }
     }
+    zl_tensor *objs[] = {xs, m, fill, fh};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     zl_node *node;
     if (out && zl_dtype_traits_of(x->dtype)->is_float &&
         zli_record(out, "masked_fill", masked_fill_backward, 2, in, &node)) {

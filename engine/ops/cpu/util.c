@@ -3,11 +3,9 @@
 #include <string.h>
 #include "../op_util.h"
 
-#define SUM_CHUNK 4096
-
 static double chunk_sum(const float *x, int64_t n, int64_t c)
 {
-    int64_t lo = c * SUM_CHUNK, hi = lo + SUM_CHUNK < n ? lo + SUM_CHUNK : n;
+    int64_t lo = c * ZLI_SUM_CHUNK, hi = lo + ZLI_SUM_CHUNK < n ? lo + ZLI_SUM_CHUNK : n;
     double s = 0;
     for (int64_t i = lo; i < hi; i++) s += x[i];
     return s;
@@ -15,7 +13,7 @@ static double chunk_sum(const float *x, int64_t n, int64_t c)
 
 double zli_sum_fixed(const float *x, int64_t n)
 {
-    int64_t nchunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
+    int64_t nchunks = (n + ZLI_SUM_CHUNK - 1) / ZLI_SUM_CHUNK;
     double *part = nchunks > 1 ? malloc((size_t)nchunks * sizeof *part) : NULL;
     double s = 0;
     if (!part) {

@@ -28,10 +28,10 @@ function CausalSelfAttention:__init(cfg)
   self.resid_drop = Dropout(self.dropout)
 end
 
--- true above the diagonal: the future positions each row must not see.
-local function future_mask(t, device)
-  local o = { device = device }
-  return zl.arange(t, o):view(1, t):gt(zl.arange(t, o):view(t, 1))
+-- true above the diagonal: the future positions each row must not see. Made
+-- on the host (integer comparisons run there) and moved to the scores' device.
+local function future_mask(t)
+  return zl.arange(t):view(1, t):gt(zl.arange(t):view(t, 1))
 end
 
 function CausalSelfAttention:forward(x)
@@ -49,7 +49,7 @@ function CausalSelfAttention:forward(x)
   if self.training and self.dropout > 0 then
     -- The fused kernel has no dropout on the attention weights: spell it out.
     local att = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(d))
-    att = att:masked_fill(future_mask(t, x:device()), -math.huge):softmax(-1)
+    att = att:masked_fill(future_mask(t):to(att:device()), -math.huge):softmax(-1)
     y = self.attn_drop(att):matmul(v)
   else
     y = zl.attention(q, k, v, { causal = true })

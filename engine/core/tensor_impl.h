@@ -33,6 +33,9 @@ typedef struct zli_device_ops {
     /* The ops layer's kernels on this device (ops/device_kernels.h); core
      * never looks inside. NULL: the device runs no op. */
     const void *kernels;
+    /* The optimizers and mixed precision's passes on this device
+     * (optim/device_optim.h); core never looks inside. NULL: none run there. */
+    const void *optim;
 } zli_device_ops;
 
 struct zl_storage {

@@ -55,5 +55,7 @@ ZLI_HIDDEN zl_status zli_cuda_gemm(int index, bool ta, bool tb, int64_t M, int64
                                    int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc);
 /* The ops layer's kernels on CUDA (ops.c), as an opaque table for core. */
 ZLI_HIDDEN extern const struct zli_dev_kernels zli_cuda_kernels;
+/* The optim layer's table on CUDA (optim.c), as opaque to core. */
+ZLI_HIDDEN extern const struct zli_dev_optim zli_cuda_optim;
 
 #endif

@@ -19,20 +19,20 @@ static bool bool_field(lua_State *L, int t, const char *k, bool def)
     return v;
 }
 
-/* Arguments: p, g, m, v, hp table [, p_half]. */
-static void buffers(lua_State *L, zl_optim_buf *b)
+/* Arguments: p, g, m, v, hp table [, p_half]: one set, in host memory or on
+ * a device (the engine steps it where it lives). */
+static zl_optim_tensors set_of(lua_State *L)
 {
-    zl_tensor *p = zlb_check_tensor(L, 1), *g = zlb_check_tensor(L, 2);
-    zl_tensor *m = zlb_opt_tensor(L, 3), *v = zlb_opt_tensor(L, 4);
+    zl_optim_tensors t = {.p = zlb_check_tensor(L, 1), .g = zlb_check_tensor(L, 2), .m = zlb_opt_tensor(L, 3),
+                          .v = zlb_opt_tensor(L, 4)};
     luaL_checktype(L, 5, LUA_TTABLE);
-    zl_tensor *half = zlb_opt_tensor(L, 6);
-    if (zl_optim_buf_from_tensors(b, p, g, m, v, half)) zlb_raise(L);
+    t.p_half = zlb_opt_tensor(L, 6);
+    return t;
 }
 
 static int l_adam(lua_State *L)
 {
-    zl_optim_buf b;
-    buffers(L, &b);
+    zl_optim_tensors t = set_of(L);
     zl_optim_adam hp = zl_optim_adam_defaults();
     hp.lr = num_field(L, 5, "lr", hp.lr);
     hp.beta1 = num_field(L, 5, "beta1", hp.beta1);
@@ -43,7 +43,7 @@ static int l_adam(lua_State *L)
     hp.bias_correction = bool_field(L, 5, "bias_correction", hp.bias_correction);
     hp.step = (int64_t)num_field(L, 5, "step", (double)hp.step);
     hp.grad_scale = num_field(L, 5, "grad_scale", hp.grad_scale);
-    if (zl_optim_adam_step(&hp, &b)) return zlb_raise(L);
+    if (zl_optim_adam_tensors(&hp, &t, 1)) return zlb_raise(L);
     return 0;
 }
 
@@ -65,20 +65,18 @@ static void lamb_hp(lua_State *L, zl_optim_lamb *hp)
 /* Returns the trust ratio used. */
 static int l_lamb(lua_State *L)
 {
-    zl_optim_buf b;
-    buffers(L, &b);
+    zl_optim_tensors t = set_of(L);
     zl_optim_lamb hp;
     lamb_hp(L, &hp);
     double ratio = 0;
-    if (zl_optim_lamb_step(&hp, &b, &ratio)) return zlb_raise(L);
+    if (zl_optim_lamb_tensors(&hp, &t, 1, &ratio)) return zlb_raise(L);
     lua_pushnumber(L, ratio);
     return 1;
 }
 
 static int l_sgd(lua_State *L)
 {
-    zl_optim_buf b;
-    buffers(L, &b);
+    zl_optim_tensors t = set_of(L);
     zl_optim_sgd hp = zl_optim_sgd_defaults();
     hp.lr = num_field(L, 5, "lr", hp.lr);
     hp.momentum = num_field(L, 5, "momentum", hp.momentum);
@@ -87,7 +85,7 @@ static int l_sgd(lua_State *L)
     hp.nesterov = bool_field(L, 5, "nesterov", hp.nesterov);
     hp.step = (int64_t)num_field(L, 5, "step", (double)hp.step);
     hp.grad_scale = num_field(L, 5, "grad_scale", hp.grad_scale);
-    if (zl_optim_sgd_step(&hp, &b)) return zlb_raise(L);
+    if (zl_optim_sgd_tensors(&hp, &t, 1)) return zlb_raise(L);
     return 0;
 }
 

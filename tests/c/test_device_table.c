@@ -1,11 +1,11 @@
-/* Core's device table (zli_device_ops) driven by a stand-in device whose
- * memory is the host's and whose primitives are the CUDA kernels' element
- * functions (engine/cuda/math/strided.h) in plain loops: every path that
+/* Core's device table (zli_device_ops) driven by the stand-in device
+ * (stand_in.c), whose memory is the host's and whose primitives are the CUDA
+ * kernels' element functions (engine/cuda/math) in plain loops: every path that
  * routes a device tensor through core and autograd (to, clone, fill, copy_,
  * add_, views, backward accumulation) runs here without a GPU and must give
  * the host's results bit for bit. tests/gpu repeats the checks on a GPU. */
 #include <stdlib.h>
-#include "harness.h"
+#include "stand_in.h"
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
 #include "cuda/math/binary.h"
@@ -17,48 +17,6 @@
 #include "cuda/math/unary.h"
 #include "ops/device_kernels.h"
 
-
-#define FAKE_INDEX 7
-
-static void fake_free(zl_storage *s) { free(s->data); }
-static void fake_recharge(const zl_storage *s, zl_mem_category to) { (void)s; (void)to; }
-static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
-
-static zl_status fake_copy(zl_tensor *dst, const zl_tensor *src)
-{
-    zlm_view s = zli_cuda_view_of(src);
-    for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
-        zlm_copy_elem(&s, src->storage->data, (int)src->dtype, zl_tensor_data(dst), (int)dst->dtype, i);
-    return ZL_OK;
-}
-
-static zl_status fake_fill(zl_tensor *t, double v)
-{
-    zlm_view d = zli_cuda_view_of(t);
-    for (int64_t i = 0; i < zl_tensor_numel(t); i++)
-        zlm_set64(t->storage->data, (int)t->dtype, zlm_view_offset(&d, i), v);
-    return ZL_OK;
-}
-
-static zl_status fake_add(zl_tensor *dst, const zl_tensor *src, double alpha)
-{
-    zlm_view d = zli_cuda_view_of(dst), s = zli_cuda_view_of(src);
-    for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
-        zlm_add_elem(&d, dst->storage->data, (int)dst->dtype, &s, src->storage->data, (int)src->dtype, (float)alpha, i);
-    return ZL_OK;
-}
-
-static zl_status fake_from_host(zl_tensor *dst, const zl_tensor *src)
-{
-    memcpy(zl_tensor_data(dst), zl_tensor_data(src), (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype));
-    return ZL_OK;
-}
-
-static zl_status fake_to_host(void *dst, const zl_tensor *src)
-{
-    memcpy(dst, zl_tensor_data(src), (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype));
-    return ZL_OK;
-}
 
 /* The ops' kernels: what each CUDA kernel computes per element, in a loop. */
 static zl_status fake_unary(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1)
@@ -204,49 +162,8 @@ static const zli_dev_kernels fake_kernels = {
     .gemm = fake_gemm,
 };
 
-static const zli_device_ops fake = {
-    .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
-    .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
-    .kernels = &fake_kernels,
-};
-
-static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
-{
-    size_t n = (size_t)zli_numel(ndim, shape) * zl_dtype_size(dt);
-    void *p = malloc(n ? n : 1);
-    zl_tensor *t = p ? zli_tensor_on_device(dt, ndim, shape, cat, &fake, index, p, n) : NULL;
-    if (!t) free(p);
-    return t;
-}
-
-/* A contiguous copy of host tensor h on the stand-in device, and back. */
-static zl_tensor *to_fake(zl_tensor *h)
-{
-    zl_tensor *c = zl_tensor_contiguous(h);
-    zl_tensor *d = fake_alloc(c->dtype, c->ndim, c->shape, ZL_MEM_OTHER, FAKE_INDEX);
-    memcpy(zl_tensor_data(d), zl_tensor_data(c), (size_t)zl_tensor_numel(c) * zl_dtype_size(c->dtype));
-    zl_tensor_release(c);
-    return d;
-}
-
-static zl_tensor *from_fake(const zl_tensor *d)
-{
-    zl_tensor *h = zl_tensor_new(d->dtype, d->ndim, d->shape, ZL_MEM_OTHER);
-    zlm_view v = zli_cuda_view_of(d);
-    for (int64_t i = 0; i < zl_tensor_numel(d); i++)
-        zlm_copy_elem(&v, d->storage->data, (int)d->dtype, zl_tensor_data(h), (int)d->dtype, i);
-    return h;
-}
-
-static void check_bits(const zl_tensor *a, const zl_tensor *dev, const char *what)
-{
-    zl_tensor *b = from_fake(dev);
-    if (a->dtype != b->dtype || zl_tensor_numel(a) != zl_tensor_numel(b) || !zl_tensor_is_contiguous(a) ||
-        memcmp(zl_tensor_data(a), zl_tensor_data(b), (size_t)zl_tensor_numel(a) * zl_dtype_size(a->dtype)))
-        zt_fail(__FILE__, __LINE__, "%s (%s): the device's result differs from the host's: %.9g vs %.9g", what,
-                zl_dtype_name(a->dtype), zl_tensor_get(a, 0), zl_tensor_get(b, 0));
-    zl_tensor_release(b);
-}
+/* The stand-in runs these kernels in this program. */
+__attribute__((constructor(200))) static void use_kernels(void) { fake_use_kernels(&fake_kernels); }
 
 TEST(to_and_clone_of_views_run_on_the_device)
 {

@@ -146,9 +146,10 @@ function Optimizer:set_half(master, half)
   self.halves[master:id()] = half
 end
 
--- Moment buffers: zeros shaped like p, charged to the optimizer category.
+-- Moment buffers: zeros shaped like p, where p lives (a device steps its
+-- parameters there), charged to the optimizer category.
 function Optimizer.buffer(p)
-  local t = zl.zeros(p:shape())
+  local t = zl.zeros(p:shape(), { device = p:device() })
   t:set_category('optimizer')
   return t
 end
@@ -207,7 +208,7 @@ function Optimizer:load_state_dict(sd)
                 self.__name, k, idx, v:numel(), p:numel()))
             end
             local b = self.buffer(p)
-            zl.no_grad(function() b:copy_(v:reshape(p:shape())) end)
+            zl.no_grad(function() b:copy_(v:reshape(p:shape()):to(p:device())) end)
             copy[k] = b
           else
             copy[k] = v

@@ -323,7 +323,12 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
     } else if (!st && (z->half || onvme || pnvme)) {
         int64_t resident = z->S;
         if (pnvme) st = setup_param_swap(z, &resident);
-        if (!st && !(z->work = zz_new(z, z->work_on_dev, z->wdtype, resident, ZL_MEM_PARAMS, true))) st = ZL_ENOMEM;
+        if (!st) {
+            bool pin = cfg->offload_param.pin_memory;
+            z->work = z->work_on_dev ? zz_new(z, true, z->wdtype, resident, ZL_MEM_PARAMS, true)
+                                     : zz_new_host(z, pin, z->wdtype, resident, ZL_MEM_PARAMS, true);
+            if (!z->work) st = ZL_ENOMEM;
+        }
     }
     if (!st) st = fill_all(z, inits, ninits);
     if (!st && z->pswap) st = zli_swap_flush(z->pswap);
@@ -332,7 +337,9 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
     if (!st) {
         int64_t gsize = z->stage == 1 ? (int64_t)z->P * z->S : z->S;
         z->gbase = z->stage == 1 ? (int64_t)z->q * z->S : 0;
-        if (!(z->grads = zz_new(z, z->opt_on_dev, z->gdtype, gsize, ZL_MEM_GRADS, true))) st = ZL_ENOMEM;
+        z->grads = z->opt_on_dev ? zz_new(z, true, z->gdtype, gsize, ZL_MEM_GRADS, true)
+                                 : zz_new_host(z, cfg->offload_optimizer.pin_memory, z->gdtype, gsize, ZL_MEM_GRADS, true);
+        if (!z->grads) st = ZL_ENOMEM;
     }
     if (!st) st = z->stage <= 2 ? bind_full(z) : zz_params_setup(z);
     if (!st) {

@@ -31,10 +31,13 @@ zl_status zz_masters_setup(zl_zero *z)
         if (cur->len > maxlen) maxlen = cur->len;
     }
     if (!nvme) {
-        if (!(z->master = zz_new(z, z->opt_on_dev, ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true))) return ZL_ENOMEM;
-        for (int j = 0; j < z->nstates; j++)
-            if (!(z->states[j] = zz_new(z, z->opt_on_dev, ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true)))
-                return ZL_ENOMEM;
+        bool pin = z->cfg.offload_optimizer.pin_memory;
+        for (int j = 0; j <= z->nstates; j++) {
+            zl_tensor *t = z->opt_on_dev ? zz_new(z, true, ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true)
+                                         : zz_new_host(z, pin, ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true);
+            if (!t) return ZL_ENOMEM;
+            *(j ? &z->states[j - 1] : &z->master) = t;
+        }
         return ZL_OK;
     }
     const zl_zero_offload *oc = &z->cfg.offload_optimizer;

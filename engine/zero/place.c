@@ -20,6 +20,14 @@ zl_tensor *zz_new(const zl_zero *z, bool on_dev, zl_dtype dt, int64_t n, zl_mem_
     return t;
 }
 
+zl_tensor *zz_new_host(const zl_zero *z, bool pin, zl_dtype dt, int64_t n, zl_mem_category cat, bool zero)
+{
+    if (!pin || !z->dev || !z->dev->alloc_pinned) return zz_buffer(dt, n, cat, zero);
+    zl_tensor *t = z->dev->alloc_pinned(dt, 1, &n, cat, z->dev_index);
+    if (t && zero) memset(zl_tensor_data(t), 0, (size_t)n * zl_dtype_size(dt));
+    return t;
+}
+
 /* Elements [off, off + n) of flat t as a view of their own. */
 static zl_tensor *part(const zl_tensor *t, int64_t off, int64_t n)
 {

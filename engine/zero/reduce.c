@@ -33,7 +33,9 @@ static zl_status finish(zl_zero *z, zz_bucket *b)
     if (zz_on_device(src) != zz_on_device(z->grads)) {
         if (!b->host || zl_tensor_numel(b->host) < span) {
             zl_tensor_release(b->host);
-            if (!(b->host = zz_buffer(ZL_DTYPE_F32, zl_tensor_numel(b->data), ZL_MEM_COMM, false))) return ZL_ENOMEM;
+            b->host = zz_new_host(z, z->cfg.offload_optimizer.pin_memory, ZL_DTYPE_F32, zl_tensor_numel(b->data),
+                                  ZL_MEM_COMM, false);
+            if (!b->host) return ZL_ENOMEM;
         }
         if ((st = zz_copy(b->host, 0, src, base, span))) return st;
         src = b->host;

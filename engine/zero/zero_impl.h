@@ -178,6 +178,9 @@ ZZ_HIDDEN void zz_working_done(zl_zero *z, zz_entry *e);
 ZZ_HIDDEN bool zz_on_device(const zl_tensor *t);
 /* n elements on the device when on_dev and the engine has one, else in host memory. */
 ZZ_HIDDEN zl_tensor *zz_new(const zl_zero *z, bool on_dev, zl_dtype dt, int64_t n, zl_mem_category cat, bool zero);
+/* n elements of host memory, page-locked for the engine's device when pin
+ * (offload's pin_memory) and the device pins. */
+ZZ_HIDDEN zl_tensor *zz_new_host(const zl_zero *z, bool pin, zl_dtype dt, int64_t n, zl_mem_category cat, bool zero);
 /* dst[doff, doff + n) = src[soff, soff + n) in dst's dtype. */
 ZZ_HIDDEN zl_status zz_copy(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n);
 ZZ_HIDDEN zl_status zz_zero(zl_tensor *t, int64_t off, int64_t n);

@@ -78,6 +78,7 @@ static void offload(lua_State *L, int idx, const char *key, zl_zero_offload *o)
         o->max_in_cpu = integer(L, t, "max_in_cpu", o->max_in_cpu);
         o->pipeline_read = boolean(L, t, "pipeline_read", o->pipeline_read);
         o->pipeline_write = boolean(L, t, "pipeline_write", o->pipeline_write);
+        o->pin_memory = boolean(L, t, "pin_memory", o->pin_memory);
     }
     lua_pop(L, 1);
 }

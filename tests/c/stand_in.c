@@ -155,11 +155,35 @@ static const zli_dev_optim fake_optim = {
     .nonfinite = fake_nonfinite, .sumsq = fake_sumsq, .scale = fake_scale,
 };
 
+/* Pinned memory is host memory from malloc, counted apart. */
+static int64_t pinned_bytes;
+
+static zl_tensor *fake_alloc_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
+
+static void fake_free_pinned(zl_storage *s)
+{
+    pinned_bytes -= (int64_t)s->nbytes;
+    free(s->data);
+}
+
 static zli_device_ops fake = {
     .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
     .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
-    .optim = &fake_optim,
+    .optim = &fake_optim, .alloc_pinned = fake_alloc_pinned, .free_pinned = fake_free_pinned,
 };
+
+static zl_tensor *fake_alloc_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
+{
+    CHECK(index == FAKE_INDEX);
+    size_t n = (size_t)zli_numel(ndim, shape) * zl_dtype_size(dt);
+    void *p = malloc(n ? n : 1);
+    zl_tensor *t = p ? zli_tensor_on_pinned(dt, ndim, shape, cat, &fake, p, n) : NULL;
+    if (!t) free(p);
+    else pinned_bytes += (int64_t)n;
+    return t;
+}
+
+int64_t fake_pinned_bytes(void) { return pinned_bytes; }
 
 void fake_use_kernels(const struct zli_dev_kernels *k) { fake.kernels = k; }
 

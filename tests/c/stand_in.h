@@ -19,6 +19,8 @@ void fake_use_kernels(const struct zli_dev_kernels *k);
 zl_tensor *fake_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat);
 /* Bytes of the stand-in's memory charged to cat now. */
 int64_t fake_bytes(zl_mem_category cat);
+/* Bytes of pinned host memory the stand-in gave out and has not had back. */
+int64_t fake_pinned_bytes(void);
 /* A contiguous copy of host tensor h on the stand-in, and one of d back in host memory. */
 zl_tensor *to_fake(zl_tensor *h);
 zl_tensor *from_fake(const zl_tensor *d);

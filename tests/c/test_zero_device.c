@@ -96,6 +96,7 @@ static void compare(const char *what, const zl_zero_config *cfg, double loss_sca
     }
     /* The masters and moments are on the device unless the optimizer is offloaded. */
     bool offloaded = cfg->stage > 0 && cfg->offload_optimizer.device != ZL_OFFLOAD_NONE;
+    CHECK((fake_pinned_bytes() > 0) == (offloaded && cfg->offload_optimizer.pin_memory));
     if ((fake_bytes(ZL_MEM_OPTIMIZER) > opt0) == offloaded)
         zt_fail(__FILE__, __LINE__, "%s: %lld bytes of optimizer state on the device", what,
                 (long long)(fake_bytes(ZL_MEM_OPTIMIZER) - opt0));
@@ -196,9 +197,11 @@ TEST(offloaded_optimizer_and_parameters)
     for (int stage = 1; stage <= 3; stage++) {
         zl_zero_config c = base(stage, stage == 2 ? ZL_DTYPE_F32 : ZL_DTYPE_BF16);
         c.offload_optimizer.device = ZL_OFFLOAD_CPU;
+        c.offload_optimizer.pin_memory = c.offload_param.pin_memory = stage != 2;
         if (stage == 3) c.offload_param.device = ZL_OFFLOAD_CPU;
         compare("offload cpu", &c, 1.0, -1);
     }
+    CHECK(fake_pinned_bytes() == 0);   /* every pinned buffer given back */
     if (zl_aio_unavailable()) {
         printf("  (NVMe offload skipped: %s)\n", zl_aio_unavailable());
         return;

@@ -23,10 +23,10 @@ static bool bool_field(lua_State *L, int t, const char *k, bool def)
  * a device (the engine steps it where it lives). */
 static zl_optim_tensors set_of(lua_State *L)
 {
-    zl_optim_tensors t = {.p = zlb_check_tensor(L, 1), .g = zlb_check_tensor(L, 2), .m = zlb_opt_tensor(L, 3),
-                          .v = zlb_opt_tensor(L, 4)};
+    zl_optim_tensors t = {.p = zlb_check_tensor_any(L, 1), .g = zlb_check_tensor_any(L, 2),
+                          .m = zlb_opt_tensor_any(L, 3), .v = zlb_opt_tensor_any(L, 4)};
     luaL_checktype(L, 5, LUA_TTABLE);
-    t.p_half = zlb_opt_tensor(L, 6);
+    t.p_half = zlb_opt_tensor_any(L, 6);
     return t;
 }
 

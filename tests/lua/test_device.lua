@@ -79,7 +79,8 @@ else
     check_eq(back:sub(x):abs():max():item(), 0)
     check_eq(((d + d):cpu() - x * 2):abs():max():item(), 0)
     check_error(function() return d:sum() end, 'is on cuda:0')
-    check_error(function() return d:item() end, 'is a tensor on cuda:0, and this runs on the CPU only')
+    check_eq(d:narrow(1, 2, 1):narrow(2, 3, 1):item(), x:narrow(1, 2, 1):narrow(2, 3, 1):item())   -- copied over
+    check_error(function() return d:totable() end, 'is a tensor on cuda:0, and this runs on the CPU only')
   end)
 end
 

@@ -320,7 +320,9 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
     if (!st && z->stage <= 2) {
         if (z->stage == 0 && !z->half) z->full = zl_tensor_retain(z->master);
         else if (!(z->full = zz_new(z, true, z->wdtype, z->P * z->S, ZL_MEM_PARAMS, true))) st = ZL_ENOMEM;
-    } else if (!st && (z->half || onvme || pnvme)) {
+    } else if (!st && (z->half || onvme || pnvme || (z->work_on_dev && !z->opt_on_dev))) {
+        /* working chunks apart from the masters: half ones, swapped ones, or on
+         * the device while the masters are in host memory */
         int64_t resident = z->S;
         if (pnvme) st = setup_param_swap(z, &resident);
         if (!st) {

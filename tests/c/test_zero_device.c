@@ -201,6 +201,9 @@ TEST(offloaded_optimizer_and_parameters)
         if (stage == 3) c.offload_param.device = ZL_OFFLOAD_CPU;
         compare("offload cpu", &c, 1.0, -1);
     }
+    zl_zero_config c3 = base(3, ZL_DTYPE_F32);   /* f32 masters in host memory, working chunks on the device */
+    c3.offload_optimizer.device = ZL_OFFLOAD_CPU;
+    compare("stage 3 f32, optimizer offloaded", &c3, 1.0, -1);
     CHECK(fake_pinned_bytes() == 0);   /* every pinned buffer given back */
     if (zl_aio_unavailable()) {
         printf("  (NVMe offload skipped: %s)\n", zl_aio_unavailable());

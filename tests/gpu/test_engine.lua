@@ -83,6 +83,27 @@ test('ZeRO stages 0-3 on the GPU step as on the CPU', function()
   end
 end)
 
+test('the optimizers step parameters on the GPU, their state beside them', function()
+  local optim = require 'zlua.optim'
+  for _, make in ipairs { optim.AdamW, optim.Lamb, function(ps) return optim.SGD(ps, { lr = 0.1, momentum = 0.9 }) end } do
+    zl.manual_seed(3)
+    local host = { zl.randn(40, 7), zl.randn(9) }
+    local dev = { host[1]:cuda(), host[2]:cuda() }
+    local oh, od = make(host), make(dev)
+    local before = zl.cuda.memory_allocated(0, 'optimizer')
+    for _ = 1, 3 do
+      for i = 1, 2 do
+        local g = zl.randn(table.unpack(host[i]:shape()))
+        host[i].grad, dev[i].grad = g, g:cuda()
+      end
+      oh:step()
+      od:step()
+    end
+    check(zl.cuda.memory_allocated(0, 'optimizer') > before, 'the moments are on the GPU, charged to optimizer state')
+    for i = 1, 2 do check_close(dev[i]:cpu():totable(), host[i]:totable(), 1e-6, 'parameter ' .. i) end
+  end
+end)
+
 test('a checkpoint saved from the GPU resumes there', function()
   local zc = { stage = 2 }
   local first = with_accelerator('cuda', function() return losses('cuda:0', zc, 3, true) end)

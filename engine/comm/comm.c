@@ -149,6 +149,13 @@ int zl_comm_rank(const zl_comm *c) { return c ? c->rank : -1; }
 int zl_comm_size(const zl_comm *c) { return c ? c->size : -1; }
 int zl_comm_local_rank(const zl_comm *c) { return c ? c->local_rank : -1; }
 const char *zl_comm_backend(const zl_comm *c) { return c ? c->be->name : ""; }
+
+zl_device zl_comm_device(const zl_comm *c, int *index)
+{
+    bool dev = c && c->be->device != ZL_DEVICE_CPU;
+    if (index) *index = dev ? c->device_index : 0;
+    return dev ? c->be->device : ZL_DEVICE_CPU;
+}
 double zl_comm_timeout(const zl_comm *c) { return c ? c->timeout_s : 0.0; }
 
 zl_status zl_comm_set_timeout(zl_comm *c, double seconds)

@@ -146,6 +146,18 @@ void zli_mem_free(zl_context *ctx, void *p, size_t nbytes, bool aligned, zl_mem_
     zli_context_release(ctx);
 }
 
+void zli_mem_adopt(zl_context *ctx, size_t nbytes, zl_mem_category cat)
+{
+    charge(ctx, (unsigned)cat < ZL_MEM_COUNT ? cat : ZL_MEM_OTHER, (int64_t)nbytes);
+    zli_context_retain(ctx);
+}
+
+void zli_mem_disown(zl_context *ctx, size_t nbytes, zl_mem_category cat)
+{
+    charge(ctx, (unsigned)cat < ZL_MEM_COUNT ? cat : ZL_MEM_OTHER, -(int64_t)nbytes);
+    zli_context_release(ctx);
+}
+
 void zli_mem_recharge(zl_context *ctx, size_t nbytes, zl_mem_category from, zl_mem_category to)
 {
     if (from == to || (unsigned)from >= ZL_MEM_COUNT || (unsigned)to >= ZL_MEM_COUNT) return;

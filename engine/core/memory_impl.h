@@ -15,6 +15,11 @@ ZLI_HIDDEN void *zli_mem_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_
 /* Give back a block of zli_mem_alloc: the same ctx, nbytes and cat, and
  * `aligned` true when it was allocated with a non-zero align. NULL is a no-op. */
 ZLI_HIDDEN void zli_mem_free(zl_context *ctx, void *p, size_t nbytes, bool aligned, zl_mem_category cat);
+/* Host memory another allocator made (a device's pinned memory) counted in
+ * ctx under cat, holding a reference on ctx, as zli_mem_alloc's is; and given
+ * back. */
+ZLI_HIDDEN void zli_mem_adopt(zl_context *ctx, size_t nbytes, zl_mem_category cat);
+ZLI_HIDDEN void zli_mem_disown(zl_context *ctx, size_t nbytes, zl_mem_category cat);
 /* zl_mem_recharge on ctx's accounting. */
 ZLI_HIDDEN void zli_mem_recharge(zl_context *ctx, size_t nbytes, zl_mem_category from, zl_mem_category to);
 

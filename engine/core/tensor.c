@@ -213,9 +213,31 @@ void zli_release_deferred(zl_tensor *t, zl_tensor **worklist)
 static void storage_release(zl_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    if (s->dev) s->dev->free(s);
-    else zli_mem_free(s->ctx, s->data, s->nbytes, s->sys_aligned, s->cat);
+    if (s->dev) {
+        s->dev->free(s);
+    } else if (s->pinned) {
+        zli_mem_disown(s->ctx, s->nbytes, s->cat);
+        s->pinned->free_pinned(s);
+    } else {
+        zli_mem_free(s->ctx, s->data, s->nbytes, s->sys_aligned, s->cat);
+    }
     free(s);
+}
+
+zl_tensor *zli_tensor_on_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
+                                const zli_device_ops *dev, void *data, size_t nbytes)
+{
+    zl_tensor *t = header_new();
+    zl_storage *s = calloc(1, sizeof *s);
+    if (!t || !s) { free(t); free(s); zl_error(ZL_ENOMEM, "out of memory allocating a tensor"); return NULL; }
+    s->refcount = 1;
+    s->data = data;
+    s->nbytes = nbytes;
+    s->cat = cat;
+    s->ctx = zl_context_current();
+    s->pinned = dev;
+    zli_mem_adopt(s->ctx, nbytes, cat);
+    return contiguous_over(t, s, dt, ndim, shape);
 }
 
 zl_tensor *zli_tensor_on_device(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,

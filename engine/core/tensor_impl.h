@@ -37,6 +37,15 @@ typedef struct zli_device_ops {
     /* The ops layer's kernels on this device (ops/device_kernels.h); core
      * never looks inside. NULL: the device runs no op. */
     const void *kernels;
+    /* The optimizers and mixed precision's passes on this device
+     * (optim/device_optim.h); core never looks inside. NULL: none run there. */
+    const void *optim;
+    /* Host memory page-locked for this device's copies (cudaHostAlloc): a
+     * host tensor, read and written by core as any other and charged to the
+     * current context, over memory from alloc_pinned that its storage gives
+     * back through free_pinned. Both NULL: the device pins nothing. */
+    zl_tensor *(*alloc_pinned)(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
+    void (*free_pinned)(zl_storage *s);
 } zli_device_ops;
 
 struct zl_storage {
@@ -48,6 +57,7 @@ struct zl_storage {
     zl_context *ctx;       /* charged to, and given back to, this context (host memory) */
     const zli_device_ops *dev;   /* NULL: host memory */
     int dev_index;
+    const zli_device_ops *pinned;   /* host memory this device page-locked (dev is NULL) */
 };
 
 struct zl_tensor {
@@ -80,6 +90,11 @@ ZLI_HIDDEN zl_tensor *zli_tensor_new_aligned(zl_dtype dt, int ndim, const int64_
  * the device layer allocated; the storage gives it back through dev->free. */
 ZLI_HIDDEN zl_tensor *zli_tensor_on_device(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
                                           const zli_device_ops *dev, int index, void *data, size_t nbytes);
+/* A host tensor over `data`, nbytes of page-locked host memory from
+ * dev->alloc_pinned, charged to the current context; the storage gives it
+ * back through dev->free_pinned. */
+ZLI_HIDDEN zl_tensor *zli_tensor_on_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
+                                          const zli_device_ops *dev, void *data, size_t nbytes);
 /* ZL_OK when t's bytes are in host memory; otherwise ZL_EDEVICE naming op and
  * the device ("<op>: <role> is on cuda:0, and <op> runs on the CPU: ..."). */
 ZLI_HIDDEN zl_status zli_need_host(const char *op, const char *role, const zl_tensor *t);

@@ -120,8 +120,11 @@ static const zli_device_ops cuda_ops = {
     .kind = ZL_DEVICE_CUDA, .free = storage_free, .recharge = storage_recharge, .alloc = zli_cuda_new,
     .copy = zli_cuda_copy_into, .fill = zli_cuda_fill, .add = zli_cuda_add, .from_host = zli_cuda_from_host,
     .to_host = zli_cuda_to_host, .rand = zli_cuda_rand,
-    .kernels = &zli_cuda_kernels,
+    .kernels = &zli_cuda_kernels, .optim = &zli_cuda_optim,
+    .alloc_pinned = zli_cuda_alloc_pinned, .free_pinned = zli_cuda_free_pinned,
 };
+
+const zli_device_ops *zli_cuda_ops(void) { return &cuda_ops; }
 
 zl_tensor *zli_cuda_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
 {

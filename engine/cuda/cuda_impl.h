@@ -61,5 +61,12 @@ ZLI_HIDDEN zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t 
                                            int64_t sb, float beta, float *C, int64_t ldc, int64_t sc, int64_t batch);
 /* The ops layer's kernels on CUDA (ops.c), as an opaque table for core. */
 ZLI_HIDDEN extern const struct zli_dev_kernels zli_cuda_kernels;
+/* Page-locked host memory (pinned.c) and the device table it names (alloc.c). */
+ZLI_HIDDEN zl_tensor *zli_cuda_alloc_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
+                                           int index);
+ZLI_HIDDEN void zli_cuda_free_pinned(zl_storage *s);
+ZLI_HIDDEN const zli_device_ops *zli_cuda_ops(void);
+/* The optim layer's table on CUDA (optim.c), as opaque to core. */
+ZLI_HIDDEN extern const struct zli_dev_optim zli_cuda_optim;
 
 #endif

@@ -109,7 +109,7 @@ zl_optim_adam zl_optim_adam_defaults(void)
                            .adamw_mode = true, .bias_correction = true, .step = 1, .grad_scale = 1};
 }
 
-static zl_status check_hyper(const char *op, const zl_optim_adam *hp)
+zl_status zli_optim_adam_check(const char *op, const zl_optim_adam *hp)
 {
     if (zli_optim_check_range(op, "lr", hp->lr, 0, INFINITY, false) ||
         zli_optim_check_range(op, "beta1", hp->beta1, 0, 1, true) ||
@@ -125,7 +125,7 @@ static zl_status check_hyper(const char *op, const zl_optim_adam *hp)
 zl_status zl_optim_adam_step(const zl_optim_adam *hp, const zl_optim_buf *b)
 {
     const char *op = "optim.adam";
-    if (zli_optim_check_buf(op, hp, b, true, true, true) || check_hyper(op, hp)) return zli_last_code();
+    if (zli_optim_check_buf(op, hp, b, true, true, true) || zli_optim_adam_check(op, hp)) return zli_last_code();
     double bc1 = 1, bc2 = 1;
     if (hp->bias_correction) {
         bc1 = 1 - pow(hp->beta1, (double)hp->step);

@@ -112,34 +112,30 @@ zl_status zli_optim_check_buf(const char *op, const void *hp, const zl_optim_buf
     return ZL_OK;
 }
 
-/* One tensor argument: CPU, contiguous, one of the dtypes in the mask
- * (bits 1 << dtype), and as many elements as p. */
-static zl_status check_tensor(const char *role, const zl_tensor *t, const zl_tensor *p, unsigned dtypes,
-                              const char *expected)
+/* One tensor argument: contiguous, one of the dtypes in the mask (bits
+ * 1 << dtype), and as many elements as p. Where it lives is the caller's check. */
+static zl_status check_tensor(const char *op, const char *role, const zl_tensor *t, const zl_tensor *p,
+                              unsigned dtypes, const char *expected)
 {
-    if (zl_tensor_device(t) != ZL_DEVICE_CPU) return zl_error(ZL_EINVAL, "optim: %s must be a CPU tensor", role);
-    if (!zl_tensor_is_contiguous(t)) return zl_error(ZL_EINVAL, "optim: %s must be contiguous", role);
+    if (!zl_tensor_is_contiguous(t)) return zl_error(ZL_EINVAL, "%s: %s must be contiguous", op, role);
     if (!((dtypes >> zl_tensor_dtype(t)) & 1u))
-        return zl_error(ZL_EDTYPE, "optim: %s must be %s, got %s", role, expected, zl_dtype_name(zl_tensor_dtype(t)));
+        return zl_error(ZL_EDTYPE, "%s: %s must be %s, got %s", op, role, expected, zl_dtype_name(zl_tensor_dtype(t)));
     if (zl_tensor_numel(t) != zl_tensor_numel(p)) {
         char what[96];
         snprintf(what, sizeof what, "%s has %lld elements, p has %lld", role, (long long)zl_tensor_numel(t),
                  (long long)zl_tensor_numel(p));
-        return zli_shape_error("optim", what, t, p);
+        return zli_shape_error(op, what, t, p);
     }
     return ZL_OK;
 }
 
-zl_status zl_optim_buf_from_tensors(zl_optim_buf *out, zl_tensor *p, zl_tensor *g, zl_tensor *m, zl_tensor *v,
-                                    zl_tensor *p_half)
+zl_status zli_optim_buf_of(const char *op, zl_optim_buf *out, zl_tensor *p, zl_tensor *g, zl_tensor *m, zl_tensor *v,
+                           zl_tensor *p_half)
 {
-    if (!out) return zl_error(ZL_EINVAL, "optim: output zl_optim_buf is NULL");
-    if (!p) return zl_error(ZL_EINVAL, "optim: parameter tensor p is NULL");
-    if (!g) return zl_error(ZL_EINVAL, "optim: gradient tensor g is NULL");
     const unsigned f32 = 1u << ZL_DTYPE_F32, half = 1u << ZL_DTYPE_BF16 | 1u << ZL_DTYPE_F16;
-    if (check_tensor("p", p, p, f32, "f32") || check_tensor("g", g, p, f32 | half, "f32, bf16 or f16") ||
-        (m && check_tensor("m", m, p, f32, "f32")) || (v && check_tensor("v", v, p, f32, "f32")) ||
-        (p_half && check_tensor("p_half", p_half, p, half, "bf16 or f16")))
+    if (check_tensor(op, "p", p, p, f32, "f32") || check_tensor(op, "g", g, p, f32 | half, "f32, bf16 or f16") ||
+        (m && check_tensor(op, "m", m, p, f32, "f32")) || (v && check_tensor(op, "v", v, p, f32, "f32")) ||
+        (p_half && check_tensor(op, "p_half", p_half, p, half, "bf16 or f16")))
         return zli_last_code();
     *out = (zl_optim_buf){
         .p = zl_tensor_data(p),
@@ -152,4 +148,19 @@ zl_status zl_optim_buf_from_tensors(zl_optim_buf *out, zl_tensor *p, zl_tensor *
         .n = zl_tensor_numel(p),
     };
     return ZL_OK;
+}
+
+zl_status zl_optim_buf_from_tensors(zl_optim_buf *out, zl_tensor *p, zl_tensor *g, zl_tensor *m, zl_tensor *v,
+                                    zl_tensor *p_half)
+{
+    if (!out) return zl_error(ZL_EINVAL, "optim: output zl_optim_buf is NULL");
+    if (!p) return zl_error(ZL_EINVAL, "optim: parameter tensor p is NULL");
+    if (!g) return zl_error(ZL_EINVAL, "optim: gradient tensor g is NULL");
+    zl_tensor *const all[5] = {p, g, m, v, p_half};
+    static const char *const role[5] = {"p", "g", "m", "v", "p_half"};
+    for (int i = 0; i < 5; i++)
+        if (all[i] && zl_tensor_device(all[i]) != ZL_DEVICE_CPU)
+            return zl_error(ZL_EINVAL, "optim: %s must be a CPU tensor (zl_optim_adam_tensors and the others take "
+                            "device tensors)", role[i]);
+    return zli_optim_buf_of("optim", out, p, g, m, v, p_half);
 }

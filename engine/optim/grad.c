@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../ops/op_util.h"
+#include "device_optim.h"
 #ifdef __F16C__
 #include <immintrin.h>
 #endif
@@ -17,7 +18,7 @@
  * are added in list order: the result is the same for any thread count. The
  * overflow check is an OR, exact in any order. A strided tensor is read
  * through a contiguous copy (gradients are almost always contiguous). */
-#define GRAD_CHUNK 32768
+#define GRAD_CHUNK ZLI_GRAD_CHUNK
 #define LANES 8
 
 typedef struct chunk {
@@ -41,7 +42,8 @@ static void list_free(chunk_list *l)
     free(l->c);
 }
 
-static zl_status check_list(const char *op, zl_tensor *const *ts, int n)
+/* The list checked; *on_device when it lives on a device (all of it on one). */
+static zl_status check_list(const char *op, zl_tensor *const *ts, int n, bool *on_device)
 {
     if (n < 0) return zl_error(ZL_EINVAL, "%s: the tensor count must be >= 0, got %d", op, n);
     if (n > 0 && !ts) return zl_error(ZL_EINVAL, "%s: the tensor list is NULL", op);
@@ -50,18 +52,24 @@ static zl_status check_list(const char *op, zl_tensor *const *ts, int n)
         snprintf(role, sizeof role, "tensor %d of the list", i);
         if (zli_check_arg(op, role, ts[i])) return zli_last_code();
         const zl_tensor *t = ts[i];
-        if (zl_tensor_device(t) != ZL_DEVICE_CPU) return zl_error(ZL_EINVAL, "%s: %s is not a CPU tensor", op, role);
+        if (t->storage->dev != ts[0]->storage->dev || t->storage->dev_index != ts[0]->storage->dev_index) {
+            char here[32], first[32];
+            zl_device_str(zl_tensor_device(t), zl_tensor_device_index(t), here, sizeof here);
+            zl_device_str(zl_tensor_device(ts[0]), zl_tensor_device_index(ts[0]), first, sizeof first);
+            return zl_error(ZL_EDEVICE, "%s: %s is on %s and tensor 0 on %s: a list lives in one place", op, role,
+                            here, first);
+        }
         if (t->dtype != ZL_DTYPE_F32 && t->dtype != ZL_DTYPE_BF16 && t->dtype != ZL_DTYPE_F16)
             return zl_error(ZL_EDTYPE, "%s: %s (shape %s) is %s; gradients must be f32, bf16 or f16", op, role,
                             zl_shape_str(t->ndim, t->shape, shape, sizeof shape), zl_dtype_name(t->dtype));
     }
+    *on_device = n > 0 && ts[0]->storage->dev != NULL;
     return ZL_OK;
 }
 
 static zl_status list_make(const char *op, zl_tensor *const *ts, int n, chunk_list *l)
 {
     memset(l, 0, sizeof *l);
-    if (check_list(op, ts, n)) return zli_last_code();
     int64_t nc = 0;
     for (int i = 0; i < n; i++) nc += (zl_tensor_numel(ts[i]) + GRAD_CHUNK - 1) / GRAD_CHUNK;
     l->c = malloc((size_t)(nc ? nc : 1) * sizeof *l->c);
@@ -128,6 +136,9 @@ static bool chunk_nonfinite(const chunk *c)
 zl_status zl_grad_nonfinite(zl_tensor *const *tensors, int n, bool *found)
 {
     if (!found) return zl_error(ZL_EINVAL, "grad_nonfinite: the result pointer is NULL");
+    bool dev;
+    if (check_list("grad_nonfinite", tensors, n, &dev)) return zli_last_code();
+    if (dev) return zli_grad_nonfinite_device(tensors, n, found);
     chunk_list l;
     if (list_make("grad_nonfinite", tensors, n, &l)) return zli_last_code();
     int any = 0;
@@ -208,6 +219,9 @@ static double chunk_sumsq(const chunk *c)
 zl_status zl_grad_norm_sq(zl_tensor *const *tensors, int n, double *out)
 {
     if (!out) return zl_error(ZL_EINVAL, "grad_norm_sq: the result pointer is NULL");
+    bool dev;
+    if (check_list("grad_norm_sq", tensors, n, &dev)) return zli_last_code();
+    if (dev) return zli_grad_norm_sq_device(tensors, n, out);
     chunk_list l;
     if (list_make("grad_norm_sq", tensors, n, &l)) return zli_last_code();
     double *part = malloc((size_t)(l.n ? l.n : 1) * sizeof *part);
@@ -283,13 +297,15 @@ static void scale_strided(zl_tensor *t, float s)
 zl_status zl_grad_scale(zl_tensor *const *tensors, int n, double s)
 {
     if (!isfinite(s)) return zl_error(ZL_EINVAL, "grad_scale: the factor must be finite, got %g", s);
-    if (check_list("grad_scale", tensors, n)) return zli_last_code();
+    bool dev;
+    if (check_list("grad_scale", tensors, n, &dev)) return zli_last_code();
     /* Chunks run in parallel: a storage listed twice would be updated by two threads at once. */
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)
             if (zl_tensor_shares_storage(tensors[i], tensors[j]))
                 return zl_error(ZL_EINVAL, "grad_scale: tensors %d and %d share storage; list each gradient once", i + 1, j + 1);
     float sf = (float)s;
+    if (dev) return zli_grad_scale_device(tensors, n, sf);
     /* Strided tensors are scaled in place element by element: the chunk list
      * holds only the contiguous ones (it would read strided ones from copies). */
     zl_tensor **dense = calloc((size_t)(n > 0 ? n : 1), sizeof *dense);

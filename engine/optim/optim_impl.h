@@ -32,6 +32,19 @@ ZLI_HIDDEN zl_status zli_optim_check_range(const char *op, const char *name, dou
 ZLI_HIDDEN zl_status zli_optim_check_buf(const char *op, const void *hp, const zl_optim_buf *b, bool need_g,
                                          bool need_m, bool need_v);
 
+/* Each optimizer's hyperparameters, checked as its step checks them (ZL_EINVAL
+ * naming op and the value); the device path shares them. */
+ZLI_HIDDEN zl_status zli_optim_adam_check(const char *op, const zl_optim_adam *hp);
+ZLI_HIDDEN zl_status zli_optim_sgd_check(const char *op, const zl_optim_sgd *hp);
+ZLI_HIDDEN zl_status zli_optim_lamb_check(const zl_optim_lamb *hp);
+
+/* *out from tensors wherever they live (the caller checks they live in one
+ * place): p f32, g f32/bf16/f16, m and v f32, p_half bf16/f16, each
+ * contiguous with p's element count; m, v, p_half may be NULL. Errors name op
+ * and the role. */
+ZLI_HIDDEN zl_status zli_optim_buf_of(const char *op, zl_optim_buf *out, zl_tensor *p, zl_tensor *g, zl_tensor *m,
+                                      zl_tensor *v, zl_tensor *p_half);
+
 /* The scalar kernels work in blocks of this many elements: the gradient is
  * first read into an f32 block and the half copy written after, so the loop in
  * between is plain f32 arithmetic that the compiler vectorises on any target. */

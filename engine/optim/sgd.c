@@ -98,12 +98,9 @@ zl_optim_sgd zl_optim_sgd_defaults(void)
                           .step = 1, .grad_scale = 1};
 }
 
-zl_status zl_optim_sgd_step(const zl_optim_sgd *hp, const zl_optim_buf *b)
+zl_status zli_optim_sgd_check(const char *op, const zl_optim_sgd *hp)
 {
-    const char *op = "optim.sgd";
-    bool use_momentum = hp && hp->momentum != 0;
-    if (zli_optim_check_buf(op, hp, b, true, use_momentum, false) ||
-        zli_optim_check_range(op, "lr", hp->lr, 0, INFINITY, false) ||
+    if (zli_optim_check_range(op, "lr", hp->lr, 0, INFINITY, false) ||
         zli_optim_check_range(op, "momentum", hp->momentum, 0, INFINITY, false) ||
         zli_optim_check_range(op, "weight_decay", hp->weight_decay, 0, INFINITY, false) ||
         zli_optim_check_range(op, "step", (double)hp->step, 1, INFINITY, false) ||
@@ -113,6 +110,15 @@ zl_status zl_optim_sgd_step(const zl_optim_sgd *hp, const zl_optim_buf *b)
     if (hp->nesterov && (hp->momentum <= 0 || hp->dampening != 0))
         return zl_error(ZL_EINVAL, "%s: nesterov needs momentum > 0 and dampening 0, got momentum %g, dampening %g",
                         op, hp->momentum, hp->dampening);
+    return ZL_OK;
+}
+
+zl_status zl_optim_sgd_step(const zl_optim_sgd *hp, const zl_optim_buf *b)
+{
+    const char *op = "optim.sgd";
+    bool use_momentum = hp && hp->momentum != 0;
+    if (zli_optim_check_buf(op, hp, b, true, use_momentum, false) || zli_optim_sgd_check(op, hp))
+        return zli_last_code();
     const sgd_ctx c = {
         .p = b->p, .buf = b->m, .g = b->g, .half = b->p_half,
         .g_dtype = b->g_dtype, .half_dtype = b->half_dtype,

@@ -89,14 +89,14 @@ zl_status zl_zero_update_param(zl_zero *z, zl_tensor *p, int root)
     zl_tensor *flat = zl_tensor_reshape(p, 1, &n);
     if (!flat) return zz_fail("flattening", e->name);
     bool was = zl_grad_set_enabled(false);
-    st = zl_comm_broadcast(z->comm, flat, root);
+    st = zz_run(z, ZZ_BROADCAST, flat, NULL, ZL_COMM_SUM, root);
     zl_grad_set_enabled(was);
     zz_view v;
     if (!st) st = zz_sub_acquire(z, e->sub, false, &v);
     if (!st) {
-        float *m = v.master + (e->off - v.off);
-        if (e->own > 0) zl_convert(zz_at(flat, e->lo), zl_tensor_dtype(flat), m, ZL_DTYPE_F32, (size_t)e->own);
-        st = zz_store_working(z, e, m);
+        int64_t m = v.at[0] + (e->off - v.off);
+        if (e->own > 0) st = zz_copy(v.t[0], m, flat, e->lo, e->own);
+        if (!st) st = zz_store_working(z, e, v.t[0], m);
         zl_status s2 = zz_sub_release(z, e->sub, st == ZL_OK);
         if (!st) st = s2;
         if (!st) st = zz_masters_flush(z);
@@ -116,10 +116,11 @@ zl_status zl_zero_full_fp32(zl_zero *z, zl_tensor *p, zl_tensor **out)
     if (!chunk || (z->P > 1 && !all)) st = ZL_ENOMEM;
     zz_view v;
     if (!st && !(st = zz_sub_acquire(z, e->sub, false, &v))) {
-        memcpy(zl_tensor_data(chunk), v.master + (e->off - v.off), (size_t)e->k * 4);
-        st = zz_sub_release(z, e->sub, false);
+        st = zz_copy(chunk, 0, v.t[0], v.at[0] + (e->off - v.off), e->k);
+        zl_status s2 = zz_sub_release(z, e->sub, false);
+        if (!st) st = s2;
     }
-    if (!st && all) st = zl_comm_allgather(z->comm, chunk, all);
+    if (!st && all) st = zz_run(z, ZZ_ALLGATHER, chunk, all, ZL_COMM_SUM, 0);
     zl_tensor *src = all ? all : chunk;
     zl_tensor *part = st ? NULL : zz_slice(src, 0, e->n);
     zl_tensor *shaped = part ? zl_tensor_view(part, e->ndim, e->shape) : NULL;

@@ -50,23 +50,30 @@ static zl_status check_config(const zl_zero_config *c, int world)
     return ZL_OK;
 }
 
-/* e's first master values (its chunk, zero-padded) into dst. */
-static zl_status fill_master(zl_zero *z, zz_entry *e, zl_zero_init *const *inits, int ninits, float *dst)
+/* e's first master values (its chunk, zero-padded) into mt from element at. */
+static zl_status fill_master(zl_zero *z, zz_entry *e, zl_zero_init *const *inits, int ninits, zl_tensor *mt,
+                             int64_t at)
 {
-    memset(dst, 0, (size_t)e->k * sizeof(float));
+    zl_status st = zz_zero(mt, at, e->k);
     zl_zero_init *in = zz_init_owner(inits, ninits, e->p);
-    if (in) {
+    if (!st && in) {
+        /* zero.Init keeps its chunks in host memory */
         int64_t n;
         int ndim;
         int64_t shape[ZL_MAX_DIMS];
-        return zz_init_take(in, e->p, dst, e->k, &n, &ndim, shape);
+        zl_tensor *tmp = zz_on_device(mt) ? zz_buffer(ZL_DTYPE_F32, e->k, ZL_MEM_OTHER, false) : NULL;
+        if (zz_on_device(mt) && !tmp) return ZL_ENOMEM;
+        st = zz_init_take(in, e->p, tmp ? zl_tensor_data(tmp) : zz_at(mt, at), e->k, &n, &ndim, shape);
+        if (!st && tmp) st = zz_copy(mt, at, tmp, 0, e->k);
+        zl_tensor_release(tmp);
+        return st;
     }
-    if (e->own == 0) return ZL_OK;
+    if (st || e->own == 0) return st;
     zl_tensor *c = zl_tensor_contiguous(e->p);
     if (!c) return zz_fail("reading", e->name);
-    memcpy(dst, (const float *)zl_tensor_data(c) + e->lo, (size_t)e->own * sizeof(float));
+    st = zz_copy(mt, at, c, e->lo, e->own);
     zl_tensor_release(c);
-    return ZL_OK;
+    return st;
 }
 
 static zl_status fill_all(zl_zero *z, zl_zero_init *const *inits, int ninits)
@@ -75,14 +82,14 @@ static zl_status fill_all(zl_zero *z, zl_zero_init *const *inits, int ninits)
     for (int s = 0; s < z->nsub && !st; s++) {
         zz_view v;
         if ((st = zz_sub_acquire(z, s, true, &v))) break;
-        if (v.buf) memset(v.master, 0, (size_t)v.len * sizeof(float));
-        for (int j = 0; j < z->nstates; j++) memset(v.states[j], 0, (size_t)v.len * sizeof(float));
+        if (v.buf) st = zz_zero(v.t[0], v.at[0], v.len);
+        for (int j = 1; j <= z->nstates && !st; j++) st = zz_zero(v.t[j], v.at[j], v.len);
         zz_sub *sg = &z->subs[s];
         for (int i = sg->first; i < sg->first + sg->count && !st; i++) {
             zz_entry *e = &z->ents[i];
-            float *m = v.master + (e->off - v.off);
-            st = fill_master(z, e, inits, ninits, m);
-            if (!st) st = zz_store_working(z, e, m);
+            int64_t m = v.at[0] + (e->off - v.off);
+            st = fill_master(z, e, inits, ninits, v.t[0], m);
+            if (!st) st = zz_store_working(z, e, v.t[0], m);
         }
         zl_status s2 = zz_sub_release(z, s, st == ZL_OK);
         if (!st) st = s2;
@@ -146,8 +153,9 @@ static zl_status bind_full(zl_zero *z)
         if (z->full != z->master) {
             zl_tensor *c = zl_tensor_contiguous(e->p);
             if (!c) { st = zz_fail("reading", e->name); break; }
-            zl_convert(zl_tensor_data(c), ZL_DTYPE_F32, zz_at(z->full, base), z->wdtype, (size_t)e->n);
+            st = zz_copy(z->full, base, c, 0, e->n);
             zl_tensor_release(c);
+            if (st) break;
         }
         zl_tensor *region = zz_slice(z->full, base, e->n);
         zl_tensor *data = region ? zl_tensor_view(region, e->ndim, e->shape) : NULL;
@@ -159,12 +167,33 @@ static zl_status bind_full(zl_zero *z)
     return st;
 }
 
+/* The engine's buffers go where its parameters are: every parameter (bar
+ * zero.Init's, whose chunks are in host memory) in one place. The first one,
+ * *first, decides; e's must agree. */
+static zl_status place_of(zl_zero *z, const zz_entry *e, const zz_entry **first)
+{
+    const zl_storage *s = e->p->storage;
+    if (!*first) {
+        *first = e;
+        z->dev = s->dev;
+        z->dev_index = s->dev_index;
+        return ZL_OK;
+    }
+    if (s->dev == z->dev && s->dev_index == z->dev_index) return ZL_OK;
+    char here[32], there[32];
+    zl_device_str(zl_tensor_device(e->p), zl_tensor_device_index(e->p), here, sizeof here);
+    zl_device_str(zl_tensor_device((*first)->p), zl_tensor_device_index((*first)->p), there, sizeof there);
+    return zl_error(ZL_EDEVICE, "zlua.initialize: parameter %s is on %s and %s on %s: a model's parameters live in "
+                    "one place", e->name, here, (*first)->name, there);
+}
+
 static zl_status add_entries(zl_zero *z, const zl_zero_param *params, int nparams, zl_zero_init *const *inits,
                              int ninits)
 {
     z->ents = calloc((size_t)(nparams > 0 ? nparams : 1), sizeof *z->ents);
     if (!z->ents) return zl_error(ZL_ENOMEM, "ZeRO: out of memory for %d parameters", nparams);
     int64_t off = 0;
+    const zz_entry *first = NULL;
     for (int i = 0; i < nparams; i++) {
         const zl_zero_param *pp = &params[i];
         const char *name = pp->name ? pp->name : "(unnamed)";
@@ -182,10 +211,8 @@ static zl_status add_entries(zl_zero *z, const zl_zero_param *params, int nparam
         if (!e->name) return ZL_ENOMEM;
         e->p = zl_tensor_retain(pp->tensor);
         z->nent++;
-        if (zl_tensor_device(pp->tensor) != ZL_DEVICE_CPU)
-            return zl_error(ZL_EDEVICE, "zlua.initialize: parameter %s is on a CUDA device, and ZeRO on the GPU is "
-                            "not built yet (issue 12): keep the model on the CPU", name);
         zl_zero_init *in = zz_init_owner(inits, ninits, pp->tensor);
+        if (!in && place_of(z, e, &first)) return zli_last_code();
         if (in) {
             if (z->stage < 3)
                 return zl_error(ZL_EINVAL, "zlua.initialize: %s was built by zlua.zero.Init (partitioned for stage 3) "
@@ -206,6 +233,33 @@ static zl_status add_entries(zl_zero *z, const zl_zero_param *params, int nparam
         off += e->k;
     }
     z->S = off;
+    return ZL_OK;
+}
+
+/* Where each buffer goes (zero_impl.h has the picture), and whether the
+ * communicator takes them: nccl only where the parameters are. */
+static zl_status placement(zl_zero *z)
+{
+    const zl_zero_config *c = &z->cfg;
+    z->opt_on_dev = z->dev && (z->stage == 0 || c->offload_optimizer.device == ZL_OFFLOAD_NONE);
+    z->work_on_dev = z->dev && !(z->stage == 3 && c->offload_param.device != ZL_OFFLOAD_NONE);
+    int ci;
+    zl_device ck = zl_comm_device(z->comm, &ci);
+    z->comm_dev = ck != ZL_DEVICE_CPU;
+    if (z->comm_dev && (!z->dev || z->dev->kind != ck || z->dev_index != ci)) {
+        char want[32], have[32];
+        zl_device_str(ck, ci, want, sizeof want);
+        zl_device_str(z->dev ? z->dev->kind : ZL_DEVICE_CPU, z->dev_index, have, sizeof have);
+        return zl_error(ZL_EDEVICE, "zlua.initialize: the %s communicator takes tensors on %s and the parameters are "
+                        "on %s: move the model to %s first", zl_comm_backend(z->comm), want, have, want);
+    }
+    if (z->opt_on_dev && !z->dev->optim) {
+        char have[32];
+        zl_device_str(z->dev->kind, z->dev_index, have, sizeof have);
+        return zl_error(ZL_EDEVICE, "zlua.initialize: the parameters are on %s, which runs no optimizer kernels: "
+                        "offload the optimizer (zero_optimization.offload_optimizer.device \"cpu\") or keep the "
+                        "model in host memory", have);
+    }
     return ZL_OK;
 }
 
@@ -260,15 +314,23 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
                         onvme ? "offload_optimizer" : "offload_param", zl_aio_unavailable());
     }
     if (!st) st = add_entries(z, params, nparams, inits, ninits);
+    if (!st) st = placement(z);
     if (!st && (onvme || pnvme)) st = zl_aio_open(&cfg->aio, &z->aio);
     if (!st) st = zz_masters_setup(z);
     if (!st && z->stage <= 2) {
         if (z->stage == 0 && !z->half) z->full = zl_tensor_retain(z->master);
-        else if (!(z->full = zz_buffer(z->wdtype, z->P * z->S, ZL_MEM_PARAMS, true))) st = ZL_ENOMEM;
-    } else if (!st && (z->half || onvme || pnvme)) {
+        else if (!(z->full = zz_new(z, true, z->wdtype, z->P * z->S, ZL_MEM_PARAMS, true))) st = ZL_ENOMEM;
+    } else if (!st && (z->half || onvme || pnvme || (z->work_on_dev && !z->opt_on_dev))) {
+        /* working chunks apart from the masters: half ones, swapped ones, or on
+         * the device while the masters are in host memory */
         int64_t resident = z->S;
         if (pnvme) st = setup_param_swap(z, &resident);
-        if (!st && !(z->work = zz_buffer(z->wdtype, resident, ZL_MEM_PARAMS, true))) st = ZL_ENOMEM;
+        if (!st) {
+            bool pin = cfg->offload_param.pin_memory;
+            z->work = z->work_on_dev ? zz_new(z, true, z->wdtype, resident, ZL_MEM_PARAMS, true)
+                                     : zz_new_host(z, pin, z->wdtype, resident, ZL_MEM_PARAMS, true);
+            if (!z->work) st = ZL_ENOMEM;
+        }
     }
     if (!st) st = fill_all(z, inits, ninits);
     if (!st && z->pswap) st = zli_swap_flush(z->pswap);
@@ -277,7 +339,9 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
     if (!st) {
         int64_t gsize = z->stage == 1 ? (int64_t)z->P * z->S : z->S;
         z->gbase = z->stage == 1 ? (int64_t)z->q * z->S : 0;
-        if (!(z->grads = zz_buffer(z->gdtype, gsize, ZL_MEM_GRADS, true))) st = ZL_ENOMEM;
+        z->grads = z->opt_on_dev ? zz_new(z, true, z->gdtype, gsize, ZL_MEM_GRADS, true)
+                                 : zz_new_host(z, cfg->offload_optimizer.pin_memory, z->gdtype, gsize, ZL_MEM_GRADS, true);
+        if (!z->grads) st = ZL_ENOMEM;
     }
     if (!st) st = z->stage <= 2 ? bind_full(z) : zz_params_setup(z);
     if (!st) {

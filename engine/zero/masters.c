@@ -31,9 +31,13 @@ zl_status zz_masters_setup(zl_zero *z)
         if (cur->len > maxlen) maxlen = cur->len;
     }
     if (!nvme) {
-        if (!(z->master = zz_buffer(ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true))) return ZL_ENOMEM;
-        for (int j = 0; j < z->nstates; j++)
-            if (!(z->states[j] = zz_buffer(ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true))) return ZL_ENOMEM;
+        bool pin = z->cfg.offload_optimizer.pin_memory;
+        for (int j = 0; j <= z->nstates; j++) {
+            zl_tensor *t = z->opt_on_dev ? zz_new(z, true, ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true)
+                                         : zz_new_host(z, pin, ZL_DTYPE_F32, z->S, ZL_MEM_OPTIMIZER, true);
+            if (!t) return ZL_ENOMEM;
+            *(j ? &z->states[j - 1] : &z->master) = t;
+        }
         return ZL_OK;
     }
     const zl_zero_offload *oc = &z->cfg.offload_optimizer;
@@ -64,8 +68,12 @@ zl_status zz_sub_acquire(zl_zero *z, int s, bool fresh, zz_view *v)
     v->off = sg->off;
     v->len = sg->len;
     if (!swapped(z)) {
-        v->master = (float *)zl_tensor_data(z->master) + sg->off;
-        for (int j = 0; j < z->nstates; j++) v->states[j] = (float *)zl_tensor_data(z->states[j]) + sg->off;
+        v->t[0] = z->master;
+        v->at[0] = sg->off;
+        for (int j = 0; j < z->nstates; j++) {
+            v->t[j + 1] = z->states[j];
+            v->at[j + 1] = sg->off;
+        }
         return ZL_OK;
     }
     double t0 = zz_now();
@@ -73,9 +81,10 @@ zl_status zz_sub_acquire(zl_zero *z, int s, bool fresh, zz_view *v)
                          : zli_swap_acquire(z->oswap, sg->slot, &v->buf);
     z->io_time += zz_now() - t0;
     if (st) return st;
-    float *base = zl_tensor_data(v->buf);
-    v->master = base;
-    for (int j = 0; j < z->nstates; j++) v->states[j] = base + (int64_t)(j + 1) * sg->len;
+    for (int j = 0; j <= z->nstates; j++) {
+        v->t[j] = v->buf;
+        v->at[j] = (int64_t)j * sg->len;
+    }
     return ZL_OK;
 }
 
@@ -120,17 +129,16 @@ zl_status zl_zero_each_chunk(zl_zero *z, bool write, const bool *only, zl_zero_c
             if (only && !only[i]) continue;
             zz_entry *e = &z->ents[i];
             int64_t at = e->off - v.off;
-            zl_tensor *m = zl_tensor_from_data(ZL_DTYPE_F32, 1, &e->k, v.master + at);
-            zl_tensor *sts[2] = {NULL, NULL};
-            for (int j = 0; j < z->nstates; j++) sts[j] = zl_tensor_from_data(ZL_DTYPE_F32, 1, &e->k, v.states[j] + at);
-            if (!m || (z->nstates > 0 && !sts[0]) || (z->nstates > 1 && !sts[1])) st = ZL_ENOMEM;
+            /* fn sees host copies wherever the chunks live */
+            zl_tensor *ts[3] = {NULL, NULL, NULL};
+            for (int j = 0; j <= z->nstates && !st; j++)
+                if (!(ts[j] = zz_buffer(ZL_DTYPE_F32, e->k, ZL_MEM_OTHER, false)) ||
+                    (st = zz_copy(ts[j], 0, v.t[j], v.at[j] + at, e->k)))
+                    st = st ? st : ZL_ENOMEM;
+            zl_tensor *m = ts[0], *sts[2] = {ts[1], ts[2]};
             if (!st) st = fn(i, m, sts, user);
-            if (!st && write) {
-                memcpy(v.master + at, zl_tensor_data(m), (size_t)e->k * 4);
-                for (int j = 0; j < z->nstates; j++) memcpy(v.states[j] + at, zl_tensor_data(sts[j]), (size_t)e->k * 4);
-            }
-            zl_tensor_release(m);
-            for (int j = 0; j < z->nstates; j++) zl_tensor_release(sts[j]);
+            for (int j = 0; j <= z->nstates && !st && write; j++) st = zz_copy(v.t[j], v.at[j] + at, ts[j], 0, e->k);
+            for (int j = 0; j < 3; j++) zl_tensor_release(ts[j]);
         }
         zl_status s2 = zz_sub_release(z, s, write && !st);
         if (!st) st = s2;
@@ -148,7 +156,7 @@ zl_status zl_zero_sync_working(zl_zero *z)
         if ((st = zz_sub_acquire(z, s, false, &v))) break;
         zz_sub *sg = &z->subs[s];
         for (int i = sg->first; i < sg->first + sg->count && !st; i++)
-            st = zz_store_working(z, &z->ents[i], v.master + (z->ents[i].off - v.off));
+            st = zz_store_working(z, &z->ents[i], v.t[0], v.at[0] + (z->ents[i].off - v.off));
         zl_status s2 = zz_sub_release(z, s, false);
         if (!st) st = s2;
     }

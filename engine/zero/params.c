@@ -37,25 +37,21 @@ static zl_status gather_from(zl_zero *z, zz_entry *e, bool async)
     zl_tensor *src;
     zl_status st = zz_working_chunk(z, e, &src);
     if (st) return st;
-    double t0 = zz_now();
-    if (z->cfg.use_all_reduce_for_fetch_params) {
+    bool by_sum = z->cfg.use_all_reduce_for_fetch_params;
+    if (by_sum) {
         /* every rank's chunk in its place of a zeroed whole, summed */
-        size_t ws = zl_dtype_size(z->wdtype);
-        memset(zl_tensor_data(e->gathered), 0, (size_t)(z->P * e->k) * ws);
-        memcpy(zz_at(e->gathered, (int64_t)z->q * e->k), zl_tensor_data(src), (size_t)e->k * ws);
-        if (async) {
-            e->req = zl_comm_allreduce_async(z->comm, e->gathered, ZL_COMM_SUM);
-            if (!e->req) st = ZL_EIO;
-        } else {
-            st = zl_comm_allreduce(z->comm, e->gathered, ZL_COMM_SUM);
-        }
-    } else if (async) {
-        e->req = zl_comm_allgather_async(z->comm, src, e->gathered);
-        if (!e->req) st = ZL_EIO;
-    } else {
-        st = zl_comm_allgather(z->comm, src, e->gathered);
+        st = zz_zero(e->gathered, 0, z->P * e->k);
+        if (!st) st = zz_copy(e->gathered, (int64_t)z->q * e->k, src, 0, e->k);
     }
-    z->comm_time += zz_now() - t0;
+    if (!st) {
+        e->req = by_sum ? zz_start(z, ZZ_ALLREDUCE, e->gathered, NULL, ZL_COMM_SUM, 0)
+                        : zz_start(z, ZZ_ALLGATHER, src, e->gathered, ZL_COMM_SUM, 0);
+        if (!e->req) st = zli_last_code();
+    }
+    if (!st && !async) {
+        st = zz_wait(z, e->req);
+        e->req = NULL;
+    }
     zl_tensor_release(src);
     /* An NVMe chunk's buffer is given back once no gather reads it. */
     if (!async || st) zz_working_done(z, e);
@@ -67,7 +63,7 @@ static zl_status gather_from(zl_zero *z, zz_entry *e, bool async)
  * the trace's order on every rank like every other gather. */
 static zl_status start(zl_zero *z, zz_entry *e, bool async)
 {
-    if (!(e->gathered = zz_buffer(z->wdtype, z->P * e->k, ZL_MEM_PARAMS, false)))
+    if (!(e->gathered = zz_new(z, true, z->wdtype, z->P * e->k, ZL_MEM_PARAMS, false)))
         return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory gathering %s", e->name);
     e->status = ZZ_INFLIGHT;
     count_live(z, e, e->n);
@@ -88,10 +84,8 @@ zl_status zz_params_complete(zl_zero *z, zz_entry *e)
         if ((st = gather_from(z, e, false))) return st;
     }
     if (e->req) {
-        double t0 = zz_now();
-        st = zl_comm_wait(e->req);
+        st = zz_wait(z, e->req);
         e->req = NULL;
-        z->comm_time += zz_now() - t0;
         zz_working_done(z, e);
         if (st) return st;
     }
@@ -107,11 +101,8 @@ zl_status zz_params_complete(zl_zero *z, zz_entry *e)
 zl_status zz_params_release(zl_zero *z, zz_entry *e)
 {
     if (e->status == ZZ_RELEASED) return ZL_OK;
-    zl_status st = ZL_OK;
-    if (e->req) {
-        st = zl_comm_wait(e->req);
-        e->req = NULL;
-    }
+    zl_status st = zz_wait(z, e->req);
+    e->req = NULL;
     zz_working_done(z, e);
     e->reading = false;
     zl_status s2 = set_data(e, z->empty);
@@ -217,8 +208,7 @@ static zl_status on_use(zl_tensor *t, zl_use_event ev, const char *op, void *use
 
 zl_status zz_params_setup(zl_zero *z)
 {
-    int64_t zero = 0;
-    if (!(z->empty = zl_tensor_new(z->wdtype, 1, &zero, ZL_MEM_PARAMS))) return ZL_ENOMEM;
+    if (!(z->empty = zz_new(z, true, z->wdtype, 0, ZL_MEM_PARAMS, false))) return ZL_ENOMEM;
     z->recording = true;
     int64_t persisted = 0;
     for (int i = 0; i < z->nent; i++) {
@@ -267,7 +257,7 @@ void zz_params_free(zl_zero *z)
 {
     for (int i = 0; i < z->nent; i++) {
         zz_entry *e = &z->ents[i];
-        if (e->req) zl_comm_wait(e->req);
+        zz_wait(z, e->req);
         e->req = NULL;
         zz_working_done(z, e);
         zl_tensor_release(e->gathered);

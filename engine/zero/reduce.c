@@ -15,36 +15,44 @@
 static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
 static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
 
-/* Wait for a bucket's collective and add its result into the gradient buffer. */
+/* Wait for a bucket's collective and add its result into the gradient
+ * buffer. A gradient buffer in host memory (the optimizer offloaded) takes
+ * the part this rank keeps in one copy from the device first. */
 static zl_status finish(zl_zero *z, zz_bucket *b)
 {
     if (!b->busy) return ZL_OK;
     b->busy = false;
-    zl_status st = ZL_OK;
-    if (b->req) {
-        double t0 = zz_now();
-        st = zl_comm_wait(b->req);
-        b->req = NULL;
-        z->comm_time += zz_now() - t0;
-    }
+    zl_status st = zz_wait(z, b->req);
+    b->req = NULL;
     if (st) return st;
     float inv = (float)(1.0 / z->world);
-    const float *view = zl_tensor_data(b->data);
-    const float *out = scatter(z) ? zl_tensor_data(b->out) : view + (int64_t)z->rank * b->len;
-    size_t gs = zl_dtype_size(z->gdtype);
-    char *grads = zl_tensor_data(z->grads);
-    for (int i = 0; i < b->nitems; i++) {
+    /* src holds the reduced elements; element i of partition q's part is at base + q * L + i */
+    zl_tensor *src = scatter(z) ? b->out : b->data;
+    int64_t base = scatter(z) ? 0 : partitioned(z) ? (int64_t)z->rank * b->len : 0, L = b->len;
+    int64_t span = partitioned(z) ? L : z->P * L;
+    if (zz_on_device(src) != zz_on_device(z->grads)) {
+        if (!b->host || zl_tensor_numel(b->host) < span) {
+            zl_tensor_release(b->host);
+            b->host = zz_new_host(z, z->cfg.offload_optimizer.pin_memory, ZL_DTYPE_F32, zl_tensor_numel(b->data),
+                                  ZL_MEM_COMM, false);
+            if (!b->host) return ZL_ENOMEM;
+        }
+        if ((st = zz_copy(b->host, 0, src, base, span))) return st;
+        src = b->host;
+        base = 0;
+    }
+    for (int i = 0; i < b->nitems && !st; i++) {
         zz_entry *e = b->items[i].e;
         int64_t boff = b->items[i].boff;
         if (partitioned(z)) {
-            zz_axpy(grads + (size_t)e->off * gs, z->gdtype, out + boff, e->k, inv);
+            st = zz_add(z->grads, e->off, src, base + boff, e->k, inv);
         } else {
-            for (int q = 0; q < z->P; q++)
-                zz_axpy(grads + (size_t)(q * z->S + e->off) * gs, z->gdtype, view + q * b->len + boff, e->k, inv);
+            for (int q = 0; q < z->P && !st; q++)
+                st = zz_add(z->grads, (int64_t)q * z->S + e->off, src, base + q * L + boff, e->k, inv);
         }
     }
     b->nitems = 0;
-    return ZL_OK;
+    return st;
 }
 
 /* The next bucket buffer, large enough for len elements per partition. */
@@ -61,9 +69,9 @@ static zl_status next_bucket(zl_zero *z, int64_t len, zz_bucket **out)
         zl_tensor_release(b->data);
         zl_tensor_release(b->out);
         b->out = NULL;
-        b->data = zz_buffer(ZL_DTYPE_F32, z->P * want, ZL_MEM_COMM, false);
+        b->data = zz_new(z, true, ZL_DTYPE_F32, z->P * want, ZL_MEM_COMM, false);
         if (!b->data) return ZL_ENOMEM;
-        if (scatter(z) && !(b->out = zz_buffer(ZL_DTYPE_F32, want, ZL_MEM_COMM, false))) return ZL_ENOMEM;
+        if (scatter(z) && !(b->out = zz_new(z, true, ZL_DTYPE_F32, want, ZL_MEM_COMM, false))) return ZL_ENOMEM;
         b->cap = want;
     }
     *out = b;
@@ -78,21 +86,26 @@ static zl_status flush(zl_zero *z)
     zz_bucket *b;
     zl_status st = next_bucket(z, L, &b);
     if (st) return st;
-    float *view = zl_tensor_data(b->data);
-    for (int i = 0; i < z->npending; i++) {
+    for (int i = 0; i < z->npending && !st; i++) {
         zz_item *it = &z->pending[i];
         zz_entry *e = it->e;
-        const float *g = zl_tensor_data(it->g);
-        for (int q = 0; q < z->P; q++) {
+        for (int q = 0; q < z->P && !st; q++) {
             int64_t lo, own;
             zz_owned(e->n, e->k, q, &lo, &own);
-            float *at = view + q * L + it->boff;
-            if (own > 0) memcpy(at, g + lo, (size_t)own * sizeof(float));
+            int64_t at = q * L + it->boff;
+            if (own > 0) st = zz_copy(b->data, at, it->g, lo, own);
             /* the padding: up to a whole chunk for a parameter smaller than P chunks */
-            if (own < e->k) memset(at + own, 0, (size_t)(e->k - own) * sizeof(float));
+            if (!st && own < e->k) st = zz_zero(b->data, at + own, e->k - own);
         }
-        zl_tensor_release(it->g);
-        it->g = NULL;
+    }
+    for (int i = 0; i < z->npending; i++) {
+        zl_tensor_release(z->pending[i].g);
+        z->pending[i].g = NULL;
+    }
+    if (st) {
+        z->npending = 0;
+        z->fill = 0;
+        return st;
     }
     /* The bucket keeps the list until its reduction is added in. */
     if (b->icap < z->npending) {
@@ -111,27 +124,20 @@ static zl_status flush(zl_zero *z)
     zl_tensor *part = scatter(z) ? zz_slice(b->out, 0, L) : NULL;
     if (!whole || (scatter(z) && !part)) {
         zl_tensor_release(whole);
-        return zl_error(ZL_ENOMEM, "ZeRO: out of memory viewing a gradient bucket");
-    }
-    double t0 = zz_now();
-    bool async = z->cfg.overlap_comm;
-    if (async) {
-        b->req = part ? zl_comm_reduce_scatter_async(z->comm, whole, part, ZL_COMM_SUM)
-                      : zl_comm_allreduce_async(z->comm, whole, ZL_COMM_SUM);
-        if (!b->req) st = ZL_EIO;
-    } else {
-        st = part ? zl_comm_reduce_scatter(z->comm, whole, part, ZL_COMM_SUM)
-                  : zl_comm_allreduce(z->comm, whole, ZL_COMM_SUM);
-    }
-    z->comm_time += zz_now() - t0;
-    zl_tensor_release(whole);
-    zl_tensor_release(part);
-    if (st) {
         b->busy = false;
         b->nitems = 0;
-        return st;
+        return zl_error(ZL_ENOMEM, "ZeRO: out of memory viewing a gradient bucket");
     }
-    return async ? ZL_OK : finish(z, b);
+    b->req = part ? zz_start(z, ZZ_REDUCE_SCATTER, whole, part, ZL_COMM_SUM, 0)
+                  : zz_start(z, ZZ_ALLREDUCE, whole, NULL, ZL_COMM_SUM, 0);
+    zl_tensor_release(whole);
+    zl_tensor_release(part);
+    if (!b->req) {
+        b->busy = false;
+        b->nitems = 0;
+        return zli_last_code();
+    }
+    return z->cfg.overlap_comm ? ZL_OK : finish(z, b);
 }
 
 zl_status zz_reduce_add(zl_zero *z, zz_entry *e)
@@ -195,11 +201,12 @@ void zz_reduce_free(zl_zero *z)
 {
     for (int i = 0; i < 2; i++) {
         zz_bucket *b = &z->buckets[i];
-        if (b->req) zl_comm_wait(b->req);
+        if (b->req) zz_wait(z, b->req);
         for (int j = 0; j < b->nitems; j++) zl_tensor_release(b->items[j].g);
         free(b->items);
         zl_tensor_release(b->data);
         zl_tensor_release(b->out);
+        zl_tensor_release(b->host);
         memset(b, 0, sizeof *b);
     }
     for (int j = 0; j < z->npending; j++) zl_tensor_release(z->pending[j].g);

@@ -5,6 +5,7 @@
  * this rank's chunks and, at stages 1-2, all-gathered in buckets of
  * allgather_bucket_size; at stage 3 gathered again on use. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "zero_impl.h"
 
@@ -18,19 +19,19 @@ static bool master_is_working(const zl_zero *z, const zz_entry *e)
     return !z->work && e->pslot < 0;
 }
 
-zl_status zz_store_working(zl_zero *z, zz_entry *e, const float *src)
+zl_status zz_store_working(zl_zero *z, zz_entry *e, zl_tensor *mt, int64_t at)
 {
     if (master_is_working(z, e)) return ZL_OK;
     if (e->pslot >= 0) {
         zl_tensor *buf;
         zl_status st = zli_swap_acquire_new(z->pswap, e->pslot, &buf);
         if (st) return st;
-        zl_convert(src, ZL_DTYPE_F32, zl_tensor_data(buf), z->wdtype, (size_t)e->k);
-        return zli_swap_release(z->pswap, e->pslot, true);
+        st = zz_copy(buf, 0, mt, at, e->k);
+        zl_status s2 = zli_swap_release(z->pswap, e->pslot, true);
+        return st ? st : s2;
     }
-    void *dst = z->stage <= 2 ? zz_at(z->full, full_at(z, e)) : zz_at(z->work, e->off);
-    zl_convert(src, ZL_DTYPE_F32, dst, z->wdtype, (size_t)e->k);
-    return ZL_OK;
+    if (z->stage <= 2) return zz_copy(z->full, full_at(z, e), mt, at, e->k);
+    return zz_copy(z->work, e->off, mt, at, e->k);
 }
 
 zl_status zz_working_chunk(zl_zero *z, zz_entry *e, zl_tensor **out)
@@ -59,7 +60,34 @@ void zz_working_done(zl_zero *z, zz_entry *e)
     }
 }
 
-/* The span of one group within a sub-group: consecutive entries [a, b). */
+/* One set of the step: elements [at, at + n) of the partition's sub-group v
+ * (master, states, gradient) and, when half is not NULL, of it from hoff. */
+static zl_optim_tensors set_at(const zl_zero *z, const zz_view *v, int64_t at, int64_t n, zl_tensor *half,
+                               int64_t hoff)
+{
+    zl_optim_tensors t = {
+        .p = zz_slice(v->t[0], v->at[0] + at, n),
+        .g = zz_slice(z->grads, z->gbase + v->off + at, n),
+        .m = z->nstates > 0 ? zz_slice(v->t[1], v->at[1] + at, n) : NULL,
+        .v = z->nstates > 1 ? zz_slice(v->t[2], v->at[2] + at, n) : NULL,
+        .p_half = half ? zz_slice(half, hoff, n) : NULL,
+    };
+    return t;
+}
+
+static void set_free(zl_optim_tensors *t)
+{
+    zl_tensor *all[5] = {t->p, t->g, t->m, t->v, t->p_half};
+    for (int i = 0; i < 5; i++) zl_tensor_release(all[i]);
+}
+
+static bool set_ok(const zl_zero *z, const zl_optim_tensors *t, bool half)
+{
+    return t->p && t->g && (z->nstates < 1 || t->m) && (z->nstates < 2 || t->v) && (!half || t->p_half);
+}
+
+/* The span of one group within a sub-group: consecutive entries [a, b),
+ * stepped where the masters live (the host's kernels, or the device's). */
 static zl_status step_span(zl_zero *z, const zz_view *v, int a, int b, double scale)
 {
     zz_entry *first = &z->ents[a], *last = &z->ents[b - 1];
@@ -67,50 +95,53 @@ static zl_status step_span(zl_zero *z, const zz_view *v, int a, int b, double sc
     const zl_zero_hparams *hp = &z->hp[g];
     int64_t at = first->off - v->off, n = last->off + last->k - first->off;
     int64_t t = z->steps[g];
-    size_t gs = zl_dtype_size(z->gdtype);
-    const char *grads = (const char *)zl_tensor_data(z->grads) + (size_t)(z->gbase + first->off) * gs;
-    /* The half copy is written by the kernel where the span's working chunks are one flat run. */
-    void *half = NULL;
+    /* The half copy is written by the kernel where the span's working chunks
+     * are one flat run in the masters' memory. */
+    zl_tensor *half = NULL;
     if (z->half && (z->stage == 0 || (z->stage == 3 && z->work))) {
         bool flat = true;
         for (int i = a; i < b; i++) flat = flat && z->ents[i].pslot < 0;
-        if (flat) half = z->stage == 0 ? zz_at(z->full, first->off) : zz_at(z->work, first->off);
+        zl_tensor *w = z->stage == 0 ? z->full : z->work;
+        if (flat && zz_on_device(w) == zz_on_device(v->t[0])) half = w;
     }
-    zl_optim_buf buf = {.p = v->master + at, .g = grads, .g_dtype = z->gdtype, .m = v->states[0] ? v->states[0] + at : NULL,
-                        .v = v->states[1] ? v->states[1] + at : NULL, .p_half = half,
-                        .half_dtype = z->wdtype, .n = n};
     zl_status st = ZL_OK;
-    if (z->cfg.optimizer == ZL_ZERO_ADAM) {
-        zl_optim_adam o = {.lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
-                           .weight_decay = hp->weight_decay, .adamw_mode = hp->adamw_mode,
-                           .bias_correction = hp->bias_correction, .step = t, .grad_scale = scale};
-        st = zl_optim_adam_step(&o, &buf);
-    } else if (z->cfg.optimizer == ZL_ZERO_SGD) {
-        zl_optim_sgd o = {.lr = hp->lr, .momentum = hp->momentum, .dampening = hp->dampening,
-                          .weight_decay = hp->weight_decay, .nesterov = hp->nesterov, .step = t, .grad_scale = scale};
-        st = zl_optim_sgd_step(&o, &buf);
-    } else {
+    if (z->cfg.optimizer == ZL_ZERO_LAMB) {
         /* Lamb's trust ratio is per parameter (stage 0: each chunk is the whole parameter). */
         zl_optim_lamb o = {.lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
                            .weight_decay = hp->weight_decay, .max_coeff = hp->max_coeff,
                            .min_coeff = hp->min_coeff, .bias_correction = hp->bias_correction, .step = t,
                            .grad_scale = scale};
-        for (int i = a; i < b && !st; i++) {
+        zl_optim_tensors *sets = calloc((size_t)(b - a), sizeof *sets);
+        if (!sets) return zl_error(ZL_ENOMEM, "ZeRO: out of memory stepping %s", first->name);
+        for (int i = a; i < b; i++) {
             zz_entry *e = &z->ents[i];
-            int64_t d = e->off - first->off;
-            zl_optim_buf pb = buf;
-            pb.p += d;
-            pb.g = grads + (size_t)d * gs;
-            pb.m += d;
-            pb.v += d;
-            pb.p_half = half ? (char *)half + (size_t)d * zl_dtype_size(z->wdtype) : NULL;
-            pb.n = e->k;
-            st = zl_optim_lamb_step(&o, &pb, NULL);
+            sets[i - a] = set_at(z, v, e->off - v->off, e->k, half, e->off);
+            if (!set_ok(z, &sets[i - a], half)) st = ZL_ENOMEM;
         }
+        if (!st) st = zl_optim_lamb_tensors(&o, sets, b - a, NULL);
+        for (int i = 0; i < b - a; i++) set_free(&sets[i]);
+        free(sets);
+    } else {
+        zl_optim_tensors set = set_at(z, v, at, n, half, first->off);
+        if (!set_ok(z, &set, half)) {
+            st = ZL_ENOMEM;
+        } else if (z->cfg.optimizer == ZL_ZERO_ADAM) {
+            zl_optim_adam o = {.lr = hp->lr, .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
+                               .weight_decay = hp->weight_decay, .adamw_mode = hp->adamw_mode,
+                               .bias_correction = hp->bias_correction, .step = t, .grad_scale = scale};
+            st = zl_optim_adam_tensors(&o, &set, 1);
+        } else {
+            zl_optim_sgd o = {.lr = hp->lr, .momentum = hp->momentum, .dampening = hp->dampening,
+                              .weight_decay = hp->weight_decay, .nesterov = hp->nesterov, .step = t,
+                              .grad_scale = scale};
+            st = zl_optim_sgd_tensors(&o, &set, 1);
+        }
+        set_free(&set);
     }
     if (st) return zz_fail("the optimizer step of", first->name);
     if (!half)
-        for (int i = a; i < b && !st; i++) st = zz_store_working(z, &z->ents[i], v->master + (z->ents[i].off - v->off));
+        for (int i = a; i < b && !st; i++)
+            st = zz_store_working(z, &z->ents[i], v->t[0], v->at[0] + (z->ents[i].off - v->off));
     return st;
 }
 
@@ -141,8 +172,6 @@ static zl_status allgather_full(zl_zero *z)
     if (P == 1 || z->nent == 0) return ZL_OK;
     int64_t cap = z->cfg.allgather_bucket_size / P;
     if (cap < ZL_ZERO_ALIGN) cap = ZL_ZERO_ALIGN;
-    size_t ws = zl_dtype_size(z->wdtype);
-    double t0 = zz_now();
     zl_status st = ZL_OK;
     for (int i = 0; i < z->nent && !st;) {
         int j = i;
@@ -152,33 +181,30 @@ static zl_status allgather_full(zl_zero *z)
             zl_tensor_release(z->gsend);
             zl_tensor_release(z->grecv);
             z->grecv = NULL;
-            if (!(z->gsend = zz_buffer(z->wdtype, len, ZL_MEM_COMM, false)) ||
-                !(z->grecv = zz_buffer(z->wdtype, P * len, ZL_MEM_COMM, false))) {
+            if (!(z->gsend = zz_new(z, true, z->wdtype, len, ZL_MEM_COMM, false)) ||
+                !(z->grecv = zz_new(z, true, z->wdtype, P * len, ZL_MEM_COMM, false))) {
                 st = ZL_ENOMEM;
                 break;
             }
         }
         int64_t base = z->ents[i].off;
-        char *send = zl_tensor_data(z->gsend), *recv = zl_tensor_data(z->grecv);
-        char *full = zl_tensor_data(z->full);
-        for (int k = i; k <= j; k++) {
+        for (int k = i; k <= j && !st; k++) {
             zz_entry *e = &z->ents[k];
-            memcpy(send + (size_t)(e->off - base) * ws, full + (size_t)full_at(z, e) * ws, (size_t)e->k * ws);
+            st = zz_copy(z->gsend, e->off - base, z->full, full_at(z, e), e->k);
         }
-        zl_tensor *sv = zz_slice(z->gsend, 0, len), *rv = zz_slice(z->grecv, 0, P * len);
-        st = sv && rv ? zl_comm_allgather(z->comm, sv, rv) : ZL_ENOMEM;
+        zl_tensor *sv = st ? NULL : zz_slice(z->gsend, 0, len), *rv = sv ? zz_slice(z->grecv, 0, P * len) : NULL;
+        if (!st) st = sv && rv ? zz_run(z, ZZ_ALLGATHER, sv, rv, ZL_COMM_SUM, 0) : ZL_ENOMEM;
         zl_tensor_release(sv);
         zl_tensor_release(rv);
         for (int k = i; k <= j && !st; k++) {
             zz_entry *e = &z->ents[k];
-            for (int r = 0; r < P; r++)
+            for (int r = 0; r < P && !st; r++)
                 if (r != z->q)
-                    memcpy(full + (size_t)((int64_t)P * e->off + (int64_t)r * e->k) * ws,
-                           recv + (size_t)((int64_t)r * len + e->off - base) * ws, (size_t)e->k * ws);
+                    st = zz_copy(z->full, (int64_t)P * e->off + (int64_t)r * e->k, z->grecv,
+                                 (int64_t)r * len + e->off - base, e->k);
         }
         i = j + 1;
     }
-    z->comm_time += zz_now() - t0;
     return st;
 }
 
@@ -207,7 +233,7 @@ static zl_status overflow_vote(zl_zero *z, bool *found)
     int64_t one = 1;
     zl_tensor *t = zl_tensor_full(ZL_DTYPE_F32, 1, &one, *found ? 1.0 : 0.0);
     if (!t) return ZL_ENOMEM;
-    st = zl_comm_allreduce(z->comm, t, ZL_COMM_MAX);
+    st = zz_run(z, ZZ_ALLREDUCE, t, NULL, ZL_COMM_MAX, 0);
     if (!st) *found = zl_tensor_get(t, 0) > 0;
     zl_tensor_release(t);
     return st;
@@ -233,7 +259,7 @@ static zl_status norm_sq(zl_zero *z, double *out)
     if (!mine || !every) st = ZL_ENOMEM;
     if (!st) {
         memcpy(zl_tensor_data(mine), &s, sizeof s);
-        st = zl_comm_allgather(z->comm, mine, every);
+        st = zz_run(z, ZZ_ALLGATHER, mine, every, ZL_COMM_SUM, 0);
     }
     if (!st) {
         double sum = 0, v;
@@ -251,8 +277,7 @@ static zl_status norm_sq(zl_zero *z, double *out)
 zl_status zl_zero_zero_grad(zl_zero *z)
 {
     if (!z) return zl_error(ZL_EINVAL, "zl_zero_zero_grad: no engine");
-    memset(zl_tensor_data(z->grads), 0, (size_t)zl_tensor_numel(z->grads) * zl_dtype_size(z->gdtype));
-    return ZL_OK;
+    return zz_zero(z->grads, 0, zl_tensor_numel(z->grads));
 }
 
 zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool check_overflow, zl_zero_step_info *info)

@@ -11,6 +11,9 @@
 
 enum { ZZ_RELEASED = 0, ZZ_INFLIGHT = 1, ZZ_AVAILABLE = 2 };
 
+/* A collective in flight (collect.c). */
+typedef struct zz_req zz_req;
+
 typedef struct zz_entry {
     struct zl_zero *z;         /* the engine, for the hooks */
     zl_tensor *p;              /* the parameter (retained) */
@@ -26,7 +29,7 @@ typedef struct zz_entry {
     bool persistent;
     int status, active;
     zl_tensor *gathered;       /* [P*k] while gathered or in flight */
-    zl_comm_request *req;      /* the gather in flight */
+    zz_req *req;               /* the gather in flight */
     int pslot;                 /* offload_param: its slot in the parameter swap, -1 when in memory */
     bool slot_held;            /* the gather reads from the slot's buffer */
     bool reading;              /* a prefetch of its slot was started */
@@ -54,12 +57,21 @@ typedef struct zz_bucket {
     zz_item *items;
     int nitems, icap;
     int64_t len;               /* L: elements per partition in this bucket */
-    zl_comm_request *req;      /* in flight */
+    zl_tensor *host;           /* the reduced part copied to host memory, for a gradient buffer there */
+    zz_req *req;               /* in flight */
     bool busy;
 } zz_bucket;
 
 struct zl_zero {
     zl_comm *comm;
+    /* Where buffers live: the parameters' device (NULL: host memory). The
+     * masters, moments and gradient partition are there unless the optimizer
+     * is offloaded; stage 3's working chunks unless the parameters are;
+     * buckets, the working buffers of stages 0-2 and gathered parameters
+     * always. comm_dev: the communicator takes device memory (nccl). */
+    const zli_device_ops *dev;
+    int dev_index;
+    bool opt_on_dev, work_on_dev, comm_dev;
     zl_zero_config cfg;
     int rank, world, P, q, stage;
     zl_dtype wdtype, gdtype;
@@ -139,22 +151,49 @@ ZZ_HIDDEN int64_t zz_params_gathered_bytes(const zl_zero *z);
 
 /* masters.c: the optimizer sub-groups, in memory or through the swap */
 typedef struct zz_view {
-    float *master;
-    float *states[2];
+    zl_tensor *t[3];           /* holding the master, then each state (borrowed) */
+    int64_t at[3];             /* where the sub-group starts in each */
     int64_t off, len;          /* the sub-group's place in the partition */
     zl_tensor *buf;            /* the swap buffer holding it, or NULL */
 } zz_view;
+/* Host address of element i of the sub-group's master (j 0) or state j - 1; host memory only. */
+static inline float *zz_vp(const zz_view *v, int j, int64_t i)
+{
+    return (float *)zl_tensor_data(v->t[j]) + v->at[j] + i;
+}
 ZZ_HIDDEN zl_status zz_masters_setup(zl_zero *z);
 ZZ_HIDDEN zl_status zz_sub_acquire(zl_zero *z, int s, bool fresh, zz_view *v);
 ZZ_HIDDEN zl_status zz_sub_release(zl_zero *z, int s, bool dirty);
 ZZ_HIDDEN bool zz_sub_prefetch(zl_zero *z, int s);
 ZZ_HIDDEN zl_status zz_masters_flush(zl_zero *z);
 
-/* step.c */
-ZZ_HIDDEN zl_status zz_store_working(zl_zero *z, zz_entry *e, const float *src);
+/* step.c: e's working chunk rounded from its master, at element at of master tensor mt */
+ZZ_HIDDEN zl_status zz_store_working(zl_zero *z, zz_entry *e, zl_tensor *mt, int64_t at);
 ZZ_HIDDEN zl_status zz_publish(zl_zero *z);
 ZZ_HIDDEN zl_status zz_working_chunk(zl_zero *z, zz_entry *e, zl_tensor **out);
 ZZ_HIDDEN void zz_working_done(zl_zero *z, zz_entry *e);
+
+/* place.c: buffers in host memory or on the parameters' device, and moves
+ * between any two places (flat contiguous tensors, element offsets) */
+ZZ_HIDDEN bool zz_on_device(const zl_tensor *t);
+/* n elements on the device when on_dev and the engine has one, else in host memory. */
+ZZ_HIDDEN zl_tensor *zz_new(const zl_zero *z, bool on_dev, zl_dtype dt, int64_t n, zl_mem_category cat, bool zero);
+/* n elements of host memory, page-locked for the engine's device when pin
+ * (offload's pin_memory) and the device pins. */
+ZZ_HIDDEN zl_tensor *zz_new_host(const zl_zero *z, bool pin, zl_dtype dt, int64_t n, zl_mem_category cat, bool zero);
+/* dst[doff, doff + n) = src[soff, soff + n) in dst's dtype. */
+ZZ_HIDDEN zl_status zz_copy(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n);
+ZZ_HIDDEN zl_status zz_zero(zl_tensor *t, int64_t off, int64_t n);
+/* dst[doff..] += alpha * src[soff..] (src f32), both in one place, as zz_axpy. */
+ZZ_HIDDEN zl_status zz_add(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n, float alpha);
+
+/* collect.c: collectives on buffers wherever they live. allreduce and
+ * broadcast work in place on `in` (out unused). zz_start returns NULL with
+ * the error; zz_wait frees the request (NULL: nothing to wait for). */
+typedef enum zz_coll { ZZ_ALLREDUCE, ZZ_REDUCE_SCATTER, ZZ_ALLGATHER, ZZ_BROADCAST } zz_coll;
+ZZ_HIDDEN zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root);
+ZZ_HIDDEN zl_status zz_wait(zl_zero *z, zz_req *r);
+ZZ_HIDDEN zl_status zz_run(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root);
 
 /* init.c: zero.Init's chunks taken over by an engine */
 ZZ_HIDDEN zl_zero_init *zz_init_owner(zl_zero_init *const *inits, int n, const zl_tensor *p);

@@ -107,7 +107,7 @@ static void offload(reader *r, const cJSON *obj, const char *where, bool param, 
         o->nvme_path = path;
     }
     o->buffer_count = (int)integer(r, obj, where, "buffer_count", o->buffer_count);
-    (void)boolean(r, obj, where, "pin_memory", false);   /* pinned memory matters on a GPU only */
+    o->pin_memory = boolean(r, obj, where, "pin_memory", o->pin_memory);
     if (param) {
         o->buffer_size = integer(r, obj, where, "buffer_size", o->buffer_size);
         o->max_in_cpu = integer(r, obj, where, "max_in_cpu", o->max_in_cpu);

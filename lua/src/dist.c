@@ -94,6 +94,24 @@ static int l_rank(lua_State *L) { lua_pushinteger(L, zl_comm_rank(zlb_comm_of(L)
 static int l_size(lua_State *L) { lua_pushinteger(L, zl_comm_size(zlb_comm_of(L))); return 1; }
 static int l_local_rank(lua_State *L) { lua_pushinteger(L, zl_comm_local_rank(zlb_comm_of(L))); return 1; }
 static int l_backend(lua_State *L) { lua_pushstring(L, zl_comm_backend(zlb_comm_of(L))); return 1; }
+
+/* comm_unavailable(backend): nil, or why this build lacks the backend. */
+static int l_unavailable(lua_State *L)
+{
+    const char *why = zl_comm_unavailable(luaL_checkstring(L, 1));
+    if (why) lua_pushstring(L, why);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int l_device(lua_State *L)
+{
+    int index;
+    zl_device kind = zl_comm_device(zlb_comm_of(L), &index);
+    char where[32];
+    lua_pushstring(L, zl_device_str(kind, index, where, sizeof where));
+    return 1;
+}
 static int l_barrier(lua_State *L) { return status(L, zl_comm_barrier(zlb_comm_of(L))); }
 
 static int l_allreduce(lua_State *L)
@@ -238,7 +256,8 @@ void zlb_open_dist(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         {"dist_rank", l_rank},           {"dist_world_size", l_size},      {"dist_local_rank", l_local_rank},
-        {"dist_backend", l_backend},     {"dist_barrier", l_barrier},      {"dist_allreduce", l_allreduce},
+        {"dist_backend", l_backend},     {"dist_device", l_device},        {"dist_barrier", l_barrier},
+        {"dist_allreduce", l_allreduce}, {"comm_unavailable", l_unavailable},
         {"dist_reduce_scatter", l_reduce_scatter}, {"dist_allgather", l_allgather},
         {"dist_broadcast", l_broadcast}, {"dist_set_timeout", l_set_timeout}, {"dist_init", l_init},
         {"dist_barrier_async", l_barrier_async},   {"dist_allreduce_async", l_allreduce_async},

@@ -1,6 +1,7 @@
-/* The binding of engine/optim: one call per parameter tensor running the fused
- * Adam, Lamb or SGD kernel on (p, g, m, v), with the hyperparameters read from a
- * Lua table. Optimizer objects and param groups live in lua/zlua/optim/. */
+/* The binding of engine/optim: one call per parameter, or per list of them,
+ * running the fused Adam, Lamb or SGD kernel on (p, g, m, v), with the
+ * hyperparameters read from a Lua table. Optimizer objects and param groups
+ * live in lua/zlua/optim/. */
 #include "binding.h"
 
 static double num_field(lua_State *L, int t, const char *k, double def)
@@ -19,75 +20,107 @@ static bool bool_field(lua_State *L, int t, const char *k, bool def)
     return v;
 }
 
-/* Arguments: p, g, m, v, hp table [, p_half]. */
-static void buffers(lua_State *L, zl_optim_buf *b)
+/* The sets of a step and the index of the hyperparameter table. Either one
+ * set as arguments, p, g, m, v, hp [, p_half], or a list of them,
+ * {{p, g, m, v [, p_half]}, ...}, hp: the optimizers step a param group in
+ * one call, on a device one launch. Tensors in host memory or on a device
+ * (the engine steps them where they live). The array is a userdata on the
+ * stack, so a Lua error frees it. */
+static zl_optim_tensors *sets_of(lua_State *L, int *n, int *hp)
 {
-    zl_tensor *p = zlb_check_tensor(L, 1), *g = zlb_check_tensor(L, 2);
-    zl_tensor *m = zlb_opt_tensor(L, 3), *v = zlb_opt_tensor(L, 4);
+    if (lua_istable(L, 1)) {
+        size_t len = lua_rawlen(L, 1);
+        if (len > INT32_MAX) zlb_error(L, "optim: the list of tensor sets is too long");
+        luaL_checktype(L, 2, LUA_TTABLE);
+        zl_optim_tensors *t = lua_newuserdatauv(L, (len ? len : 1) * sizeof *t, 0);
+        for (size_t i = 0; i < len; i++) {
+            if (lua_rawgeti(L, 1, (lua_Integer)i + 1) != LUA_TTABLE)
+                zlb_error(L, "optim: entry %d of the list is a %s, expected {p, g, m, v [, p_half]}", (int)i + 1,
+                          luaL_typename(L, -1));
+            int e = lua_gettop(L);
+            zl_tensor **roles[5] = {&t[i].p, &t[i].g, &t[i].m, &t[i].v, &t[i].p_half};
+            for (int k = 0; k < 5; k++) {
+                lua_rawgeti(L, e, k + 1);
+                *roles[k] = k < 2 ? zlb_check_tensor_any(L, -1) : zlb_opt_tensor_any(L, -1);
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+        }
+        *n = (int)len;
+        *hp = 2;
+        return t;
+    }
+    zl_optim_tensors *t = lua_newuserdatauv(L, sizeof *t, 0);
+    *t = (zl_optim_tensors){.p = zlb_check_tensor_any(L, 1), .g = zlb_check_tensor_any(L, 2),
+                            .m = zlb_opt_tensor_any(L, 3), .v = zlb_opt_tensor_any(L, 4)};
     luaL_checktype(L, 5, LUA_TTABLE);
-    zl_tensor *half = zlb_opt_tensor(L, 6);
-    if (zl_optim_buf_from_tensors(b, p, g, m, v, half)) zlb_raise(L);
+    t->p_half = zlb_opt_tensor_any(L, 6);
+    *n = 1;
+    *hp = 5;
+    return t;
 }
 
 static int l_adam(lua_State *L)
 {
-    zl_optim_buf b;
-    buffers(L, &b);
+    int n, h;
+    zl_optim_tensors *t = sets_of(L, &n, &h);
     zl_optim_adam hp = zl_optim_adam_defaults();
-    hp.lr = num_field(L, 5, "lr", hp.lr);
-    hp.beta1 = num_field(L, 5, "beta1", hp.beta1);
-    hp.beta2 = num_field(L, 5, "beta2", hp.beta2);
-    hp.eps = num_field(L, 5, "eps", hp.eps);
-    hp.weight_decay = num_field(L, 5, "weight_decay", hp.weight_decay);
-    hp.adamw_mode = bool_field(L, 5, "adamw_mode", hp.adamw_mode);
-    hp.bias_correction = bool_field(L, 5, "bias_correction", hp.bias_correction);
-    hp.step = (int64_t)num_field(L, 5, "step", (double)hp.step);
-    hp.grad_scale = num_field(L, 5, "grad_scale", hp.grad_scale);
-    if (zl_optim_adam_step(&hp, &b)) return zlb_raise(L);
+    hp.lr = num_field(L, h, "lr", hp.lr);
+    hp.beta1 = num_field(L, h, "beta1", hp.beta1);
+    hp.beta2 = num_field(L, h, "beta2", hp.beta2);
+    hp.eps = num_field(L, h, "eps", hp.eps);
+    hp.weight_decay = num_field(L, h, "weight_decay", hp.weight_decay);
+    hp.adamw_mode = bool_field(L, h, "adamw_mode", hp.adamw_mode);
+    hp.bias_correction = bool_field(L, h, "bias_correction", hp.bias_correction);
+    hp.step = (int64_t)num_field(L, h, "step", (double)hp.step);
+    hp.grad_scale = num_field(L, h, "grad_scale", hp.grad_scale);
+    if (zl_optim_adam_tensors(&hp, t, n)) return zlb_raise(L);
     return 0;
 }
 
-static void lamb_hp(lua_State *L, zl_optim_lamb *hp)
-{
-    *hp = zl_optim_lamb_defaults();
-    hp->lr = num_field(L, 5, "lr", hp->lr);
-    hp->beta1 = num_field(L, 5, "beta1", hp->beta1);
-    hp->beta2 = num_field(L, 5, "beta2", hp->beta2);
-    hp->eps = num_field(L, 5, "eps", hp->eps);
-    hp->weight_decay = num_field(L, 5, "weight_decay", hp->weight_decay);
-    hp->max_coeff = num_field(L, 5, "max_coeff", hp->max_coeff);
-    hp->min_coeff = num_field(L, 5, "min_coeff", hp->min_coeff);
-    hp->bias_correction = bool_field(L, 5, "bias_correction", hp->bias_correction);
-    hp->step = (int64_t)num_field(L, 5, "step", (double)hp->step);
-    hp->grad_scale = num_field(L, 5, "grad_scale", hp->grad_scale);
-}
-
-/* Returns the trust ratio used. */
+/* The trust ratio used: a number for one set, a list for a list. */
 static int l_lamb(lua_State *L)
 {
-    zl_optim_buf b;
-    buffers(L, &b);
-    zl_optim_lamb hp;
-    lamb_hp(L, &hp);
-    double ratio = 0;
-    if (zl_optim_lamb_step(&hp, &b, &ratio)) return zlb_raise(L);
-    lua_pushnumber(L, ratio);
+    int n, h;
+    zl_optim_tensors *t = sets_of(L, &n, &h);
+    zl_optim_lamb hp = zl_optim_lamb_defaults();
+    hp.lr = num_field(L, h, "lr", hp.lr);
+    hp.beta1 = num_field(L, h, "beta1", hp.beta1);
+    hp.beta2 = num_field(L, h, "beta2", hp.beta2);
+    hp.eps = num_field(L, h, "eps", hp.eps);
+    hp.weight_decay = num_field(L, h, "weight_decay", hp.weight_decay);
+    hp.max_coeff = num_field(L, h, "max_coeff", hp.max_coeff);
+    hp.min_coeff = num_field(L, h, "min_coeff", hp.min_coeff);
+    hp.bias_correction = bool_field(L, h, "bias_correction", hp.bias_correction);
+    hp.step = (int64_t)num_field(L, h, "step", (double)hp.step);
+    hp.grad_scale = num_field(L, h, "grad_scale", hp.grad_scale);
+    double *ratio = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *ratio, 0);
+    if (zl_optim_lamb_tensors(&hp, t, n, ratio)) return zlb_raise(L);
+    if (h == 5) {
+        lua_pushnumber(L, ratio[0]);
+        return 1;
+    }
+    lua_createtable(L, n, 0);
+    for (int k = 0; k < n; k++) {
+        lua_pushnumber(L, ratio[k]);
+        lua_rawseti(L, -2, k + 1);
+    }
     return 1;
 }
 
 static int l_sgd(lua_State *L)
 {
-    zl_optim_buf b;
-    buffers(L, &b);
+    int n, h;
+    zl_optim_tensors *t = sets_of(L, &n, &h);
     zl_optim_sgd hp = zl_optim_sgd_defaults();
-    hp.lr = num_field(L, 5, "lr", hp.lr);
-    hp.momentum = num_field(L, 5, "momentum", hp.momentum);
-    hp.dampening = num_field(L, 5, "dampening", hp.dampening);
-    hp.weight_decay = num_field(L, 5, "weight_decay", hp.weight_decay);
-    hp.nesterov = bool_field(L, 5, "nesterov", hp.nesterov);
-    hp.step = (int64_t)num_field(L, 5, "step", (double)hp.step);
-    hp.grad_scale = num_field(L, 5, "grad_scale", hp.grad_scale);
-    if (zl_optim_sgd_step(&hp, &b)) return zlb_raise(L);
+    hp.lr = num_field(L, h, "lr", hp.lr);
+    hp.momentum = num_field(L, h, "momentum", hp.momentum);
+    hp.dampening = num_field(L, h, "dampening", hp.dampening);
+    hp.weight_decay = num_field(L, h, "weight_decay", hp.weight_decay);
+    hp.nesterov = bool_field(L, h, "nesterov", hp.nesterov);
+    hp.step = (int64_t)num_field(L, h, "step", (double)hp.step);
+    hp.grad_scale = num_field(L, h, "grad_scale", hp.grad_scale);
+    if (zl_optim_sgd_tensors(&hp, t, n)) return zlb_raise(L);
     return 0;
 }
 

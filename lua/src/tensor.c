@@ -302,16 +302,21 @@ static int set(lua_State *L)
     return 0;
 }
 
+/* A device tensor's one element is copied over first (waiting for the
+ * device), as PyTorch's item() does: a loss is read this way every step. */
 static int item(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     if (zl_tensor_numel(t) != 1) {
         char s[128];
         return zlb_error(L, "item: the tensor has %I elements (shape %s); item() needs exactly one",
                           (lua_Integer)zl_tensor_numel(t),
                           zl_shape_str(zl_tensor_ndim(t), zl_tensor_shape(t), s, sizeof s));
     }
-    push_elem(L, zl_tensor_dtype(t), elem_ptr(t, 0));
+    zl_tensor *h = zl_tensor_to_device(t, ZL_DEVICE_CPU, 0);
+    if (!h) return zlb_raise(L);
+    push_elem(L, zl_tensor_dtype(h), elem_ptr(h, 0));
+    zl_tensor_release(h);
     return 1;
 }
 

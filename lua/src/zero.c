@@ -78,6 +78,7 @@ static void offload(lua_State *L, int idx, const char *key, zl_zero_offload *o)
         o->max_in_cpu = integer(L, t, "max_in_cpu", o->max_in_cpu);
         o->pipeline_read = boolean(L, t, "pipeline_read", o->pipeline_read);
         o->pipeline_write = boolean(L, t, "pipeline_write", o->pipeline_write);
+        o->pin_memory = boolean(L, t, "pin_memory", o->pin_memory);
     }
     lua_pop(L, 1);
 }
@@ -190,7 +191,7 @@ static int l_zero_new(lua_State *L)
         lua_rawgeti(L, 2, i + 1);
         int t = lua_gettop(L);
         lua_getfield(L, t, "tensor");
-        params[i].tensor = zlb_check_tensor(L, -1);
+        params[i].tensor = zlb_check_tensor_any(L, -1);
         lua_pop(L, 1);
         params[i].group = (int)integer(L, t, "group", 1) - 1;
         params[i].name = string(L, t, "name");
@@ -229,12 +230,12 @@ static int l_begin_forward(lua_State *L) { return status(L, zl_zero_begin_forwar
 static int l_end_backward(lua_State *L) { return status(L, zl_zero_end_backward(check_zero(L, 1))); }
 static int l_zero_grad(lua_State *L) { return status(L, zl_zero_zero_grad(check_zero(L, 1))); }
 static int l_sync_working(lua_State *L) { return status(L, zl_zero_sync_working(check_zero(L, 1))); }
-static int l_gather(lua_State *L) { return status(L, zl_zero_gather(check_zero(L, 1), zlb_check_tensor(L, 2))); }
-static int l_release(lua_State *L) { return status(L, zl_zero_release(check_zero(L, 1), zlb_check_tensor(L, 2))); }
+static int l_gather(lua_State *L) { return status(L, zl_zero_gather(check_zero(L, 1), zlb_check_tensor_any(L, 2))); }
+static int l_release(lua_State *L) { return status(L, zl_zero_release(check_zero(L, 1), zlb_check_tensor_any(L, 2))); }
 
 static int l_update_param(lua_State *L)
 {
-    return status(L, zl_zero_update_param(check_zero(L, 1), zlb_check_tensor(L, 2), (int)luaL_checkinteger(L, 3)));
+    return status(L, zl_zero_update_param(check_zero(L, 1), zlb_check_tensor_any(L, 2), (int)luaL_checkinteger(L, 3)));
 }
 
 /* z:step(loss_scale, max_norm, check_overflow) -> overflow, grad_norm, clip_coef */
@@ -262,7 +263,7 @@ static int l_set_hparams(lua_State *L)
 static int l_full_fp32(lua_State *L)
 {
     zl_zero *z = check_zero(L, 1);
-    zl_tensor *p = zlb_check_tensor(L, 2);
+    zl_tensor *p = zlb_check_tensor_any(L, 2);
     zl_tensor **slot = zlb_new_tensor(L);
     if (zl_zero_full_fp32(z, p, slot)) return zlb_raise(L);
     return 1;
@@ -446,7 +447,7 @@ static int l_init_new(lua_State *L)
 
 static int l_init_partition(lua_State *L)
 {
-    return status(L, zl_zero_init_partition(check_init(L, 1), zlb_check_tensor(L, 2)));
+    return status(L, zl_zero_init_partition(check_init(L, 1), zlb_check_tensor_any(L, 2)));
 }
 
 static int l_init_holds(lua_State *L)

@@ -5,7 +5,7 @@
 
   local dist = require 'zlua.dist'
   dist.init_process_group(['self'|'mpi'|'nccl'])               -- before any collective; nccl takes CUDA tensors
-  dist.rank(), dist.local_rank(), dist.world_size()
+  dist.rank(), dist.local_rank(), dist.world_size(), dist.device()
   dist.barrier([async_op])
   dist.all_reduce(t [, 'sum'|'max'|'min'|'avg' [, async_op]])   -- in place
   dist.reduce_scatter(out, input [, op [, async_op]])          -- out: this rank's slice
@@ -30,6 +30,8 @@ function dist.rank() return core.dist_rank() end
 function dist.local_rank() return core.dist_local_rank() end
 function dist.world_size() return core.dist_world_size() end
 function dist.backend() return core.dist_backend() end
+--- dist.device(): where the communicator's tensors live: 'cpu' ('self', 'mpi') or 'cuda:N' ('nccl').
+function dist.device() return core.dist_device() end
 
 -- torch.distributed's name; its backend may also come as {backend = 'nccl'}.
 function dist.init_process_group(backend)

@@ -161,10 +161,12 @@ local function flop(c)
   return tokens * (6 * n + 12 * L * T * C)
 end
 
+-- The engine would put a host model on a GPU as DeepSpeed does: --device cpu pins it to the CPU.
 local function worker_cmd(c, mode, precision, threads)
-  return fmt('%s %s --worker %s --device %s --precision %s --threads %d --steps %d --warmup %d --n_layer %d ' ..
-    '--n_embd %d --n_head %d --batch %d --block_size %d --seed %d', exe, arg[0], mode, args.device, precision,
-    threads, args.steps, args.warmup, c.n_layer, c.n_embd, c.n_head, c.batch, c.block_size, args.seed)
+  return fmt('ZLUA_ACCELERATOR=%s %s %s --worker %s --device %s --precision %s --threads %d --steps %d --warmup %d ' ..
+    '--n_layer %d --n_embd %d --n_head %d --batch %d --block_size %d --seed %d', args.device == 'cpu' and 'cpu' or 'cuda',
+    exe, arg[0], mode, args.device, precision, threads, args.steps, args.warmup, c.n_layer, c.n_embd, c.n_head, c.batch,
+    c.block_size, args.seed)
 end
 
 local function torch_cmd(c, precision, threads)

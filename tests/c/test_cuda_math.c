@@ -16,6 +16,7 @@
 #include "cuda/math/select.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/unary.h"
+#include "optim/device_optim.h"
 
 /* ---- data ---- */
 
@@ -897,18 +898,32 @@ TEST(lamb_two_passes)
     zl_optim_set_kernel(NULL);
 }
 
-/* ---- the loss scaler's overflow check and the gradient norm ---- */
+/* ---- the loss scaler's overflow check, the gradient norm, scaling ---- */
 
-TEST(overflow_and_norm)
+/* The norm's sums as a device takes them: per chunk, the lanes then the chunk, added in order. */
+static double device_sumsq(const void *x, int dt, int64_t n)
 {
-    const int64_t n = 5000;
+    double s = 0;
+    for (int64_t lo = 0; lo < n; lo += ZLM_SUMSQ_CHUNK) {
+        int64_t len = n - lo < ZLM_SUMSQ_CHUNK ? n - lo : ZLM_SUMSQ_CHUNK;
+        double lanes[ZLM_SUMSQ_LANES];
+        for (int k = 0; k < ZLM_SUMSQ_LANES; k++) lanes[k] = zlm_sumsq_lane(x, dt, lo, len, k);
+        s += zlm_sumsq_chunk(x, dt, lo, len, lanes);
+    }
+    return s;
+}
+
+TEST(overflow_norm_and_scale)
+{
+    CHECK(ZLM_SUMSQ_CHUNK == ZLI_GRAD_CHUNK);
+    const int64_t n = 2 * ZLM_SUMSQ_CHUNK + 1237;   /* two whole chunks and one with a tail */
     float *x = malloc(n * 4);
     const float bad[3] = {INFINITY, -INFINITY, NAN};
     for (int di = 0; di < 3; di++)
         for (int k = -1; k < 3; k++) {
             int dt = dtypes[di];
             for (int64_t i = 0; i < n; i++) x[i] = in_dtype(dt, i % 101 == 0 ? 6e4f : normal());
-            if (k >= 0) x[(k + 1) * 1234] = bad[k];
+            if (k >= 0) x[(k + 1) * 12345] = bad[k];
             zl_tensor *t = tensor_of(dt, 1, &n, x);
             bool cpu_found = false, found = false;
             double cpu_sq = 0;
@@ -918,11 +933,22 @@ TEST(overflow_and_norm)
             for (int64_t i = 0; i < n; i++) found |= zlm_nonfinite(data, dt, i);
             CHECK(found == cpu_found);
             CHECK(found == (k >= 0));
-            /* Two partial sums, as two blocks take them, then added. */
-            double sq = zlm_sumsq_range(data, dt, 0, n / 3) + zlm_sumsq_range(data, dt, n / 3, n);
-            if (k < 0) CHECK_CLOSE(sq, cpu_sq, 1e-13);
+            double sq = device_sumsq(data, dt, n);
+            if (k < 0) CHECK(sq == cpu_sq);   /* the host's chunks, lanes and order: the same bits */
             else CHECK(!isnan(sq) == !isnan(cpu_sq) && !isinf(sq) == !isinf(cpu_sq));
             zl_tensor_release(t);
         }
+    /* Scaling, finite values (F16C's NaN payloads may differ). */
+    for (int di = 0; di < 3; di++) {
+        int dt = dtypes[di];
+        for (int64_t i = 0; i < n; i++) x[i] = in_dtype(dt, i % 97 == 0 ? 6e4f : normal());
+        zl_tensor *t = tensor_of(dt, 1, &n, x), *u = tensor_of(dt, 1, &n, x);
+        CHECK(zl_grad_scale(&t, 1, 0.3) == ZL_OK);
+        void *mine = zl_tensor_data(u);
+        for (int64_t i = 0; i < n; i++) zlm_scale(mine, dt, i, 0.3f);
+        CHECK(memcmp(mine, zl_tensor_data(t), (size_t)n * zl_dtype_size((zl_dtype)dt)) == 0);
+        zl_tensor_release(u);
+        zl_tensor_release(t);
+    }
     free(x);
 }

@@ -1,11 +1,11 @@
-/* Core's device table (zli_device_ops) driven by a stand-in device whose
- * memory is the host's and whose primitives are the CUDA kernels' element
- * functions (engine/cuda/math/strided.h) in plain loops: every path that
+/* Core's device table (zli_device_ops) driven by the stand-in device
+ * (stand_in.c), whose memory is the host's and whose primitives are the CUDA
+ * kernels' element functions (engine/cuda/math) in plain loops: every path that
  * routes a device tensor through core and autograd (to, clone, fill, copy_,
  * add_, views, backward accumulation) runs here without a GPU and must give
  * the host's results bit for bit. tests/gpu repeats the checks on a GPU. */
 #include <stdlib.h>
-#include "harness.h"
+#include "stand_in.h"
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
 #include "cuda/math/attention.h"
@@ -24,55 +24,6 @@
 
 /* reduce.c's kinds and chunk are the math header's. */
 _Static_assert(ZLI_SUM_CHUNK == ZLM_SUM_CHUNK, "the full sum's chunk differs between the host and the kernels");
-
-#define FAKE_INDEX 7
-
-static void fake_free(zl_storage *s) { free(s->data); }
-static void fake_recharge(const zl_storage *s, zl_mem_category to) { (void)s; (void)to; }
-static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
-
-static zl_status fake_copy(zl_tensor *dst, const zl_tensor *src)
-{
-    zlm_view s = zli_cuda_view_of(src);
-    for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
-        zlm_copy_elem(&s, src->storage->data, (int)src->dtype, zl_tensor_data(dst), (int)dst->dtype, i);
-    return ZL_OK;
-}
-
-static zl_status fake_fill(zl_tensor *t, double v)
-{
-    zlm_view d = zli_cuda_view_of(t);
-    for (int64_t i = 0; i < zl_tensor_numel(t); i++)
-        zlm_set64(t->storage->data, (int)t->dtype, zlm_view_offset(&d, i), v);
-    return ZL_OK;
-}
-
-static zl_status fake_add(zl_tensor *dst, const zl_tensor *src, double alpha)
-{
-    zlm_view d = zli_cuda_view_of(dst), s = zli_cuda_view_of(src);
-    for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
-        zlm_add_elem(&d, dst->storage->data, (int)dst->dtype, &s, src->storage->data, (int)src->dtype, (float)alpha, i);
-    return ZL_OK;
-}
-
-static zl_status fake_from_host(zl_tensor *dst, const zl_tensor *src)
-{
-    memcpy(zl_tensor_data(dst), zl_tensor_data(src), (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype));
-    return ZL_OK;
-}
-
-static zl_status fake_to_host(void *dst, const zl_tensor *src)
-{
-    memcpy(dst, zl_tensor_data(src), (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype));
-    return ZL_OK;
-}
-
-static zl_status fake_rand(zl_tensor *t, bool normal, double a, double b, uint64_t seed, uint64_t offset)
-{
-    for (int64_t i = 0; i < zl_tensor_numel(t); i++)
-        zlm_store(zl_tensor_data(t), (int)t->dtype, i, zlm_rand_value(normal, a, b, seed, offset + (uint64_t)i));
-    return ZL_OK;
-}
 
 /* The ops' kernels: what each CUDA kernel computes per element, in a loop. */
 static zl_status fake_unary(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1)
@@ -316,49 +267,8 @@ static const zli_dev_kernels fake_kernels = {
     .reduce_backward = fake_reduce_backward, .select = fake_select,
 };
 
-static const zli_device_ops fake = {
-    .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
-    .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
-    .rand = fake_rand, .kernels = &fake_kernels,
-};
-
-static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
-{
-    size_t n = (size_t)zli_numel(ndim, shape) * zl_dtype_size(dt);
-    void *p = malloc(n ? n : 1);
-    zl_tensor *t = p ? zli_tensor_on_device(dt, ndim, shape, cat, &fake, index, p, n) : NULL;
-    if (!t) free(p);
-    return t;
-}
-
-/* A contiguous copy of host tensor h on the stand-in device, and back. */
-static zl_tensor *to_fake(zl_tensor *h)
-{
-    zl_tensor *c = zl_tensor_contiguous(h);
-    zl_tensor *d = fake_alloc(c->dtype, c->ndim, c->shape, ZL_MEM_OTHER, FAKE_INDEX);
-    memcpy(zl_tensor_data(d), zl_tensor_data(c), (size_t)zl_tensor_numel(c) * zl_dtype_size(c->dtype));
-    zl_tensor_release(c);
-    return d;
-}
-
-static zl_tensor *from_fake(const zl_tensor *d)
-{
-    zl_tensor *h = zl_tensor_new(d->dtype, d->ndim, d->shape, ZL_MEM_OTHER);
-    zlm_view v = zli_cuda_view_of(d);
-    for (int64_t i = 0; i < zl_tensor_numel(d); i++)
-        zlm_copy_elem(&v, d->storage->data, (int)d->dtype, zl_tensor_data(h), (int)d->dtype, i);
-    return h;
-}
-
-static void check_bits(const zl_tensor *a, const zl_tensor *dev, const char *what)
-{
-    zl_tensor *b = from_fake(dev);
-    if (a->dtype != b->dtype || zl_tensor_numel(a) != zl_tensor_numel(b) || !zl_tensor_is_contiguous(a) ||
-        memcmp(zl_tensor_data(a), zl_tensor_data(b), (size_t)zl_tensor_numel(a) * zl_dtype_size(a->dtype)))
-        zt_fail(__FILE__, __LINE__, "%s (%s): the device's result differs from the host's: %.9g vs %.9g", what,
-                zl_dtype_name(a->dtype), zl_tensor_get(a, 0), zl_tensor_get(b, 0));
-    zl_tensor_release(b);
-}
+/* The stand-in runs these kernels in this program. */
+__attribute__((constructor(200))) static void use_kernels(void) { fake_use_kernels(&fake_kernels); }
 
 TEST(to_and_clone_of_views_run_on_the_device)
 {
@@ -830,7 +740,7 @@ TEST(random_fills_on_the_device)
     const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
     for (int k = 0; k < 3; k++) {
         zl_tensor *h = zl_tensor_new(dts[k], SHAPE(33, 9), ZL_MEM_OTHER);
-        zl_tensor *d = fake_alloc(dts[k], 2, (int64_t[]){33, 9}, ZL_MEM_OTHER, FAKE_INDEX);
+        zl_tensor *d = fake_new(dts[k], 2, (int64_t[]){33, 9}, ZL_MEM_OTHER);
         zl_generator *gh = zl_generator_new(5), *gd = zl_generator_new(5);
         CHECK(zl_tensor_uniform_(h, -0.5, 3.0, gh) == ZL_OK && zl_tensor_uniform_(d, -0.5, 3.0, gd) == ZL_OK);
         check_bits(h, d, "uniform_");
@@ -953,18 +863,13 @@ TEST(where_and_masked_fill_on_the_device)
     release_all(objs, 5);
 }
 
-/* A device with core's primitives but no kernels and no generator: the ops
- * and the random fills refuse it by name. */
-static const zli_device_ops bare = {
-    .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
-    .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
-};
-
+/* The stand-in with core's primitives but no kernels and no generator: the
+ * ops and the random fills refuse it by name. */
 TEST(a_device_without_kernels_refuses_by_name)
 {
-    void *p = malloc(4 * sizeof(float));
-    zl_tensor *t = zli_tensor_on_device(ZL_DTYPE_F32, 1, (int64_t[]){4}, ZL_MEM_OTHER, &bare, FAKE_INDEX, p,
-                                        4 * sizeof(float));
+    fake_use_kernels(NULL);
+    fake_use_rand(false);
+    zl_tensor *t = fake_new(ZL_DTYPE_F32, 1, (int64_t[]){4}, ZL_MEM_OTHER);
     CHECK_ERR(zl_tensor_normal_(t, 0, 1, NULL), "normal_: the tensor is on cuda:7");
     CHECK_ERR(zl_tensor_uniform_(t, 0, 1, NULL), "uniform_: the tensor is on cuda:7");
     CHECK_ERR(zl_sum(t, 0, false), "sum: cuda:7 runs no ops");
@@ -972,6 +877,8 @@ TEST(a_device_without_kernels_refuses_by_name)
     CHECK_ERR(zl_masked_fill(t, t, 0), "masked_fill: cuda:7 runs no ops");
     CHECK_ERR(zl_linear(t, t, NULL), "linear: cuda:7 runs no ops");
     zl_tensor_release(t);
+    fake_use_rand(true);
+    fake_use_kernels(&fake_kernels);
 }
 
 TEST(host_only_paths_name_the_device)

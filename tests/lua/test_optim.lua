@@ -234,4 +234,27 @@ test('empty_group_and_no_grad_params', function()
   check(a:totable()[1] == 0.5 and b:totable()[1] == 1, 'only parameters with a gradient move')
 end)
 
+-- A group is stepped in one call while its parameters' step counts agree, one
+-- by one once a parameter missed a step: either way as separate optimizers.
+test('a group steps as its parameters would alone', function()
+  for _, make in ipairs { optim.AdamW, optim.Lamb, function(ps) return optim.SGD(ps, { lr = 0.1, momentum = 0.9 }) end } do
+    zl.manual_seed(3)
+    local ps = { zl.randn(5), zl.randn(3, 2), zl.randn(7) }
+    local alone = {}
+    for i, p in ipairs(ps) do alone[i] = p:clone() end
+    local together = make(ps)
+    local apart = {}
+    for i, p in ipairs(alone) do apart[i] = make({ p }) end
+    for s = 1, 4 do
+      for i = 1, 3 do
+        local g = (s == 2 and i == 2) and nil or zl.randn(table.unpack(ps[i]:shape()))
+        ps[i].grad, alone[i].grad = g, g and g:clone()
+      end
+      together:step()
+      for i = 1, 3 do apart[i]:step() end
+    end
+    for i = 1, 3 do H.check_close(ps[i]:totable(), alone[i]:totable(), 0, 'parameter ' .. i) end
+  end
+end)
+
 H.done()

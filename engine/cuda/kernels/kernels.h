@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "../math/grad.h"
 #include "../math/optim.h"
 #include "../math/select.h"
 #include "../math/strided.h"
@@ -130,13 +131,12 @@ int zlk_cuda_sgd(const zlk_optim_tensor *t, int nt, int gdt, int hdt, const zlm_
 
 /* Lamb, as its CPU passes: moments writes sq [2 * nt] (p^2, u^2 per tensor;
  * across ranks, all-reduce it before the ratio), work holds
- * ZLK_LAMB_WORK(nt) doubles; ratio turns sq into neg_rate [nt]; apply steps p. */
+ * ZLK_LAMB_WORK(nt) doubles; the caller turns the sums into trust ratios and
+ * those into neg_rate [nt] (zlm_lamb_neg_rate); apply steps p. */
 #define ZLK_LAMB_BLOCKS 64
 #define ZLK_LAMB_WORK(nt) ((int64_t)(nt) * ZLK_LAMB_BLOCKS * 2)
 int zlk_cuda_lamb_moments(const zlk_optim_tensor *t, int nt, int gdt, const zlm_lamb_consts *c, double *work,
                           double *sq, void *stream);
-int zlk_cuda_lamb_ratio(int nt, const double *sq, double min_coeff, double max_coeff, double lr, double beta1,
-                        double beta2, bool bias_correction, int64_t step, float *neg_rate, void *stream);
 int zlk_cuda_lamb_apply(const zlk_optim_tensor *t, int nt, int hdt, const zlm_lamb_consts *c, const float *neg_rate,
                         void *stream);
 
@@ -160,10 +160,13 @@ int zlk_cuda_sum_to(int nd, const int64_t *shape, const int *red, const float *g
 /* *flag = 1 when any of x [n] is inf or NaN; never cleared here, so one flag
  * gathers a list of tensors (zero it first). */
 int zlk_cuda_nonfinite(const void *x, int dt, int64_t n, int *flag, void *stream);
-/* *acc += the sum of squares of x [n] in double; work holds ZLK_SUM_BLOCKS
- * doubles. Partial sums are added in a fixed order: the same bits every run. */
-#define ZLK_SUM_BLOCKS 256
-int zlk_cuda_sumsq(const void *x, int dt, int64_t n, double *work, double *acc, void *stream);
+/* part [ZLK_SUMSQ_CHUNKS(n)] = the sums of squares of x [n] in double per
+ * chunk of ZLM_SUMSQ_CHUNK, each in the host's order (cuda/math/grad.h), for
+ * the caller to add in order; lanes holds ZLM_SUMSQ_LANES doubles a chunk. */
+#define ZLK_SUMSQ_CHUNKS(n) (((int64_t)(n) + ZLM_SUMSQ_CHUNK - 1) / ZLM_SUMSQ_CHUNK)
+int zlk_cuda_sumsq(const void *x, int dt, int64_t n, double *lanes, double *part, void *stream);
+/* Every element of x [n] times f, in f32, rounded back to dt. */
+int zlk_cuda_scale(void *x, int dt, int64_t n, float f, void *stream);
 
 #ifdef __cplusplus
 }

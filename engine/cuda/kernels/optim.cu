@@ -72,15 +72,6 @@ __global__ void lamb_sum_kernel(int nt, const double *work, double *sq)
     sq[2 * k + 1] = su;
 }
 
-__global__ void lamb_ratio_kernel(int nt, const double *sq, double min_coeff, double max_coeff, double lr,
-                                  double beta1, double beta2, bool bias_correction, int64_t step, float *neg_rate)
-{
-    int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= nt) return;
-    double ratio = zlm_lamb_trust_ratio(sq[2 * k], sq[2 * k + 1], min_coeff, max_coeff);
-    neg_rate[k] = zlm_lamb_neg_rate(lr, beta1, beta2, bias_correction, step, ratio);
-}
-
 __global__ void lamb_apply_kernel(zlk_pack pk, int hdt, zlm_lamb_consts c, const float *neg_rate)
 {
     zlk_optim_tensor t = pk.t[blockIdx.y];
@@ -152,16 +143,6 @@ extern "C" int zlk_cuda_lamb_moments(const zlk_optim_tensor *t, int nt, int gdt,
         if (err) return err;
     }
     lamb_sum_kernel<<<(unsigned)((nt + 127) / 128), 128, 0, zlk_stream(stream)>>>(nt, work, sq);
-    return zlk_launched();
-}
-
-extern "C" int zlk_cuda_lamb_ratio(int nt, const double *sq, double min_coeff, double max_coeff, double lr,
-                                   double beta1, double beta2, bool bias_correction, int64_t step, float *neg_rate,
-                                   void *stream)
-{
-    if (nt <= 0) return 0;
-    lamb_ratio_kernel<<<(unsigned)((nt + 127) / 128), 128, 0, zlk_stream(stream)>>>(
-        nt, sq, min_coeff, max_coeff, lr, beta1, beta2, bias_correction, step, neg_rate);
     return zlk_launched();
 }
 

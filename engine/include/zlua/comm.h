@@ -60,6 +60,10 @@ ZL_API int zl_comm_size(const zl_comm *c);
 ZL_API int zl_comm_local_rank(const zl_comm *c);
 /* "self", "mpi" or "nccl"; borrowed. */
 ZL_API const char *zl_comm_backend(const zl_comm *c);
+/* Where the tensors of c's collectives live: ZL_DEVICE_CPU for "self" and
+ * "mpi" (host memory), ZL_DEVICE_CUDA for "nccl" with *index (may be NULL)
+ * its device; *index is 0 for the host. */
+ZL_API zl_device zl_comm_device(const zl_comm *c, int *index);
 
 /* A collective that has not completed after `seconds` (> 0) fails with ZL_EIO
  * naming the collective and the rank; the communicator is then unusable

@@ -1,6 +1,7 @@
-/* zlua/optim.h — the fused CPU optimizer kernels (Adam/AdamW, Lamb, SGD): one
- * pass per tensor over flat contiguous buffers, updating the f32 master
- * parameters and the optimizer state in place. Optimizer objects, param groups
+/* zlua/optim.h — the fused optimizer kernels (Adam/AdamW, Lamb, SGD): on the
+ * CPU one pass per tensor over flat contiguous buffers, on a device one pass
+ * over a list of tensors, updating the f32 master parameters and the
+ * optimizer state in place. Optimizer objects, param groups
  * and state dicts are the Lua layer's; these are the arithmetic. Also mixed
  * precision's pieces: the overflow check, the global gradient norm and
  * clipping, and the fp16 loss scaler. */
@@ -129,6 +130,29 @@ typedef struct zl_optim_sgd {
 ZL_API zl_optim_sgd zl_optim_sgd_defaults(void);
 ZL_API zl_status zl_optim_sgd_step(const zl_optim_sgd *hp, const zl_optim_buf *b);
 
+/* ---- steps over tensors, in host memory or on a device ----
+ * One step of a list of n tensor sets sharing the hyperparameters (and so the
+ * step number): in each set p f32; g f32, bf16 or f16; m, v f32 where the
+ * optimizer keeps them (SGD's m only with momentum; v unused); p_half bf16 or
+ * f16, or NULL; each contiguous, with as many elements as its p. Every tensor
+ * of the list lives in one place. In host memory each set is stepped by
+ * zl_optim_*_step, so the results are those bits. On a device the device's
+ * fused multi-tensor kernels step the whole list (CUDA: kernels/optim.cu,
+ * whose per-element math, cuda/math/optim.h, is the host's AVX2/AVX-512
+ * kernels' bit for bit). Errors name the set, the role and the device;
+ * a device without optimizer kernels is ZL_EDEVICE. Argument errors write
+ * nothing. */
+typedef struct zl_optim_tensors {
+    zl_tensor *p, *g, *m, *v, *p_half;
+} zl_optim_tensors;
+
+ZL_API zl_status zl_optim_adam_tensors(const zl_optim_adam *hp, const zl_optim_tensors *t, int n);
+ZL_API zl_status zl_optim_sgd_tensors(const zl_optim_sgd *hp, const zl_optim_tensors *t, int n);
+/* Each set's trust ratio from its own norms; ratio [n], when not NULL,
+ * receives them. A NaN ratio fails as zl_optim_lamb_step does, before any p
+ * of the list changes (m and v are updated by then). */
+ZL_API zl_status zl_optim_lamb_tensors(const zl_optim_lamb *hp, const zl_optim_tensors *t, int n, double *ratio);
+
 /* ---- kernel selection ----
  * Each optimizer has an AVX-512, an AVX2 (with FMA and F16C) and a scalar
  * kernel; the best the CPU supports runs. The environment variable ZLUA_SIMD,
@@ -145,11 +169,14 @@ ZL_API const char *zl_optim_kernel_name(void);
 ZL_API zl_status zl_optim_set_kernel(const char *name);
 
 /* ---- mixed precision: overflow, global gradient norm, clipping ----
- * Passes over a list of gradient tensors: CPU, f32, bf16 or f16, any layout
- * (a strided one is read through a contiguous copy), borrowed. The work is cut
- * into fixed chunks run in parallel, so results do not depend on the thread
- * count. Errors name the list position, the shape and the dtype of the culprit;
- * nothing is written on error. */
+ * Passes over a list of gradient tensors: f32, bf16 or f16, any layout (a
+ * strided one is read through a contiguous copy), borrowed, all in host memory
+ * or all on one device (which then runs the pass: CUDA's kernels/grad.cu).
+ * The work is cut into fixed chunks, run in parallel on the host, so results
+ * do not depend on the thread count; a device sums the same chunks in the
+ * same order, so its norm has the host's bits. Errors name the list position,
+ * the shape and the dtype (or the device) of the culprit; nothing is written
+ * on error. */
 
 /* *found = true when any element of any tensor is inf or NaN (an fp16 step's
  * overflow; false for an empty list). Reads every element (no early exit). */
@@ -159,7 +186,8 @@ ZL_API zl_status zl_grad_nonfinite(zl_tensor *const *tensors, int n, bool *found
 ZL_API zl_status zl_grad_norm_sq(zl_tensor *const *tensors, int n, double *out);
 /* Multiply every element by s (finite) in place, in f32 and rounded back to
  * each tensor's dtype (NaN payloads aside, as zl_f32_to_bf16/_f16 round).
- * Tensors sharing storage are an error (ZL_EINVAL): each would be scaled twice. */
+ * Tensors sharing storage are an error (ZL_EINVAL): each would be scaled twice;
+ * so is a strided view on a device (scale what it views). */
 ZL_API zl_status zl_grad_scale(zl_tensor *const *tensors, int n, double s);
 /* The clipping coefficient for a global norm (torch's clip_grad_norm_ and
  * DeepSpeed's gradient_clipping): max_norm / (norm + 1e-6) when that is below

@@ -53,6 +53,7 @@ typedef struct zl_zero_offload {
     int64_t max_in_cpu;        /* offload_param: elements of leading chunks kept in memory */
     bool pipeline_read;        /* offload_optimizer: read the next sub-groups during the step and backward */
     bool pipeline_write;       /* offload_optimizer: write a sub-group back while the next is updated */
+    bool pin_memory;           /* a model on a device: page-locked host buffers for its copies */
 } zl_zero_offload;
 
 typedef struct zl_zero_config {

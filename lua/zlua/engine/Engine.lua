@@ -12,6 +12,7 @@ local lr = require 'zlua.lr'
 local data = require 'zlua.data'
 local monitor = require 'zlua.monitor'
 local precision = require 'zlua.engine.precision'
+local accelerator = require 'zlua.engine.accelerator'
 local zero_state = require 'zlua.zero.state'
 local report = require 'zlua.engine.report'
 
@@ -60,6 +61,11 @@ function Engine.new(t, cfg, rank, world_size)
     zl.raise(fmt('zlua.initialize: model_parameters must be an array of tensors or of param groups, got %s', type(params)))
   end
   self.precision = precision.new(cfg, self.module)
+  self.dist = require 'zlua.dist'
+  -- DeepSpeed's initialize puts the model on the local rank's accelerator (zlua.engine.accelerator).
+  self.device = accelerator.choose(self.module, self.dist.local_rank())
+  self.local_rank = self.dist.local_rank()
+  self.module:to(self.device)
 
   -- The optimizer: the script's (an object, or a function of the parameters), else the config's.
   local opt = t.optimizer
@@ -71,7 +77,6 @@ function Engine.new(t, cfg, rank, world_size)
     end
   end
   self.optimizer = opt
-  self.dist = require 'zlua.dist'
   if opt then
     self.zero = zero_state.new { optimizer = opt, module = self.module, config = cfg, rank = rank, world = world_size,
       half = self.precision.half, dist = self.dist }

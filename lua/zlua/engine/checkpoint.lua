@@ -83,7 +83,7 @@ end
 -- The ranks' agreement: true when ok is true on every rank.
 local function all_ok(engine, ok)
   if engine.world_size == 1 then return ok end
-  local t = zl.full({ 1 }, ok and 1 or 0)
+  local t = zl.full({ 1 }, ok and 1 or 0, { device = engine.dist.device() })
   engine.dist.all_reduce(t, 'min')
   return t:item() > 0
 end
@@ -129,7 +129,7 @@ local function write_model(engine, path, format)
   end
   for _, e in ipairs(entries) do
     local t, done = e.get()
-    if w and ok then ok, err = pcall(w.write, w, t) end
+    if w and ok then ok, err = pcall(w.write, w, t:cpu()) end
     if done then done() end
   end
   if w and ok then ok, err = pcall(w.commit, w) end
@@ -456,7 +456,7 @@ local function load_module(engine, path, strict, masters)
         local t = sd[name]
         if not owned[name] then
           if have[name] then
-            t:copy_(f:read(name):reshape(t:shape()))
+            t:copy_(f:read(name):reshape(t:shape()):to(t:device()))
           elseif strict then
             bad(path, 'model.safetensors has no %s', name)
           end

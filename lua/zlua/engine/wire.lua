@@ -19,10 +19,13 @@ function M.all_gather(dist, world, values)
   local mine = zl.tensor(words, 'i32')
   local all = mine
   if world > 1 then
-    all = zl.zeros(world * 3 * n, 'i32')
+    -- in the memory the communicator takes (a GPU's for nccl)
+    local where = dist.device()
+    mine = mine:to(where)
+    all = zl.zeros(world * 3 * n, { dtype = 'i32', device = where })
     dist.all_gather(all, mine)
   end
-  local w = all:totable()
+  local w = all:cpu():totable()
   local out = {}
   for r = 0, world - 1 do
     local base, row = r * 3 * n, {}

@@ -515,7 +515,7 @@ function Module:load_state_dict(sd, strict)
     check.error(concat(lines, '\n'))
   end
   zl.no_grad(function()
-    for _, c in ipairs(copies) do c[1]:copy_(c[2]) end
+    for _, c in ipairs(copies) do c[1]:copy_(c[2]:to(c[1]:device())) end
   end)
   return { missing_keys = missing, unexpected_keys = unexpected }
 end

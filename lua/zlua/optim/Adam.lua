@@ -1,6 +1,7 @@
 --[[ zlua.optim.Adam: Adam with L2 weight decay (torch.optim.Adam), or with
   decoupled decay when adam_w_mode is true (DeepSpeed's Adam from a config sets
-  it). One fused C pass per parameter: reads p, g, m, v once, writes p, m, v. ]]
+  it). One fused C call per param group: a pass per parameter that reads p,
+  g, m, v once and writes p, m, v (on a device, one launch for the group). ]]
 
 local Optimizer = require 'zlua.optim.Optimizer'
 local checks = require 'zlua.optim.checks'
@@ -21,11 +22,11 @@ local function make(name, adamw)
     return { exp_avg = Optimizer.buffer(p), exp_avg_sq = Optimizer.buffer(p) }
   end
 
-  function cls:update(p, g, st, group, scale, half)
-    Optimizer.core.optim_adam(p, g, st.exp_avg, st.exp_avg_sq, {
+  function cls:update(items, group, scale, step)
+    Optimizer.core.optim_adam(Optimizer.sets(items, 'exp_avg', 'exp_avg_sq'), {
       lr = group.lr, beta1 = group.betas[1], beta2 = group.betas[2], eps = group.eps,
       weight_decay = group.weight_decay, adamw_mode = group.adam_w_mode,
-      bias_correction = group.bias_correction, step = st.step, grad_scale = scale }, half)
+      bias_correction = group.bias_correction, step = step, grad_scale = scale })
   end
   return cls
 end

@@ -1,6 +1,7 @@
 --[[ zlua.optim.Lamb: DeepSpeed's FusedLamb (trust ratio |p| / |u| clamped to
-  [min_coeff, max_coeff]), two fused C passes per parameter. The last trust
-  ratio of each parameter is kept in its state as `lamb_coeff`. ]]
+  [min_coeff, max_coeff]), two fused C passes per parameter, one call per
+  param group. The last trust ratio of each parameter is kept in its state
+  as `lamb_coeff`. ]]
 
 local Optimizer = require 'zlua.optim.Optimizer'
 local checks = require 'zlua.optim.checks'
@@ -15,11 +16,12 @@ function Lamb:init_state(p)
   return { exp_avg = Optimizer.buffer(p), exp_avg_sq = Optimizer.buffer(p) }
 end
 
-function Lamb:update(p, g, st, group, scale, half)
-  st.lamb_coeff = Optimizer.core.optim_lamb(p, g, st.exp_avg, st.exp_avg_sq, {
+function Lamb:update(items, group, scale, step)
+  local ratios = Optimizer.core.optim_lamb(Optimizer.sets(items, 'exp_avg', 'exp_avg_sq'), {
     lr = group.lr, beta1 = group.betas[1], beta2 = group.betas[2], eps = group.eps,
     weight_decay = group.weight_decay, max_coeff = group.max_coeff, min_coeff = group.min_coeff,
-    bias_correction = group.bias_correction, step = st.step, grad_scale = scale }, half)
+    bias_correction = group.bias_correction, step = step, grad_scale = scale })
+  for i, it in ipairs(items) do it.st.lamb_coeff = ratios[i] end
 end
 
 return Lamb

@@ -3,7 +3,8 @@
   constructor's options), per-parameter state (created on the first step that
   sees a gradient), zero_grad, state_dict/load_state_dict. A subclass gives its
   name, its hyperparameter defaults, the state it keeps per parameter and an
-  `update(p, g, state, group, grad_scale)` that runs one fused C kernel. ]]
+  `update(items, group, grad_scale, step)` that runs one fused C call over a
+  list of parameters (on a device, one launch). ]]
 
 local zl = require 'zlua'
 local nearest = require 'zlua.util.nearest'
@@ -117,6 +118,9 @@ end
 function Optimizer:step(opts)
   local scale = opts and opts.grad_scale or 1.0
   for _, group in ipairs(self.param_groups) do
+    -- A group's parameters are stepped in one call when their step counts
+    -- agree (they do unless some had no gradient at some step).
+    local items, step, same = {}, nil, true
     for _, p in ipairs(group.params) do
       local g = p.grad
       if g then
@@ -128,10 +132,26 @@ function Optimizer:step(opts)
           self.state[id] = st
         end
         st.step = st.step + 1
-        self:update(p, g, st, group, scale, self.halves and self.halves[id])
+        items[#items + 1] = { p = p, g = g, st = st, half = self.halves and self.halves[id] }
+        if step == nil then step = st.step elseif step ~= st.step then same = false end
       end
     end
+    if same then
+      if #items > 0 then self:update(items, group, scale, step) end
+    else
+      for _, it in ipairs(items) do self:update({ it }, group, scale, it.st.step) end
+    end
   end
+end
+
+--- The {p, g, m, v, half} sets of items for the C call, m and v the state's
+--- tensors under keys mk and vk (either may be nil).
+function Optimizer.sets(items, mk, vk)
+  local sets = {}
+  for i, it in ipairs(items) do
+    sets[i] = { it.p, it.g, mk and it.st[mk] or nil, vk and it.st[vk] or nil, it.half }
+  end
+  return sets
 end
 
 --- opt:set_half(master, half): after each step of `master` (an f32 parameter
@@ -146,9 +166,10 @@ function Optimizer:set_half(master, half)
   self.halves[master:id()] = half
 end
 
--- Moment buffers: zeros shaped like p, charged to the optimizer category.
+-- Moment buffers: zeros shaped like p, where p lives (a device steps its
+-- parameters there), charged to the optimizer category.
 function Optimizer.buffer(p)
-  local t = zl.zeros(p:shape())
+  local t = zl.zeros(p:shape(), { device = p:device() })
   t:set_category('optimizer')
   return t
 end
@@ -207,7 +228,7 @@ function Optimizer:load_state_dict(sd)
                 self.__name, k, idx, v:numel(), p:numel()))
             end
             local b = self.buffer(p)
-            zl.no_grad(function() b:copy_(v:reshape(p:shape())) end)
+            zl.no_grad(function() b:copy_(v:reshape(p:shape()):to(p:device())) end)
             copy[k] = b
           else
             copy[k] = v

@@ -1,5 +1,6 @@
 --[[ zlua.optim.SGD: torch.optim.SGD (momentum, dampening, nesterov, weight
-  decay), one fused C pass per parameter. ]]
+  decay), one fused C call per param group (a pass per parameter; on a
+  device one launch). ]]
 
 local zl = require 'zlua'
 local Optimizer = require 'zlua.optim.Optimizer'
@@ -24,10 +25,10 @@ function SGD:init_state(p)
   return { momentum_buffer = Optimizer.buffer(p) }
 end
 
-function SGD:update(p, g, st, group, scale, half)
-  Optimizer.core.optim_sgd(p, g, st.momentum_buffer, nil, {
+function SGD:update(items, group, scale, step)
+  Optimizer.core.optim_sgd(Optimizer.sets(items, 'momentum_buffer', nil), {
     lr = group.lr, momentum = group.momentum, dampening = group.dampening,
-    weight_decay = group.weight_decay, nesterov = group.nesterov, step = st.step, grad_scale = scale }, half)
+    weight_decay = group.weight_decay, nesterov = group.nesterov, step = step, grad_scale = scale })
 end
 
 return SGD

@@ -1,0 +1,116 @@
+/* The engine's collectives on its buffers wherever they live. A buffer in
+ * the communicator's memory (host memory for "self" and "mpi", the GPU for
+ * "nccl") goes to it as it is; one elsewhere is staged: its contents copied
+ * into the communicator's memory, the collective run there, the result
+ * copied back when the request is waited for. On one rank a staged
+ * collective is done where the buffers are, without the communicator. */
+#include <stdlib.h>
+#include "zero_impl.h"
+
+struct zz_req {
+    zl_comm_request *req;      /* NULL: complete already */
+    zl_tensor *staged_out;     /* after the wait, out = staged_out */
+    zl_tensor *out;
+    zl_tensor *staged_in;      /* kept until the collective is done */
+};
+
+static bool in_comm_memory(const zl_zero *z, const zl_tensor *t) { return zz_on_device(t) == z->comm_dev; }
+
+/* A tensor like t (flat) in the communicator's memory, t's contents copied when `fill`. */
+static zl_tensor *staged(zl_zero *z, zl_tensor *t, bool fill)
+{
+    int64_t n = zl_tensor_numel(t);
+    zl_tensor *s = zz_new(z, z->comm_dev, zl_tensor_dtype(t), n, ZL_MEM_COMM, false);
+    if (s && fill && zz_copy(s, 0, t, 0, n)) {
+        zl_tensor_release(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void req_free(zz_req *r)
+{
+    zl_tensor_release(r->staged_out);
+    zl_tensor_release(r->out);
+    zl_tensor_release(r->staged_in);
+    free(r);
+}
+
+zl_status zz_wait(zl_zero *z, zz_req *r)
+{
+    if (!r) return ZL_OK;
+    zl_status st = ZL_OK;
+    if (r->req) {
+        double t0 = zz_now();
+        st = zl_comm_wait(r->req);
+        z->comm_time += zz_now() - t0;
+    }
+    if (!st && r->staged_out) st = zz_copy(r->out, 0, r->staged_out, 0, zl_tensor_numel(r->out));
+    req_free(r);
+    return st;
+}
+
+/* One rank, buffers outside the communicator's memory: the collective's
+ * result is its input, copied where the output is. */
+static zl_status local(zz_coll kind, zl_tensor *in, zl_tensor *out)
+{
+    if (kind == ZZ_REDUCE_SCATTER || kind == ZZ_ALLGATHER) return zz_copy(out, 0, in, 0, zl_tensor_numel(out));
+    return ZL_OK;
+}
+
+zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root)
+{
+    zz_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        zl_error(ZL_ENOMEM, "ZeRO: out of memory starting a collective");
+        return NULL;
+    }
+    /* allreduce and broadcast work in place: in is out */
+    bool in_place = kind == ZZ_ALLREDUCE || kind == ZZ_BROADCAST;
+    if (in_place) out = in;
+    zl_status st = ZL_OK;
+    bool direct = in_comm_memory(z, in) && in_comm_memory(z, out);
+    if (!direct && z->world == 1) {
+        st = local(kind, in, out);
+        if (st) {
+            req_free(r);
+            return NULL;
+        }
+        return r;
+    }
+    zl_tensor *cin = in, *cout = out;
+    if (!in_comm_memory(z, in)) {
+        if (!(cin = r->staged_in = staged(z, in, true))) st = ZL_ENOMEM;
+        if (in_place) cout = cin;
+    }
+    if (!st && !in_comm_memory(z, cout)) {
+        if (!(cout = staged(z, out, false))) st = ZL_ENOMEM;
+    }
+    if (!st && cout != out) {
+        r->staged_out = zl_tensor_retain(cout);
+        r->out = zl_tensor_retain(out);
+    }
+    if (!st && cout != out && cout != cin) zl_tensor_release(cout);
+    double t0 = zz_now();
+    if (!st) {
+        switch (kind) {
+        case ZZ_ALLREDUCE: r->req = zl_comm_allreduce_async(z->comm, cin, op); break;
+        case ZZ_REDUCE_SCATTER: r->req = zl_comm_reduce_scatter_async(z->comm, cin, cout, op); break;
+        case ZZ_ALLGATHER: r->req = zl_comm_allgather_async(z->comm, cin, cout); break;
+        case ZZ_BROADCAST: r->req = zl_comm_broadcast_async(z->comm, cin, root); break;
+        }
+        if (!r->req) st = ZL_EIO;
+    }
+    z->comm_time += zz_now() - t0;
+    if (st) {
+        req_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+zl_status zz_run(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root)
+{
+    zz_req *r = zz_start(z, kind, in, out, op, root);
+    return r ? zz_wait(z, r) : zli_last_code();
+}

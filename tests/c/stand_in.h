@@ -1,0 +1,32 @@
+/* A stand-in device for the CPU test suite (issue 12): its memory is the
+ * host's, and its tables run the CUDA kernels' element functions
+ * (engine/cuda/math) in plain loops, so every path that sends a tensor to a
+ * device runs without a GPU and is compared with the host. Core's primitives
+ * and the optimizer table are here; a test hands in the ops' kernels it has. */
+#ifndef ZL_TEST_STAND_IN_H
+#define ZL_TEST_STAND_IN_H
+
+#include "harness.h"
+
+struct zli_dev_kernels;
+
+/* The stand-in's device index: tensors on it are cuda:7. */
+#define FAKE_INDEX 7
+
+/* The ops' kernel table the stand-in hands out (NULL: it runs no op). */
+void fake_use_kernels(const struct zli_dev_kernels *k);
+/* Whether the stand-in draws random numbers (false: it has no rand primitive). */
+void fake_use_rand(bool on);
+/* An uninitialised contiguous tensor on the stand-in, charged to cat. */
+zl_tensor *fake_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat);
+/* Bytes of the stand-in's memory charged to cat now. */
+int64_t fake_bytes(zl_mem_category cat);
+/* Bytes of pinned host memory the stand-in gave out and has not had back. */
+int64_t fake_pinned_bytes(void);
+/* A contiguous copy of host tensor h on the stand-in, and one of d back in host memory. */
+zl_tensor *to_fake(zl_tensor *h);
+zl_tensor *from_fake(const zl_tensor *d);
+/* A failure unless the stand-in's dev holds a's bits (a: host, contiguous). */
+void check_bits(const zl_tensor *a, const zl_tensor *dev, const char *what);
+
+#endif

@@ -17,10 +17,9 @@ local CFG = { vocab_size = 37, block_size = 16, n_layer = 2, n_head = 2, n_embd 
 local B, T, STEPS = 4, 16, 4
 
 local function batch(device)
-  local g = zl.Generator(7)
-  local x = (zl.rand(B, T, g) * CFG.vocab_size):floor():to('i64')
-  local y = (zl.rand(B, T, g) * CFG.vocab_size):floor():to('i64')
-  return x:to(device), y:to(device)
+  local xs, ys = {}, {}
+  for i = 1, B * T do xs[i], ys[i] = (i * 7 + 3) % CFG.vocab_size, (i * 11 + 5) % CFG.vocab_size end
+  return zl.tensor(xs, 'i64'):view(B, T):to(device), zl.tensor(ys, 'i64'):view(B, T):to(device)
 end
 
 -- Losses per step and the final parameters (on the host) of STEPS steps.
@@ -28,10 +27,10 @@ local function train(device, how, dropout)
   zl.manual_seed(3)
   local cfg = setmetatable({ dropout = dropout }, { __index = CFG })
   local model = nn.GPT(cfg)
-  model:to(device)
-  local x, y = batch(device)
   local losses = {}
   if how == 'bare' then
+    model:to(device)
+    local x, y = batch(device)
     local opt = optim.AdamW(model:parameters(), { lr = 1e-3, weight_decay = 0.1 })
     for s = 1, STEPS do
       local _, loss = model(x, y)
@@ -41,9 +40,20 @@ local function train(device, how, dropout)
       losses[s] = loss:float():item()
     end
   else
-    local engine = zl.initialize { model = model, config = { train_micro_batch_size_per_gpu = B,
+    -- The engine places the model itself (ZLUA_ACCELERATOR, read through
+    -- os.getenv when it is made) and moves the host batches to it.
+    local x, y = batch('cpu')
+    local getenv = os.getenv
+    os.getenv = function(k)
+      if k == 'ZLUA_ACCELERATOR' then return device end
+      return getenv(k)
+    end
+    local ok, engine = pcall(zl.initialize, { model = model, config = { train_micro_batch_size_per_gpu = B,
       gradient_clipping = 0.5, steps_per_print = 1000000, zero_optimization = { stage = 0 },
-      optimizer = { type = 'AdamW', params = { lr = 1e-3, weight_decay = 0.1 } } } }
+      optimizer = { type = 'AdamW', params = { lr = 1e-3, weight_decay = 0.1 } } } })
+    os.getenv = getenv
+    if not ok then error(engine, 0) end
+    check(engine.device == (device == 'cpu' and 'cpu' or 'cuda:0'), 'the engine is on ' .. engine.device)
     engine:set_progress(false)
     for s = 1, STEPS do
       local _, loss = engine(x, y)

@@ -122,12 +122,26 @@ function Engine:eval()
   return self
 end
 
---- engine:forward(...) (also engine(...)): the module's forward; under mixed
---- precision float tensor inputs are cast to the working dtype first.
+-- Tensor arguments in host memory, moved to the engine's device: DeepSpeed
+-- leaves that to the script, whose host-made batches then stop on a GPU
+-- machine with a device mismatch.
+local function place_inputs(device, ...)
+  if device == 'cpu' then return ... end
+  local args = table.pack(...)
+  for i = 1, args.n do
+    local a = args[i]
+    if zl.is_tensor(a) and a:device() == 'cpu' then args[i] = a:to(device) end
+  end
+  return table.unpack(args, 1, args.n)
+end
+
+--- engine:forward(...) (also engine(...)): the module's forward; tensor
+--- inputs in host memory go to engine.device first, and under mixed
+--- precision float ones are cast to the working dtype.
 function Engine:forward(...)
   local t0 = core.now()
   if self.zero then self.zero:begin_forward() end
-  local out = table.pack(self.module(self.precision:cast_inputs(...)))
+  local out = table.pack(self.module(self.precision:cast_inputs(place_inputs(self.device, ...))))
   self.report:add('forward', core.now() - t0)
   return table.unpack(out, 1, out.n)
 end

@@ -5,8 +5,8 @@
   ZLUA_ACCELERATOR (or DeepSpeed's DS_ACCELERATOR) names it: 'cpu' keeps the
   model in host memory, 'cuda' insists on a GPU. A model the script put on a
   device already trains there. Only the model moves, in place (its tensors
-  stay the script's): inputs and targets are the script's to put on
-  engine.device, as with DeepSpeed. ]]
+  stay the script's); engine(...) moves tensor inputs still in host memory
+  to engine.device, which DeepSpeed leaves to the script. ]]
 
 local zl = require 'zlua'
 local fmt = string.format

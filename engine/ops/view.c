@@ -85,8 +85,7 @@ static zl_status narrow_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
         gv = zli_view_of(g, slice->ndim, slice->shape, slice->stride, g->offset);
         if (gv) zli_contiguous_strides(gv->ndim, gv->shape, gv->stride);
     }
-    /* Into zeros: on a device, whose copy writes only contiguous memory, an add does it. */
-    zl_status st = !gv ? ZL_ENOMEM : z->storage->dev ? zli_add(slice, gv, 1.0) : zl_tensor_copy_(slice, gv);
+    zl_status st = gv ? zl_tensor_copy_(slice, gv) : ZL_ENOMEM;
     if (gv != g) zl_tensor_release(gv);
     zl_tensor_release(slice);
     if (st) { zl_tensor_release(z); return st; }

@@ -26,9 +26,9 @@ static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem
 
 static zl_status fake_copy(zl_tensor *dst, const zl_tensor *src)
 {
-    zlm_view s = zli_cuda_view_of(src);
+    zlm_view s = zli_cuda_view_of(src), d = zli_cuda_view_of(dst);
     for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
-        zlm_copy_elem(&s, src->storage->data, (int)src->dtype, zl_tensor_data(dst), (int)dst->dtype, i);
+        zlm_copy_view_elem(&d, dst->storage->data, (int)dst->dtype, &s, src->storage->data, (int)src->dtype, i);
     return ZL_OK;
 }
 
@@ -290,7 +290,11 @@ TEST(fill_copy_add_on_the_device)
         CHECK(zl_tensor_fill(h, -3.5) == ZL_OK && zl_tensor_fill(d, -3.5) == ZL_OK);
         check_bits(h, d, "fill");
         CHECK_ERR(zl_tensor_copy_(d, row), "copy_: one tensor is on cuda:7 and the other on cpu");
-        CHECK_ERR(zl_tensor_copy_(dt, dcol), "copy_: a strided destination on a device is not supported yet");
+        CHECK(zl_tensor_copy_(ht, col) == ZL_OK && zl_tensor_copy_(dt, dcol) == ZL_OK);
+        check_bits(h, d, "copy_ into a transposed view");
+        zl_tensor *he = zl_tensor_expand(drow, 2, (int64_t[]){5, 6});
+        CHECK_ERR(zl_tensor_copy_(he, d), "copy_: the destination (shape [5, 6]) is an expanded view");
+        zl_tensor_release(he);
         zl_tensor *objs[] = {dcol, col, dt, ht, drow, row, d, h, r};
         for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     }

@@ -121,6 +121,16 @@ TEST(core_primitives_on_the_device)
     zl_tensor *got2 = host_copy(d);
     for (int64_t i = 0; i < 24; i++) CHECK(zl_tensor_get(got2, i) == zl_tensor_get(row, i % 6));
     CHECK_ERR(zl_tensor_copy_(d, row), "copy_: one tensor is on cuda:0 and the other on cpu");
+    /* copy_ into a strided view (the transpose's narrowed rows), converting to bf16. */
+    zl_tensor *hs = zt_randn(SHAPE(2, 4)), *ds = zl_tensor_to_device(hs, ZL_DEVICE_CUDA, 0);
+    zl_tensor *he = zl_tensor_to(expect, ZL_DTYPE_BF16), *de = zl_tensor_to_device(he, ZL_DEVICE_CUDA, 0);
+    zl_tensor *hn = zl_tensor_transpose(he, 0, 1), *dn = zl_tensor_transpose(de, 0, 1);
+    zl_tensor *hsl = zl_tensor_narrow(hn, 0, 3, 2), *dsl = zl_tensor_narrow(dn, 0, 3, 2);
+    CHECK(zl_tensor_copy_(hsl, hs) == ZL_OK && zl_tensor_copy_(dsl, ds) == ZL_OK);
+    zl_tensor *got3 = host_copy(de);
+    if (got3) check_same(he, got3);
+    zl_tensor *strided[] = {got3, dsl, hsl, dn, hn, de, he, ds, hs};
+    for (size_t i = 0; i < sizeof strided / sizeof *strided; i++) zl_tensor_release(strided[i]);
     zl_tensor *objs[] = {got2, got, expect, drow, row, backc, dc, back, db, hb, dv, hv, d, h};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }

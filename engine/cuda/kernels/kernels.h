@@ -114,8 +114,10 @@ int zlk_cuda_lamb_apply(const zlk_optim_tensor *t, int nt, int hdt, const zlm_la
 
 /* ---- core's primitives on a device: views of any layout and dtype (the
  * zl_dtype codes, integers and bool too); n is the view's element count ---- */
-/* dst [n] contiguous (ddt) = the view s over src (sdt), converted. */
-int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, void *dst, int ddt, void *stream);
+/* The view d over dst (ddt) = the view s over src (sdt), converted; d NULL:
+ * dst [n] contiguous. Elements of d must not share memory. */
+int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, const zlm_view *d, void *dst, int ddt,
+                       void *stream);
 /* Every element of the view d over dst = v. */
 int zlk_cuda_fill_view(int64_t n, const zlm_view *d, void *dst, int ddt, double v, void *stream);
 /* The view d over dst (a float dtype) += alpha * the view s over src (s read

@@ -109,7 +109,24 @@ static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const 
     return zli_cuda_done(index, "embedding backward", zlk_cuda_embedding_backward(n, v, d, idx, g, ZLM_F32, gw, NULL));
 }
 
+static zl_status index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
+                              const int64_t *idx, const void *x, void *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "index_select",
+                         zlk_cuda_index_select_forward(outer, len, m, inner, es, idx, x, out, NULL));
+}
+
+static zl_status index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
+                                       const int64_t *idx, const float *g, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "index_select backward",
+                         zlk_cuda_index_select_backward(outer, len, m, inner, idx, g, gx, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
+    .index_select = index_select, .index_select_backward = index_select_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
     .ln_backward_wb = ln_backward_wb,

@@ -43,3 +43,17 @@ zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
     zl_tensor_release(h);
     return d;
 }
+
+zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like)
+{
+    const zl_storage *ls = like->storage;
+    zl_tensor *h = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, idx);
+    if (!h || !ls->dev) return h;
+    zl_tensor *d = ls->dev->alloc(ZL_DTYPE_I64, 1, &n, ZL_MEM_OTHER, ls->dev_index);
+    if (d && ls->dev->from_host(d, h)) {
+        zl_tensor_release(d);
+        d = NULL;
+    }
+    zl_tensor_release(h);
+    return d;
+}

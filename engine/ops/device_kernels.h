@@ -44,6 +44,13 @@ typedef struct zli_dev_kernels {
     /* gw[v, d] = g's rows summed into the rows idx names, in position order. */
     zl_status (*emb_backward)(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
                               float *gw);
+    /* out[outer, m, inner] = the rows idx[m] (i64, on the device, checked) of
+     * x[outer, len, inner] along its middle dim; es bytes an element. */
+    zl_status (*index_select)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
+                              const int64_t *idx, const void *x, void *out);
+    /* gx[outer, len, inner] = g[outer, m, inner]'s rows summed into the rows idx names, in index order. */
+    zl_status (*index_select_backward)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
+                                       const int64_t *idx, const float *g, float *gx);
     /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
      * red[d] is nonzero, as zli_sum_to_shape sums. */
     zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
@@ -63,5 +70,7 @@ ZLI_HIDDEN int zli_op_device(const char *op, int n, zl_tensor *const *in, const 
 ZLI_HIDDEN zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape);
 /* zli_f32c(t), in the memory `like` lives in (a host scalar is copied over). */
 ZLI_HIDDEN zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like);
+/* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
+ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);
 
 #endif

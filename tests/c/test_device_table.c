@@ -11,6 +11,7 @@
 #include "cuda/math/binary.h"
 #include "cuda/math/cross_entropy.h"
 #include "cuda/math/embedding.h"
+#include "cuda/math/index_select.h"
 #include "cuda/math/layer_norm.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/sum_to.h"
@@ -195,7 +196,24 @@ static zl_status fake_emb_backward(int index, int64_t n, int64_t v, int64_t d, c
     return ZL_OK;
 }
 
+static zl_status fake_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
+                                   const int64_t *idx, const void *x, void *out)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < outer * m * inner; i++) zlm_index_select_gather(i, len, m, inner, es, idx, x, out);
+    return ZL_OK;
+}
+
+static zl_status fake_index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
+                                            const int64_t *idx, const float *g, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t t = 0; t < outer * inner; t++) zlm_index_select_backward_column(t, len, m, inner, idx, g, gx);
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
+    .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
     .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward,
     .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
@@ -580,6 +598,117 @@ TEST(embedding_on_the_device)
     CHECK_ERR(zl_embedding(dw, dbad), "embedding: index 7 at position 0 is out of range");
     zl_tensor *objs[] = {dbad, bad, dw, ih, gh, wr};
     for (size_t j = 0; j < sizeof objs / sizeof *objs; j++) zl_tensor_release(objs[j]);
+}
+
+/* f(inputs) and backward with gradient seed g, on the host and on the device:
+ * the outputs and every input's gradient the same bits. */
+typedef zl_tensor *(*opn)(zl_tensor *const *in, int n);
+
+static void check_op_on_both(const char *what, opn f, zl_tensor *const *hin, int n, const zl_tensor *gh)
+{
+    zl_tensor *out[2] = {0}, *grads[2][4] = {{0}};
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *in[4];
+        for (int i = 0; i < n; i++) {
+            in[i] = dev ? to_fake(hin[i]) : zl_tensor_clone(hin[i]);
+            zl_tensor_set_requires_grad(in[i], zl_dtype_traits_of(zl_tensor_dtype(in[i]))->is_float);
+        }
+        out[dev] = f(in, n);
+        CHECK(out[dev] && zl_tensor_device(out[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+        if (out[dev] && gh) {
+            zl_tensor *g = dev ? to_fake((zl_tensor *)gh) : zl_tensor_retain((zl_tensor *)gh);
+            CHECK(zl_backward(out[dev], g, false) == ZL_OK);
+            zl_tensor_release(g);
+            for (int i = 0; i < n; i++) {
+                zl_tensor *gi = zl_tensor_grad(in[i]);
+                grads[dev][i] = gi ? (dev ? zl_tensor_retain(gi) : zl_tensor_contiguous(gi)) : NULL;
+            }
+        }
+        for (int i = 0; i < n; i++) zl_tensor_release(in[i]);
+    }
+    char w[96];
+    if (out[0] && out[1]) check_bits(out[0], out[1], what);
+    for (int i = 0; gh && i < n; i++) {
+        snprintf(w, sizeof w, "%s: gradient of input %d", what, i);
+        CHECK(!grads[0][i] == !grads[1][i]);
+        if (grads[0][i] && grads[1][i]) check_bits(grads[0][i], grads[1][i], w);
+        zl_tensor_release(grads[0][i]);
+        zl_tensor_release(grads[1][i]);
+    }
+    zl_tensor_release(out[0]);
+    zl_tensor_release(out[1]);
+}
+
+static zl_tensor *cat1(zl_tensor *const *in, int n) { return zl_cat(in, n, 1); }
+static zl_tensor *cat0(zl_tensor *const *in, int n) { return zl_cat(in, n, 0); }
+static zl_tensor *stack1(zl_tensor *const *in, int n) { return zl_stack(in, n, -2); }
+/* A transposed (strided) input on its way in. */
+static zl_tensor *cat_transposed(zl_tensor *const *in, int n)
+{
+    zl_tensor *t = zl_tensor_transpose(in[0], 0, 1), *both[2] = {t, in[1]};
+    zl_tensor *y = n == 2 ? zl_cat(both, 2, 0) : NULL;
+    zl_tensor_release(t);
+    return y;
+}
+
+static zl_tensor *select_with(zl_tensor *x, int dim, int64_t m, const int64_t *idx)
+{
+    zl_tensor *ih = zl_tensor_from_data(ZL_DTYPE_I64, 1, &m, idx);
+    zl_tensor *i = x->storage->dev ? to_fake(ih) : zl_tensor_retain(ih);
+    zl_tensor *y = zl_index_select(x, dim, i);
+    zl_tensor_release(i);
+    zl_tensor_release(ih);
+    return y;
+}
+
+static zl_tensor *sel_mid(zl_tensor *const *in, int n)
+{
+    (void)n;
+    return select_with(in[0], 1, 6, (int64_t[]){4, 0, 4, 2, 4, 1});
+}
+
+static zl_tensor *sel_first(zl_tensor *const *in, int n)
+{
+    (void)n;
+    return select_with(in[0], 0, 3, (int64_t[]){2, 0, 2});
+}
+
+static zl_tensor *sel_last(zl_tensor *const *in, int n)
+{
+    (void)n;
+    return select_with(in[0], -1, 3, (int64_t[]){3, 0, 3});
+}
+
+/* cat, stack and index_select: any dtype forward (promotion on the way),
+ * gradients as views of the output's gradient or sums in index order. */
+TEST(structure_ops_on_the_device)
+{
+    zl_tensor *a = zt_randn(SHAPE(3, 4)), *b32 = zt_randn(SHAPE(3, 2)), *b = zl_tensor_to(b32, ZL_DTYPE_BF16);
+    zl_tensor *c = zt_randn(SHAPE(2, 4)), *a2 = zt_randn(SHAPE(3, 4)), *at = zt_randn(SHAPE(4, 3));
+    zl_tensor *g36 = zt_randn(SHAPE(3, 6)), *g54 = zt_randn(SHAPE(5, 4)), *g324 = zt_randn(SHAPE(3, 2, 4));
+    zl_tensor *g54b = zt_randn(SHAPE(5, 4));
+    check_op_on_both("cat dim 1, f32 and bf16", cat1, (zl_tensor *[]){a, b}, 2, g36);
+    check_op_on_both("cat dim 0", cat0, (zl_tensor *[]){a, c}, 2, g54);
+    check_op_on_both("stack", stack1, (zl_tensor *[]){a, a2}, 2, g324);
+    check_op_on_both("cat of a transposed view", cat_transposed, (zl_tensor *[]){at, c}, 2, g54b);
+    zl_tensor *ia = zl_tensor_to(a, ZL_DTYPE_I64), *ic = zl_tensor_to(c, ZL_DTYPE_I32);
+    check_op_on_both("cat of integers", cat0, (zl_tensor *[]){ia, ic}, 2, NULL);
+
+    zl_tensor *x = zt_randn(SHAPE(3, 5, 4)), *xb = zl_tensor_to(x, ZL_DTYPE_BF16);
+    zl_tensor *gm = zt_randn(SHAPE(3, 6, 4)), *gf = zt_randn(SHAPE(3, 5, 4)), *gl = zt_randn(SHAPE(3, 5, 3));
+    check_op_on_both("index_select dim 1, repeated indices", sel_mid, &x, 1, gm);
+    check_op_on_both("index_select dim 0", sel_first, &x, 1, gf);
+    check_op_on_both("index_select dim -1", sel_last, &x, 1, gl);
+    check_op_on_both("index_select bf16", sel_mid, &xb, 1, NULL);
+
+    zl_tensor *da = to_fake(a), *dx = to_fake(x);
+    CHECK_ERR(zl_cat((zl_tensor *[]){da, c}, 2, 0), "cat: one tensor is on cuda:7 and the other on cpu");
+    zl_tensor *bad = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){1, 5}), *dbad = to_fake(bad);
+    CHECK_ERR(zl_index_select(dx, 1, dbad), "index_select: index 5 is out of range for dimension 1 of size 5");
+    zl_tensor *one = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){1}, (int64_t[]){3});
+    CHECK_ERR(zl_index_select(one, 0, dbad), "index_select: one tensor is on cpu and the other on cuda:7");
+    zl_tensor *objs[] = {one, dbad, bad, dx, da, gl, gf, gm, xb, x, ic, ia, g54b, g324, g54, g36, at, a2, c, b, b32, a};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
 TEST(host_only_paths_name_the_device)

@@ -208,6 +208,70 @@ TEST(ops_and_backward_match_the_cpu)
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
+/* f(inputs) and backward (seed g, or none), on the CPU and on the GPU: the
+ * outputs and every float input's gradient within tol. */
+typedef zl_tensor *(*opn)(zl_tensor *const *in, int n);
+
+static void check_op_on_gpu(const char *what, opn f, zl_tensor *const *hin, int n, zl_tensor *gh, double tol)
+{
+    zl_tensor *out[2] = {0}, *grads[2][4] = {{0}};
+    for (int dev = 0; dev < 2; dev++) {
+        zl_tensor *in[4];
+        for (int i = 0; i < n; i++) {
+            in[i] = dev ? zl_tensor_to_device(hin[i], ZL_DEVICE_CUDA, 0) : zl_tensor_clone(hin[i]);
+            zl_tensor_set_requires_grad(in[i], zl_dtype_traits_of(zl_tensor_dtype(in[i]))->is_float);
+        }
+        out[dev] = f(in, n);
+        CHECK(out[dev] && zl_tensor_device(out[dev]) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+        if (out[dev] && gh) {
+            zl_tensor *g = dev ? zl_tensor_to_device(gh, ZL_DEVICE_CUDA, 0) : zl_tensor_retain(gh);
+            CHECK(zl_backward(out[dev], g, false) == ZL_OK);
+            zl_tensor_release(g);
+            for (int i = 0; i < n; i++) grads[dev][i] = zl_tensor_retain(zl_tensor_grad(in[i]));
+        }
+        for (int i = 0; i < n; i++) zl_tensor_release(in[i]);
+    }
+    char w[96];
+    if (out[0] && out[1]) check_close_dev(out[0], out[1], tol, what);
+    for (int i = 0; gh && i < n; i++) {
+        snprintf(w, sizeof w, "%s: gradient of input %d", what, i);
+        CHECK(!grads[0][i] == !grads[1][i]);
+        if (grads[0][i] && grads[1][i]) check_close_dev(grads[0][i], grads[1][i], tol, w);
+        zl_tensor_release(grads[0][i]);
+        zl_tensor_release(grads[1][i]);
+    }
+    zl_tensor_release(out[0]);
+    zl_tensor_release(out[1]);
+}
+
+static zl_tensor *cat1(zl_tensor *const *in, int n) { return zl_cat(in, n, 1); }
+static zl_tensor *stack0(zl_tensor *const *in, int n) { return zl_stack(in, n, 0); }
+
+static zl_tensor *select_mid(zl_tensor *const *in, int n)
+{
+    (void)n;
+    int64_t m = 6;
+    zl_tensor *ih = zl_tensor_from_data(ZL_DTYPE_I64, 1, &m, (int64_t[]){4, 0, 4, 2, 4, 1});
+    zl_tensor *i = zl_tensor_to_device(ih, zl_tensor_device(in[0]), 0);
+    zl_tensor *y = zl_index_select(in[0], 1, i);
+    zl_tensor_release(i);
+    zl_tensor_release(ih);
+    return y;
+}
+
+/* Copies and sums in index order: the GPU gives the CPU's bits. */
+TEST(structure_ops_match_the_cpu)
+{
+    zl_tensor *a = zt_randn(SHAPE(3, 4)), *b = zt_randn(SHAPE(3, 2)), *a2 = zt_randn(SHAPE(3, 4));
+    zl_tensor *x = zt_randn(SHAPE(3, 5, 40));
+    zl_tensor *g36 = zt_randn(SHAPE(3, 6)), *g234 = zt_randn(SHAPE(2, 3, 4)), *g3640 = zt_randn(SHAPE(3, 6, 40));
+    check_op_on_gpu("cat", cat1, (zl_tensor *[]){a, b}, 2, g36, 0);
+    check_op_on_gpu("stack", stack0, (zl_tensor *[]){a, a2}, 2, g234, 0);
+    check_op_on_gpu("index_select", select_mid, &x, 1, g3640, 0);
+    zl_tensor *objs[] = {g3640, g234, g36, x, a2, b, a};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
 TEST(host_ops_refuse_device_tensors)
 {
     zl_tensor *d = zl_tensor_zeros_on(ZL_DTYPE_F32, SHAPE(4), ZL_DEVICE_CUDA, 0);

@@ -87,6 +87,16 @@ int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx,
 int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, const void *g, int gdt,
                                 float *gw, void *stream);
 
+/* out [outer, m, inner] = the rows of x [outer, len, inner] along its middle
+ * dim that idx [m] names (0 <= idx < len, checked by the caller); es bytes
+ * an element, any dtype. */
+int zlk_cuda_index_select_forward(int64_t outer, int64_t len, int64_t m, int64_t inner, int es, const int64_t *idx,
+                                  const void *x, void *out, void *stream);
+/* gx [outer, len, inner] f32 [out] = the rows of g [outer, m, inner] f32 summed
+ * into the rows idx names, in index order. */
+int zlk_cuda_index_select_backward(int64_t outer, int64_t len, int64_t m, int64_t inner, const int64_t *idx,
+                                   const float *g, float *gx, void *stream);
+
 /* ---- optimizers over a list of tensors (host array, device buffers) ---- */
 typedef struct zlk_optim_tensor {
     float *p;              /* [n] f32 master, in place */

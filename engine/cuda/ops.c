@@ -40,18 +40,19 @@ static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red,
     return zli_cuda_done(index, "sum to shape", zlk_cuda_sum_to(nd, shape, red, g, out, nout, NULL));
 }
 
-static zl_status softmax(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y)
+static zl_status softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x, float *y)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "softmax", zlk_cuda_softmax_forward(is_log, rows, d, x, ZLM_F32, y, ZLM_F32, NULL));
+    return zli_cuda_done(index, "softmax",
+                         zlk_cuda_softmax_forward(is_log, outer, d, inner, x, ZLM_F32, y, ZLM_F32, NULL));
 }
 
-static zl_status softmax_backward(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
-                                  float *gx)
+static zl_status softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *y,
+                                  const float *g, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "softmax backward",
-                         zlk_cuda_softmax_backward(is_log, rows, d, y, ZLM_F32, g, ZLM_F32, gx, NULL));
+                         zlk_cuda_softmax_backward(is_log, outer, d, inner, y, ZLM_F32, g, ZLM_F32, gx, NULL));
 }
 
 static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,

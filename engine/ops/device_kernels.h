@@ -18,11 +18,11 @@ typedef struct zli_dev_kernels {
      * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
     zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
                         const float *a, const float *b, float *out);
-    /* y[rows, d] = softmax (or log_softmax) of each row of x[rows, d]. */
-    zl_status (*softmax)(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y);
-    /* gx[rows, d] from the output y and its gradient g. */
-    zl_status (*softmax_backward)(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
-                                  float *gx);
+    /* y[outer, d, inner] = softmax (or log_softmax) of x[outer, d, inner] over its middle dim. */
+    zl_status (*softmax)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x, float *y);
+    /* gx[outer, d, inner] from the output y and its gradient g. */
+    zl_status (*softmax_backward)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *y,
+                                  const float *g, float *gx);
     /* Cross-entropy per row of x[rows, ncls] against target[rows] (i64, on the
      * device): lse and loss [rows] (0 on rows whose target is `ignore`). */
     zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,

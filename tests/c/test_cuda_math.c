@@ -321,6 +321,30 @@ TEST(softmax_rows)
                 }
 }
 
+/* The middle dim of [6, 37, 5]: rows found by zlm_softmax_row_base, elements
+ * 5 apart, forward and backward in the CPU's order. */
+TEST(softmax_middle_dim)
+{
+    const int64_t shape[3] = {6, 37, 5}, n = 6 * 37 * 5;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *g = malloc(n * 4), *gx = malloc(n * 4);
+    logits_fill(x, 30, 37, ZLM_F32);
+    for (int64_t i = 0; i < n; i++) g[i] = normal();
+    for (int is_log = 0; is_log < 2; is_log++) {
+        zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 3, shape, x), *tg = tensor_of(ZL_DTYPE_F32, 3, shape, g);
+        zl_tensor *ty = is_log ? zl_log_softmax(tx, 1) : zl_softmax(tx, 1);
+        for (int64_t r = 0; r < 30; r++) {
+            int64_t b = zlm_softmax_row_base(r, 37, 5);
+            zlm_softmax_row(is_log, 37, 5, x + b, ZLM_F32, y + b, ZLM_F32);
+            zlm_softmax_row_backward(is_log, 37, 5, y + b, ZLM_F32, g + b, ZLM_F32, gx + b);
+        }
+        compare(is_log ? "log_softmax dim 1 of 3" : "softmax dim 1 of 3", y, ty, 0);
+        CHECK(zl_backward(ty, tg, false) == ZL_OK);
+        compare("its backward", gx, zl_tensor_grad(tx), max_abs(gx, n));
+        zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(tg);
+    }
+    free(x), free(y), free(g), free(gx);
+}
+
 /* The storage-dtype row functions (what a kernel reading bf16 runs) against
  * the f32 ones fed the widened values: the same results. */
 TEST(softmax_row_storage_dtypes)

@@ -118,19 +118,25 @@ static zl_status fake_sum_to(int index, int nd, const int64_t *shape, const int 
     return ZL_OK;
 }
 
-static zl_status fake_softmax(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y)
+static zl_status fake_softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x,
+                              float *y)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t r = 0; r < rows; r++) zlm_softmax_row(is_log, d, 1, x + r * d, ZLM_F32, y + r * d, ZLM_F32);
+    for (int64_t r = 0; r < outer * inner; r++) {
+        int64_t b = zlm_softmax_row_base(r, d, inner);
+        zlm_softmax_row(is_log, d, inner, x + b, ZLM_F32, y + b, ZLM_F32);
+    }
     return ZL_OK;
 }
 
-static zl_status fake_softmax_backward(int index, bool is_log, int64_t rows, int64_t d, const float *y,
-                                       const float *g, float *gx)
+static zl_status fake_softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner,
+                                       const float *y, const float *g, float *gx)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t r = 0; r < rows; r++)
-        zlm_softmax_row_backward(is_log, d, 1, y + r * d, ZLM_F32, g + r * d, ZLM_F32, gx + r * d);
+    for (int64_t r = 0; r < outer * inner; r++) {
+        int64_t b = zlm_softmax_row_base(r, d, inner);
+        zlm_softmax_row_backward(is_log, d, inner, y + b, ZLM_F32, g + b, ZLM_F32, gx + b);
+    }
     return ZL_OK;
 }
 
@@ -708,6 +714,26 @@ TEST(structure_ops_on_the_device)
     zl_tensor *one = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){1}, (int64_t[]){3});
     CHECK_ERR(zl_index_select(one, 0, dbad), "index_select: one tensor is on cpu and the other on cuda:7");
     zl_tensor *objs[] = {one, dbad, bad, dx, da, gl, gf, gm, xb, x, ic, ia, g54b, g324, g54, g36, at, a2, c, b, b32, a};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static zl_tensor *softmax_first(zl_tensor *const *in, int n) { (void)n; return zl_softmax(in[0], 0); }
+static zl_tensor *softmax_mid(zl_tensor *const *in, int n) { (void)n; return zl_softmax(in[0], 1); }
+static zl_tensor *log_softmax_mid(zl_tensor *const *in, int n) { (void)n; return zl_log_softmax(in[0], -2); }
+
+/* softmax over a dim that is not the last: rows whose elements lie apart,
+ * in the CPU's order (the same bits). */
+TEST(softmax_over_any_dim_on_the_device)
+{
+    zl_tensor *x = zt_randn(SHAPE(3, 5, 4)), *g = zt_randn(SHAPE(3, 5, 4)), *xb = zl_tensor_to(x, ZL_DTYPE_BF16);
+    zl_tensor *xt = zl_tensor_transpose(x, 0, 2);   /* a strided input */
+    check_op_on_both("softmax dim 0", softmax_first, &x, 1, g);
+    check_op_on_both("softmax dim 1", softmax_mid, &x, 1, g);
+    check_op_on_both("log_softmax dim -2", log_softmax_mid, &x, 1, g);
+    check_op_on_both("log_softmax dim -2, bf16", log_softmax_mid, &xb, 1, NULL);
+    zl_tensor *gt = zt_randn(SHAPE(4, 5, 3));
+    check_op_on_both("softmax dim 1 of a transposed view", softmax_mid, &xt, 1, gt);
+    zl_tensor *objs[] = {gt, xt, xb, g, x};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

@@ -272,6 +272,20 @@ TEST(structure_ops_match_the_cpu)
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
+static zl_tensor *softmax_first(zl_tensor *const *in, int n) { (void)n; return zl_softmax(in[0], 0); }
+static zl_tensor *log_softmax_mid(zl_tensor *const *in, int n) { (void)n; return zl_log_softmax(in[0], 1); }
+
+/* Rows whose elements lie apart, one GPU thread each: libm's expf and CUDA's
+ * differ by an ulp, so to 1e-5. */
+TEST(softmax_over_any_dim_matches_the_cpu)
+{
+    zl_tensor *x = zt_randn(SHAPE(7, 300, 33)), *g = zt_randn(SHAPE(7, 300, 33));
+    check_op_on_gpu("softmax dim 0", softmax_first, &x, 1, g, 1e-5);
+    check_op_on_gpu("log_softmax dim 1", log_softmax_mid, &x, 1, g, 1e-5);
+    zl_tensor_release(g);
+    zl_tensor_release(x);
+}
+
 TEST(host_ops_refuse_device_tensors)
 {
     zl_tensor *d = zl_tensor_zeros_on(ZL_DTYPE_F32, SHAPE(4), ZL_DEVICE_CUDA, 0);

@@ -45,12 +45,12 @@ int zlk_cuda_binary_backward(int kind, int64_t n, const void *a, int adt, const 
                              int gdt, float *ga, float *gb, void *stream);
 
 /* ---- rows: one thread block per row of d contiguous elements ---- */
-/* x, y [rows, d]. */
-int zlk_cuda_softmax_forward(bool is_log, int64_t rows, int64_t d, const void *x, int xdt, void *y, int ydt,
-                             void *stream);
-/* y [rows, d] the stored output, g its gradient; gx [rows, d] f32. */
-int zlk_cuda_softmax_backward(bool is_log, int64_t rows, int64_t d, const void *y, int ydt, const void *g, int gdt,
-                              float *gx, void *stream);
+/* x, y [outer, d, inner], over the middle dim. */
+int zlk_cuda_softmax_forward(bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x, int xdt, void *y,
+                             int ydt, void *stream);
+/* y [outer, d, inner] the stored output, g its gradient; gx [outer, d, inner] f32. */
+int zlk_cuda_softmax_backward(bool is_log, int64_t outer, int64_t d, int64_t inner, const void *y, int ydt,
+                              const void *g, int gdt, float *gx, void *stream);
 
 /* x, y [rows, m]; w, b [m] or NULL; mean, rstd [rows] f32 [out]. */
 int zlk_cuda_layer_norm_forward(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,

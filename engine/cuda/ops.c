@@ -126,7 +126,21 @@ static zl_status index_select_backward(int index, int64_t outer, int64_t len, in
                          zlk_cuda_index_select_backward(outer, len, m, inner, idx, g, gx, NULL));
 }
 
+static zl_status mse_forward(int index, int64_t n, const float *x, const float *t, float *sq)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "mse_loss", zlk_cuda_mse_forward(n, x, t, sq, NULL));
+}
+
+static zl_status mse_backward(int index, int64_t n, const float *x, const float *t, const float *g, int64_t g_stride,
+                              float k, float *gx, float *gt)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "mse_loss backward", zlk_cuda_mse_backward(n, x, t, g, g_stride, k, gx, gt, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
+    .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,

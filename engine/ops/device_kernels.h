@@ -30,6 +30,11 @@ typedef struct zli_dev_kernels {
     /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored rows. */
     zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
                              int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx);
+    /* sq[n] = (x - t)^2, elementwise. */
+    zl_status (*mse_forward)(int index, int64_t n, const float *x, const float *t, float *sq);
+    /* gx[n] and gt[n] (either NULL) = +-k * g[i * g_stride] * (x - t). */
+    zl_status (*mse_backward)(int index, int64_t n, const float *x, const float *t, const float *g, int64_t g_stride,
+                              float k, float *gx, float *gt);
     /* Layer norm over rows of m: y[rows, m], mean and rstd [rows]; w, b [m] or NULL. */
     zl_status (*ln_forward)(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
                             double eps, float *y, float *mean, float *rstd);

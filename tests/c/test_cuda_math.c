@@ -11,6 +11,7 @@
 #include "cuda/math/grad.h"
 #include "cuda/math/index_select.h"
 #include "cuda/math/layer_norm.h"
+#include "cuda/math/mse.h"
 #include "cuda/math/optim.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/unary.h"
@@ -523,6 +524,44 @@ TEST(cross_entropy_rows)
             zl_tensor_release(tl), zl_tensor_release(tx), zl_tensor_release(tt), zl_tensor_release(tg);
             free(x), free(gx);
         }
+}
+
+/* ---- mse_loss ---- */
+
+TEST(mse_loss_elements)
+{
+    const int64_t n = 5000;
+    float *x = malloc(n * 4), *t = malloc(n * 4), *g = malloc(n * 4), *sq = malloc(n * 4), *gx = malloc(n * 4);
+    float *gt = malloc(n * 4);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = 3.0f * normal();
+        t[i] = i % 7 ? normal() : x[i];   /* some exact zeros */
+        g[i] = normal();
+    }
+    for (int red = 0; red < 3; red++) {
+        zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 1, &n, x), *tt = leaf_of(ZL_DTYPE_F32, 1, &n, t);
+        zl_tensor *tl = zl_mse_loss(tx, tt, (zl_reduction)red);
+        for (int64_t i = 0; i < n; i++) sq[i] = zlm_mse_sq(x[i], t[i]);
+        if (red == ZL_REDUCE_NONE) {
+            compare("mse_loss none", sq, tl, 0);
+        } else {
+            double s = 0;
+            for (int64_t i = 0; i < n; i++) s += sq[i];
+            float total = (float)(red == ZL_REDUCE_SUM ? s : s / (double)n);
+            compare(red == ZL_REDUCE_SUM ? "mse_loss sum" : "mse_loss mean", &total, tl, 0);
+        }
+        zl_tensor *tg = red == ZL_REDUCE_NONE ? tensor_of(ZL_DTYPE_F32, 1, &n, g) : tensor_of(ZL_DTYPE_F32, 0, NULL, g);
+        CHECK(zl_backward(tl, tg, false) == ZL_OK);
+        float k = red == ZL_REDUCE_MEAN ? (float)(2.0 / (double)n) : 2.0f;
+        for (int64_t i = 0; i < n; i++) {
+            gx[i] = zlm_mse_grad(x[i], t[i], red == ZL_REDUCE_NONE ? g[i] : g[0], k);
+            gt[i] = -gx[i];
+        }
+        compare("mse_loss backward, input", gx, zl_tensor_grad(tx), 0);
+        compare("mse_loss backward, target", gt, zl_tensor_grad(tt), 0);
+        zl_tensor_release(tl), zl_tensor_release(tx), zl_tensor_release(tt), zl_tensor_release(tg);
+    }
+    free(x), free(t), free(g), free(sq), free(gx), free(gt);
 }
 
 /* ---- attention's softmax ----

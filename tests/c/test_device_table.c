@@ -13,6 +13,7 @@
 #include "cuda/math/embedding.h"
 #include "cuda/math/index_select.h"
 #include "cuda/math/layer_norm.h"
+#include "cuda/math/mse.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/sum_to.h"
 #include "cuda/math/unary.h"
@@ -218,7 +219,27 @@ static zl_status fake_index_select_backward(int index, int64_t outer, int64_t le
     return ZL_OK;
 }
 
+static zl_status fake_mse_forward(int index, int64_t n, const float *x, const float *t, float *sq)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) sq[i] = zlm_mse_sq(x[i], t[i]);
+    return ZL_OK;
+}
+
+static zl_status fake_mse_backward(int index, int64_t n, const float *x, const float *t, const float *g,
+                                   int64_t g_stride, float k, float *gx, float *gt)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) {
+        float v = zlm_mse_grad(x[i], t[i], g[i * g_stride], k);
+        if (gx) gx[i] = v;
+        if (gt) gt[i] = -v;
+    }
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
+    .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
     .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
     .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward,
     .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
@@ -714,6 +735,26 @@ TEST(structure_ops_on_the_device)
     zl_tensor *one = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){1}, (int64_t[]){3});
     CHECK_ERR(zl_index_select(one, 0, dbad), "index_select: one tensor is on cpu and the other on cuda:7");
     zl_tensor *objs[] = {one, dbad, bad, dx, da, gl, gf, gm, xb, x, ic, ia, g54b, g324, g54, g36, at, a2, c, b, b32, a};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static zl_tensor *mse_mean(zl_tensor *const *in, int n) { (void)n; return zl_mse_loss(in[0], in[1], ZL_REDUCE_MEAN); }
+static zl_tensor *mse_sum(zl_tensor *const *in, int n) { (void)n; return zl_mse_loss(in[0], in[1], ZL_REDUCE_SUM); }
+static zl_tensor *mse_none(zl_tensor *const *in, int n) { (void)n; return zl_mse_loss(in[0], in[1], ZL_REDUCE_NONE); }
+
+/* mse_loss, each reduction: the sums in the CPU's order, both gradients. */
+TEST(mse_loss_on_the_device)
+{
+    zl_tensor *x = zt_randn(SHAPE(70, 90)), *t = zt_randn(SHAPE(70, 90)), *g = zt_randn(SHAPE(70, 90));
+    zl_tensor *g0 = zl_tensor_scalar(ZL_DTYPE_F32, 0.75), *tb = zl_tensor_to(t, ZL_DTYPE_BF16);
+    check_op_on_both("mse_loss mean", mse_mean, (zl_tensor *[]){x, t}, 2, g0);
+    check_op_on_both("mse_loss sum", mse_sum, (zl_tensor *[]){x, t}, 2, g0);
+    check_op_on_both("mse_loss none", mse_none, (zl_tensor *[]){x, t}, 2, g);
+    check_op_on_both("mse_loss, a bf16 target", mse_mean, (zl_tensor *[]){x, tb}, 2, g0);
+    zl_tensor *dx = to_fake(x), *bad = zt_randn(SHAPE(70, 91)), *dbad = to_fake(bad);
+    CHECK_ERR(zl_mse_loss(dx, t, ZL_REDUCE_MEAN), "mse_loss: one tensor is on cuda:7 and the other on cpu");
+    CHECK_ERR(zl_mse_loss(dx, dbad, ZL_REDUCE_MEAN), "mse_loss: input and target must have the same shape");
+    zl_tensor *objs[] = {dbad, bad, dx, tb, g0, g, t, x};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

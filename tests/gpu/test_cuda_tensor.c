@@ -272,6 +272,20 @@ TEST(structure_ops_match_the_cpu)
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
+static zl_tensor *mse_mean(zl_tensor *const *in, int n) { (void)n; return zl_mse_loss(in[0], in[1], ZL_REDUCE_MEAN); }
+static zl_tensor *mse_none(zl_tensor *const *in, int n) { (void)n; return zl_mse_loss(in[0], in[1], ZL_REDUCE_NONE); }
+
+/* Exactly rounded elementwise math and the sum on the host: the CPU's bits. */
+TEST(mse_loss_matches_the_cpu)
+{
+    zl_tensor *x = zt_randn(SHAPE(300, 70)), *t = zt_randn(SHAPE(300, 70)), *g = zt_randn(SHAPE(300, 70));
+    zl_tensor *g0 = zl_tensor_scalar(ZL_DTYPE_F32, 0.5);
+    check_op_on_gpu("mse_loss mean", mse_mean, (zl_tensor *[]){x, t}, 2, g0, 0);
+    check_op_on_gpu("mse_loss none", mse_none, (zl_tensor *[]){x, t}, 2, g, 0);
+    zl_tensor *objs[] = {g0, g, t, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
 static zl_tensor *softmax_first(zl_tensor *const *in, int n) { (void)n; return zl_softmax(in[0], 0); }
 static zl_tensor *log_softmax_mid(zl_tensor *const *in, int n) { (void)n; return zl_log_softmax(in[0], 1); }
 

@@ -73,6 +73,13 @@ int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, i
                                     int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k,
                                     float *gx, void *stream);
 
+/* sq [n] f32 [out] = (x - t)^2; x, t [n] f32. */
+int zlk_cuda_mse_forward(int64_t n, const float *x, const float *t, float *sq, void *stream);
+/* gx, gt [n] f32 [out] (either NULL) = +-k * g[i * g_stride] * (x - t) (g_stride
+ * 1 for reduction none, 0 otherwise; k = 2 / n for mean, else 2). */
+int zlk_cuda_mse_backward(int64_t n, const float *x, const float *t, const float *g, int64_t g_stride, float k,
+                          float *gx, float *gt, void *stream);
+
 /* s [rows, tk] f32 [in/out], scores already scaled, to probabilities; row r is
  * query r % tq. dp [rows, tk] [in/out] to dS from p [rows, tk]. */
 int zlk_cuda_attention_softmax(int64_t rows, int64_t tq, int64_t tk, bool causal, float *s, void *stream);

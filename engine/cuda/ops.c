@@ -139,7 +139,51 @@ static zl_status mse_backward(int index, int64_t n, const float *x, const float 
     return zli_cuda_done(index, "mse_loss backward", zlk_cuda_mse_backward(n, x, t, g, g_stride, k, gx, gt, NULL));
 }
 
+static zlm_window window_of(const zli_dev_window *w)
+{
+    return (zlm_window){.c = w->c, .h = w->h, .w = w->w, .kh = w->kh, .kw = w->kw, .oh = w->oh, .ow = w->ow,
+                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw};
+}
+
+static zl_status pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
+                              int64_t *arg)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "max_pool2d", zlk_cuda_max_pool_forward(&g, planes, x, y, arg, NULL));
+}
+
+static zl_status pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                               const float *gy, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "max_pool2d backward", zlk_cuda_max_pool_backward(&g, planes, arg, gy, gx, NULL));
+}
+
+static zl_status im2col(int index, const zli_dev_window *w, const float *x, float *col)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "conv2d im2col", zlk_cuda_im2col(&g, x, col, NULL));
+}
+
+static zl_status col2im(int index, const zli_dev_window *w, const float *col, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "conv2d col2im", zlk_cuda_col2im(&g, col, gx, NULL));
+}
+
+static zl_status conv_bias_backward(int index, int64_t n, int64_t nout, int64_t len, const float *g, float *gb)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "conv2d bias backward", zlk_cuda_conv_bias_grad(n, nout, len, g, gb, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
+    .pool_forward = pool_forward, .pool_backward = pool_backward, .im2col = im2col, .col2im = col2im,
+    .conv_bias_backward = conv_bias_backward,
     .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward,

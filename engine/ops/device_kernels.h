@@ -8,6 +8,12 @@
 
 #include "op_util.h"
 
+/* A 2-d window sliding over planes of [h, w] (c planes an image, for conv):
+ * kernel kh x kw, stride sh, sw, padding ph, pw, output oh x ow. */
+typedef struct zli_dev_window {
+    int64_t c, h, w, kh, kw, oh, ow, sh, sw, ph, pw;
+} zli_dev_window;
+
 typedef struct zli_dev_kernels {
     /* y[n] = f(x[n]); kind is unary.c's (and cuda/math/unary.h's) code. */
     zl_status (*unary)(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1);
@@ -56,6 +62,20 @@ typedef struct zli_dev_kernels {
     /* gx[outer, len, inner] = g[outer, m, inner]'s rows summed into the rows idx names, in index order. */
     zl_status (*index_select_backward)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
                                        const int64_t *idx, const float *g, float *gx);
+    /* Max pooling over planes of x[planes, h, w] (padding is -inf): y and
+     * arg[planes, oh, ow] (i64, the flat position in its plane of each
+     * window's first maximum, kept on the device for backward). */
+    zl_status (*pool_forward)(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
+                              int64_t *arg);
+    /* gx[planes, h, w] = g[planes, oh, ow] added at each window's arg, windows in order. */
+    zl_status (*pool_backward)(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                               const float *g, float *gx);
+    /* col[c*kh*kw, oh*ow] from one image x[c, h, w], zero padded, and col2im
+     * its reverse: gx[c, h, w] = col's entries added where im2col read them. */
+    zl_status (*im2col)(int index, const zli_dev_window *w, const float *x, float *col);
+    zl_status (*col2im)(int index, const zli_dev_window *w, const float *col, float *gx);
+    /* gb[nout] = g[n, nout, len] summed over n and len in double. */
+    zl_status (*conv_bias_backward)(int index, int64_t n, int64_t nout, int64_t len, const float *g, float *gb);
     /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
      * red[d] is nonzero, as zli_sum_to_shape sums. */
     zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,

@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "cuda/math/attention.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/conv.h"
 #include "cuda/math/cross_entropy.h"
 #include "cuda/math/embedding.h"
 #include "cuda/math/grad.h"
@@ -13,6 +14,7 @@
 #include "cuda/math/layer_norm.h"
 #include "cuda/math/mse.h"
 #include "cuda/math/optim.h"
+#include "cuda/math/pool.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/unary.h"
 
@@ -562,6 +564,89 @@ TEST(mse_loss_elements)
         zl_tensor_release(tl), zl_tensor_release(tx), zl_tensor_release(tt), zl_tensor_release(tg);
     }
     free(x), free(t), free(g), free(sq), free(gx), free(gt);
+}
+
+/* ---- max_pool2d and conv2d ---- */
+
+static zlm_window window(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                         int64_t ph, int64_t pw)
+{
+    return (zlm_window){.c = c, .h = h, .w = w, .kh = kh, .kw = kw, .oh = (h + 2 * ph - kh) / sh + 1,
+                        .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw};
+}
+
+/* Overlapping windows, padding, ties and a NaN, forward and backward. */
+TEST(max_pool_windows)
+{
+    const int64_t shape[4] = {2, 3, 11, 9}, n = 2 * 3 * 11 * 9, planes = 6;
+    zlm_window g = window(3, 11, 9, 3, 4, 2, 1, 1, 2);
+    int64_t nout = planes * g.oh * g.ow, oshape[4] = {2, 3, g.oh, g.ow};
+    float *x = malloc(n * 4), *y = malloc(nout * 4), *gy = malloc(nout * 4), *gx = malloc(n * 4);
+    int64_t *arg = malloc(nout * 8);
+    for (int64_t i = 0; i < n; i++) x[i] = i % 13 == 0 ? 2.5f : normal();   /* ties at 2.5 */
+    x[40] = NAN;
+    for (int64_t i = 0; i < nout; i++) gy[i] = normal();
+    zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 4, shape, x), *tg = tensor_of(ZL_DTYPE_F32, 4, oshape, gy);
+    zl_tensor *ty = zl_max_pool2d(tx, 3, 4, 2, 1, 1, 2);
+    for (int64_t i = 0; i < nout; i++) zlm_pool_max(&g, x, i, y, arg);
+    compare("max_pool2d", y, ty, 0);
+    CHECK(zl_backward(ty, tg, false) == ZL_OK);
+    for (int64_t i = 0; i < n; i++) gx[i] = zlm_pool_grad(&g, arg, gy, i);
+    compare("max_pool2d backward", gx, zl_tensor_grad(tx), 0);
+    zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(tg);
+    free(x), free(y), free(gy), free(gx), free(arg);
+}
+
+/* C [m, n] = op(A) op(B), summed in double: a reference GEMM whose only
+ * rounding is the last. */
+static void ref_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < k; p++)
+                s += (double)(ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+            c[i * n + j] = (float)s;
+        }
+}
+
+/* im2col, col2im and the bias's sum around a reference GEMM, against the
+ * CPU's conv2d: to 1e-6 of the result's size (the GEMMs round differently). */
+TEST(conv_im2col_col2im_bias)
+{
+    const int64_t N = 2, C = 3, O = 4, xs[4] = {2, 3, 8, 7}, ws[4] = {4, 3, 3, 2}, nx = 2 * 3 * 8 * 7;
+    zlm_window g = window(C, 8, 7, 3, 2, 2, 1, 1, 1);
+    int64_t K = C * 3 * 2, len = g.oh * g.ow, img = C * 8 * 7, ny = N * O * len, ys[4] = {N, O, g.oh, g.ow};
+    float *x = malloc(nx * 4), *w = malloc(O * K * 4), b[4], *col = malloc(K * len * 4), *y = malloc(ny * 4);
+    float *gy = malloc(ny * 4), *gx = malloc(nx * 4), *gw = malloc(O * K * 4), *part = malloc(O * K * 4), gb[4];
+    for (int64_t i = 0; i < nx; i++) x[i] = normal();
+    for (int64_t i = 0; i < O * K; i++) w[i] = normal();
+    for (int64_t i = 0; i < ny; i++) gy[i] = normal();
+    for (int o = 0; o < 4; o++) b[o] = normal();
+    zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 4, xs, x), *tw = leaf_of(ZL_DTYPE_F32, 4, ws, w);
+    zl_tensor *tb = leaf_of(ZL_DTYPE_F32, 1, &O, b), *tg = tensor_of(ZL_DTYPE_F32, 4, ys, gy);
+    zl_tensor *ty = zl_conv2d(tx, tw, tb, 2, 1, 1, 1);
+    for (int64_t i = 0; i < N; i++) {
+        for (int64_t e = 0; e < K * len; e++) col[e] = zlm_im2col_elem(&g, x + i * img, e);
+        ref_gemm(false, false, O, len, K, w, col, y + i * O * len);
+        for (int64_t e = 0; e < O * len; e++) y[i * O * len + e] += b[e / len];
+    }
+    compare("conv2d", y, ty, max_abs(y, ny));
+    CHECK(zl_backward(ty, tg, false) == ZL_OK);
+    for (int64_t i = 0; i < N; i++) {
+        ref_gemm(true, false, K, len, O, w, gy + i * O * len, col);
+        for (int64_t e = 0; e < img; e++) gx[i * img + e] = zlm_col2im_elem(&g, col, e);
+        for (int64_t e = 0; e < K * len; e++) col[e] = zlm_im2col_elem(&g, x + i * img, e);
+        ref_gemm(false, true, O, K, len, gy + i * O * len, col, i ? part : gw);
+        for (int64_t e = 0; i && e < O * K; e++) gw[e] += part[e];
+    }
+    for (int64_t o = 0; o < O; o++) gb[o] = zlm_conv_bias_grad(gy, N, O, len, o);
+    compare("conv2d backward, input", gx, zl_tensor_grad(tx), max_abs(gx, nx));
+    compare("conv2d backward, weight", gw, zl_tensor_grad(tw), max_abs(gw, O * K));
+    compare("conv2d backward, bias", gb, zl_tensor_grad(tb), 0);
+    zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(tw), zl_tensor_release(tb);
+    zl_tensor_release(tg);
+    free(x), free(w), free(col), free(y), free(gy), free(gx), free(gw), free(part);
 }
 
 /* ---- attention's softmax ----

@@ -9,11 +9,13 @@
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/conv.h"
 #include "cuda/math/cross_entropy.h"
 #include "cuda/math/embedding.h"
 #include "cuda/math/index_select.h"
 #include "cuda/math/layer_norm.h"
 #include "cuda/math/mse.h"
+#include "cuda/math/pool.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/sum_to.h"
 #include "cuda/math/unary.h"
@@ -238,7 +240,56 @@ static zl_status fake_mse_backward(int index, int64_t n, const float *x, const f
     return ZL_OK;
 }
 
+static zlm_window window_of(const zli_dev_window *w)
+{
+    return (zlm_window){.c = w->c, .h = w->h, .w = w->w, .kh = w->kh, .kw = w->kw, .oh = w->oh, .ow = w->ow,
+                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw};
+}
+
+static zl_status fake_pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
+                                   int64_t *arg)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < planes * g.oh * g.ow; i++) zlm_pool_max(&g, x, i, y, arg);
+    return ZL_OK;
+}
+
+static zl_status fake_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                                    const float *gy, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < planes * g.h * g.w; i++) gx[i] = zlm_pool_grad(&g, arg, gy, i);
+    return ZL_OK;
+}
+
+static zl_status fake_im2col(int index, const zli_dev_window *w, const float *x, float *col)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < g.c * g.kh * g.kw * g.oh * g.ow; i++) col[i] = zlm_im2col_elem(&g, x, i);
+    return ZL_OK;
+}
+
+static zl_status fake_col2im(int index, const zli_dev_window *w, const float *col, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < g.c * g.h * g.w; i++) gx[i] = zlm_col2im_elem(&g, col, i);
+    return ZL_OK;
+}
+
+static zl_status fake_conv_bias_backward(int index, int64_t n, int64_t nout, int64_t len, const float *g, float *gb)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t o = 0; o < nout; o++) gb[o] = zlm_conv_bias_grad(g, n, nout, len, o);
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
+    .pool_forward = fake_pool_forward, .pool_backward = fake_pool_backward, .im2col = fake_im2col,
+    .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
     .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
     .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
     .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward,
@@ -628,10 +679,16 @@ TEST(embedding_on_the_device)
 }
 
 /* f(inputs) and backward with gradient seed g, on the host and on the device:
- * the outputs and every input's gradient the same bits. */
+ * the outputs and every input's gradient the same bits (tol 0), or within tol. */
 typedef zl_tensor *(*opn)(zl_tensor *const *in, int n);
 
-static void check_op_on_both(const char *what, opn f, zl_tensor *const *hin, int n, const zl_tensor *gh)
+static void check_same_or_close(const zl_tensor *h, const zl_tensor *dev, double tol, const char *what)
+{
+    if (tol == 0) check_bits(h, dev, what);
+    else check_close_host(h, dev, tol, what);
+}
+
+static void check_op_tol(const char *what, opn f, zl_tensor *const *hin, int n, const zl_tensor *gh, double tol)
 {
     zl_tensor *out[2] = {0}, *grads[2][4] = {{0}};
     for (int dev = 0; dev < 2; dev++) {
@@ -654,16 +711,21 @@ static void check_op_on_both(const char *what, opn f, zl_tensor *const *hin, int
         for (int i = 0; i < n; i++) zl_tensor_release(in[i]);
     }
     char w[96];
-    if (out[0] && out[1]) check_bits(out[0], out[1], what);
+    if (out[0] && out[1]) check_same_or_close(out[0], out[1], tol, what);
     for (int i = 0; gh && i < n; i++) {
         snprintf(w, sizeof w, "%s: gradient of input %d", what, i);
         CHECK(!grads[0][i] == !grads[1][i]);
-        if (grads[0][i] && grads[1][i]) check_bits(grads[0][i], grads[1][i], w);
+        if (grads[0][i] && grads[1][i]) check_same_or_close(grads[0][i], grads[1][i], tol, w);
         zl_tensor_release(grads[0][i]);
         zl_tensor_release(grads[1][i]);
     }
     zl_tensor_release(out[0]);
     zl_tensor_release(out[1]);
+}
+
+static void check_op_on_both(const char *what, opn f, zl_tensor *const *hin, int n, const zl_tensor *gh)
+{
+    check_op_tol(what, f, hin, n, gh, 0);
 }
 
 static zl_tensor *cat1(zl_tensor *const *in, int n) { return zl_cat(in, n, 1); }
@@ -755,6 +817,46 @@ TEST(mse_loss_on_the_device)
     CHECK_ERR(zl_mse_loss(dx, t, ZL_REDUCE_MEAN), "mse_loss: one tensor is on cuda:7 and the other on cpu");
     CHECK_ERR(zl_mse_loss(dx, dbad, ZL_REDUCE_MEAN), "mse_loss: input and target must have the same shape");
     zl_tensor *objs[] = {dbad, bad, dx, tb, g0, g, t, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static zl_tensor *pool_3s2p1(zl_tensor *const *in, int n) { (void)n; return zl_max_pool2d(in[0], 3, 3, 2, 2, 1, 1); }
+static zl_tensor *pool_2x3(zl_tensor *const *in, int n) { (void)n; return zl_max_pool2d(in[0], 2, 3, 1, 3, 0, 1); }
+
+/* max_pool2d: overlapping windows (one pixel the maximum of several, its
+ * gradient summed in window order), ties, padding, a NaN: the same bits. */
+TEST(max_pool2d_on_the_device)
+{
+    zl_tensor *x = zt_randn(SHAPE(2, 3, 9, 8));
+    for (int64_t i = 0; i < 20; i++) zl_tensor_set(x, i, 1.0);   /* ties: the first maximum wins */
+    zl_tensor_set(x, 100, NAN);
+    zl_tensor *g1 = zt_randn(SHAPE(2, 3, 5, 4)), *g2 = zt_randn(SHAPE(2, 3, 8, 3));
+    zl_tensor *xb = zl_tensor_to(x, ZL_DTYPE_BF16);
+    check_op_on_both("max_pool2d 3x3 stride 2 padding 1", pool_3s2p1, &x, 1, g1);
+    check_op_on_both("max_pool2d 2x3 stride (1, 3) padding (0, 1)", pool_2x3, &x, 1, g2);
+    check_op_on_both("max_pool2d bf16", pool_3s2p1, &xb, 1, g1);
+    zl_tensor *dx = to_fake(x);
+    CHECK_ERR(zl_max_pool2d(dx, 3, 3, 1, 1, 2, 2), "max_pool2d: padding (2, 2) must be at most half");
+    zl_tensor *objs[] = {dx, xb, g2, g1, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static zl_tensor *conv_bias(zl_tensor *const *in, int n) { (void)n; return zl_conv2d(in[0], in[1], in[2], 2, 1, 1, 2); }
+static zl_tensor *conv_plain(zl_tensor *const *in, int n) { (void)n; return zl_conv2d(in[0], in[1], NULL, 1, 1, 0, 0); }
+
+/* conv2d: padding and stride, the 1x1 shortcut, every gradient, to 1e-5: the
+ * stand-in's GEMM adds in another order than OpenBLAS (im2col, col2im and the
+ * bias's sum are checked against the CPU in test_cuda_math). */
+TEST(conv2d_on_the_device)
+{
+    zl_tensor *x = zt_randn(SHAPE(3, 4, 7, 6)), *w = zt_randn(SHAPE(5, 4, 3, 2)), *b = zt_randn(SHAPE(5));
+    zl_tensor *w1 = zt_randn(SHAPE(5, 4, 1, 1));
+    zl_tensor *g = zt_randn(SHAPE(3, 5, 4, 9)), *g1 = zt_randn(SHAPE(3, 5, 7, 6));
+    check_op_tol("conv2d 3x2 stride (2, 1) padding (1, 2), bias", conv_bias, (zl_tensor *[]){x, w, b}, 3, g, 1e-5);
+    check_op_tol("conv2d 1x1", conv_plain, (zl_tensor *[]){x, w1}, 2, g1, 1e-5);
+    zl_tensor *dx = to_fake(x);
+    CHECK_ERR(zl_conv2d(dx, w, NULL, 1, 1, 0, 0), "conv2d: one tensor is on cuda:7 and the other on cpu");
+    zl_tensor *objs[] = {dx, g1, g, w1, b, w, x};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

@@ -286,6 +286,24 @@ TEST(mse_loss_matches_the_cpu)
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
+static zl_tensor *pool(zl_tensor *const *in, int n) { (void)n; return zl_max_pool2d(in[0], 3, 3, 2, 2, 1, 1); }
+static zl_tensor *conv(zl_tensor *const *in, int n) { (void)n; return zl_conv2d(in[0], in[1], in[2], 2, 1, 1, 2); }
+static zl_tensor *conv1x1(zl_tensor *const *in, int n) { (void)n; return zl_conv2d(in[0], in[1], NULL, 1, 1, 0, 0); }
+
+/* max_pool2d (comparisons and sums in the CPU's order: its bits) and conv2d
+ * X. */
+TEST(pool_and_conv_match_the_cpu)
+{
+    zl_tensor *x = zt_randn(SHAPE(4, 8, 17, 15)), *gp = zt_randn(SHAPE(4, 8, 9, 8));
+    check_op_on_gpu("max_pool2d", pool, &x, 1, gp, 0);
+    zl_tensor *w = zt_randn(SHAPE(6, 8, 3, 2)), *b = zt_randn(SHAPE(6)), *w1 = zt_randn(SHAPE(6, 8, 1, 1));
+    zl_tensor *gc = zt_randn(SHAPE(4, 6, 9, 18)), *gc1 = zt_randn(SHAPE(4, 6, 17, 15));
+    check_op_on_gpu("conv2d", conv, (zl_tensor *[]){x, w, b}, 3, gc, 1e-4);
+    check_op_on_gpu("conv2d 1x1", conv1x1, (zl_tensor *[]){x, w1}, 2, gc1, 1e-4);
+    zl_tensor *objs[] = {gc1, gc, w1, b, w, gp, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
 static zl_tensor *softmax_first(zl_tensor *const *in, int n) { (void)n; return zl_softmax(in[0], 0); }
 static zl_tensor *log_softmax_mid(zl_tensor *const *in, int n) { (void)n; return zl_log_softmax(in[0], 1); }
 

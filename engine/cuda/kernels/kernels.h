@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "../math/optim.h"
 #include "../math/strided.h"
+#include "../math/window.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -103,6 +104,21 @@ int zlk_cuda_index_select_forward(int64_t outer, int64_t len, int64_t m, int64_t
  * into the rows idx names, in index order. */
 int zlk_cuda_index_select_backward(int64_t outer, int64_t len, int64_t m, int64_t inner, const int64_t *idx,
                                    const float *g, float *gx, void *stream);
+
+/* ---- 2-d windows over planes (cuda/math/window.h), f32 ---- */
+/* y, arg [planes, oh, ow] [out]: each window's max over x [planes, h, w] and
+ * the flat position in its plane of its first maximum. */
+int zlk_cuda_max_pool_forward(const zlm_window *g, int64_t planes, const float *x, float *y, int64_t *arg,
+                              void *stream);
+/* gx [planes, h, w] [out] = gy [planes, oh, ow] added at each window's arg. */
+int zlk_cuda_max_pool_backward(const zlm_window *g, int64_t planes, const int64_t *arg, const float *gy, float *gx,
+                               void *stream);
+/* col [c*kh*kw, oh*ow] [out] from one image x [c, h, w], zero padded. */
+int zlk_cuda_im2col(const zlm_window *g, const float *x, float *col, void *stream);
+/* gx [c, h, w] [out] = col's entries added onto the pixels im2col read them from. */
+int zlk_cuda_col2im(const zlm_window *g, const float *col, float *gx, void *stream);
+/* gb [nout] [out] = g [n, nout, len] summed over images and positions, in double. */
+int zlk_cuda_conv_bias_grad(int64_t n, int64_t nout, int64_t len, const float *g, float *gb, void *stream);
 
 /* ---- optimizers over a list of tensors (host array, device buffers) ---- */
 typedef struct zlk_optim_tensor {

@@ -19,18 +19,33 @@ static zl_status unary_backward(int index, int kind, int64_t n, const float *x, 
                          zlk_cuda_unary_backward(kind, n, x, ZLM_F32, y, ZLM_F32, g, ZLM_F32, gx, p0, NULL));
 }
 
-static zl_status binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
-                        const float *a, const float *b, float *out)
+static zlk_bcast bcast_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb)
 {
-    if (zli_cuda_use(index)) return zli_last_code();
     zlk_bcast bc = {.ndim = ndim};
     for (int i = 0; i < ndim; i++) {
         bc.shape[i] = shape[i];
         bc.sa[i] = sa[i];
         bc.sb[i] = sb[i];
     }
+    return bc;
+}
+
+static zl_status binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                        const float *a, const float *b, float *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlk_bcast bc = bcast_of(ndim, shape, sa, sb);
     return zli_cuda_done(index, "binary op",
                          zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
+}
+
+static zl_status binary_int(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                            const void *a, int adt, const void *b, int bdt, void *out, int odt)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlk_bcast bc = bcast_of(ndim, shape, sa, sb);
+    return zli_cuda_done(index, "binary op on integers",
+                         zlk_cuda_binary_int_forward(kind, &bc, a, adt, b, bdt, out, odt, NULL));
 }
 
 static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
@@ -182,6 +197,7 @@ static zl_status conv_bias_backward(int index, int64_t n, int64_t nout, int64_t 
 }
 
 const zli_dev_kernels zli_cuda_kernels = {
+    .binary_int = binary_int,
     .pool_forward = pool_forward, .pool_backward = pool_backward, .im2col = im2col, .col2im = col2im,
     .conv_bias_backward = conv_bias_backward,
     .mse_forward = mse_forward, .mse_backward = mse_backward,

@@ -30,12 +30,11 @@ zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shap
     return s->dev->alloc(ZL_DTYPE_F32, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
 }
 
-zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
+/* h (host, contiguous; released) copied into like's device memory, charged to cat. */
+static zl_tensor *upload(zl_tensor *h, const zl_tensor *like, zl_mem_category cat)
 {
     const zl_storage *ls = like->storage;
-    if (t->storage->dev || !ls->dev) return zli_f32c(t);
-    zl_tensor *h = zli_f32c(t);
-    zl_tensor *d = h ? ls->dev->alloc(ZL_DTYPE_F32, t->ndim, t->shape, ZL_MEM_ACTIVATIONS, ls->dev_index) : NULL;
+    zl_tensor *d = h ? ls->dev->alloc(h->dtype, h->ndim, h->shape, cat, ls->dev_index) : NULL;
     if (d && ls->dev->from_host(d, h)) {
         zl_tensor_release(d);
         d = NULL;
@@ -44,16 +43,21 @@ zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
     return d;
 }
 
+zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
+{
+    if (t->storage->dev || !like->storage->dev) return zli_f32c(t);
+    return upload(zli_f32c(t), like, ZL_MEM_ACTIVATIONS);
+}
+
+zl_tensor *zli_in_memory_of(zl_tensor *t, const zl_tensor *like)
+{
+    if (t->storage->dev || !like->storage->dev) return zl_tensor_retain(t);
+    return upload(zli_copy_as(t, t->dtype, ZL_MEM_ACTIVATIONS), like, ZL_MEM_ACTIVATIONS);
+}
+
 zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like)
 {
-    const zl_storage *ls = like->storage;
     zl_tensor *h = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, idx);
-    if (!h || !ls->dev) return h;
-    zl_tensor *d = ls->dev->alloc(ZL_DTYPE_I64, 1, &n, ZL_MEM_OTHER, ls->dev_index);
-    if (d && ls->dev->from_host(d, h)) {
-        zl_tensor_release(d);
-        d = NULL;
-    }
-    zl_tensor_release(h);
-    return d;
+    if (!like->storage->dev) return h;
+    return upload(h, like, ZL_MEM_OTHER);
 }

@@ -29,6 +29,10 @@ typedef struct zli_dev_kernels {
     /* gx[outer, d, inner] from the output y and its gradient g. */
     zl_status (*softmax_backward)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *y,
                                   const float *g, float *gx);
+    /* binary's integer path: out[shape] (contiguous, odt: any zl_dtype) = a (op)
+     * b in double, a (adt) and b (bdt) read through strides broadcast to shape. */
+    zl_status (*binary_int)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
+                            const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt);
     /* Cross-entropy per row of x[rows, ncls] against target[rows] (i64, on the
      * device): lse and loss [rows] (0 on rows whose target is `ignore`). */
     zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
@@ -95,6 +99,9 @@ ZLI_HIDDEN int zli_op_device(const char *op, int n, zl_tensor *const *in, const 
 ZLI_HIDDEN zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape);
 /* zli_f32c(t), in the memory `like` lives in (a host scalar is copied over). */
 ZLI_HIDDEN zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like);
+/* t where it is when that is where `like` lives (or `like` is on the host),
+ * else a contiguous copy of the host tensor t, dtype kept, on like's device. */
+ZLI_HIDDEN zl_tensor *zli_in_memory_of(zl_tensor *t, const zl_tensor *like);
 /* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);
 

@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "cuda/math/attention.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/binary_int.h"
 #include "cuda/math/conv.h"
 #include "cuda/math/cross_entropy.h"
 #include "cuda/math/embedding.h"
@@ -259,6 +260,33 @@ TEST(binary_forward_backward)
             zl_tensor_release(tg);
         }
     free(a), free(b), free(g), free(out), free(ga), free(gb);
+}
+
+/* Integer operands, every op: i64 against i32 with edges (0, negatives, 2^40,
+ * a division by 0, a power past i64's range), the result's bytes as the CPU's. */
+TEST(binary_integer_operands)
+{
+    const int64_t n = 64, av[8] = {0, -7, 5, 1099511627776, -3, 2, 9, 40};
+    int64_t a[64];
+    int32_t b[64];
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = i < 8 ? av[i] : (int64_t)(next_u64() % 2001) - 1000;
+        b[i] = i == 3 ? 40 : i % 9 == 0 ? 0 : (int32_t)(next_u64() % 21) - 10;
+    }
+    zl_tensor *ta = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, a), *tb = zl_tensor_from_data(ZL_DTYPE_I32, 1, &n, b);
+    zlm_view v = {.ndim = 1, .shape = {64}, .stride = {1}};
+    unsigned char out[64 * 8];
+    for (size_t k = 0; k < sizeof binary_ops / sizeof binary_ops[0]; k++) {
+        int kind = binary_ops[k].kind;
+        zl_tensor *to = binary_ops[k].fn(ta, tb);
+        int odt = to ? (int)zl_tensor_dtype(to) : ZLM_I64;
+        for (int64_t i = 0; i < n; i++) zlm_binary_int_elem(kind, &v, a, ZLM_I64, &v, b, ZLM_I32, out, odt, i);
+        if (!to || memcmp(out, zl_tensor_data(to), (size_t)n * zl_dtype_size((zl_dtype)odt)))
+            zt_fail(__FILE__, __LINE__, "%s on integers differs from the CPU", binary_ops[k].name);
+        zl_tensor_release(to);
+    }
+    zl_tensor_release(ta);
+    zl_tensor_release(tb);
 }
 
 /* ---- softmax and log_softmax ---- */

@@ -9,6 +9,7 @@
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/binary_int.h"
 #include "cuda/math/conv.h"
 #include "cuda/math/cross_entropy.h"
 #include "cuda/math/embedding.h"
@@ -287,7 +288,24 @@ static zl_status fake_conv_bias_backward(int index, int64_t n, int64_t nout, int
     return ZL_OK;
 }
 
+static zl_status fake_binary_int(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
+                                 const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_view va = {.ndim = ndim}, vb = {.ndim = ndim};
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        va.shape[i] = vb.shape[i] = shape[i];
+        va.stride[i] = sa[i];
+        vb.stride[i] = sb[i];
+        n *= shape[i];
+    }
+    for (int64_t i = 0; i < n; i++) zlm_binary_int_elem(kind, &va, a, adt, &vb, b, bdt, out, odt, i);
+    return ZL_OK;
+}
+
 static const zli_dev_kernels fake_kernels = {
+    .binary_int = fake_binary_int,
     .pool_forward = fake_pool_forward, .pool_backward = fake_pool_backward, .im2col = fake_im2col,
     .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
     .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
@@ -857,6 +875,52 @@ TEST(conv2d_on_the_device)
     zl_tensor *dx = to_fake(x);
     CHECK_ERR(zl_conv2d(dx, w, NULL, 1, 1, 0, 0), "conv2d: one tensor is on cuda:7 and the other on cpu");
     zl_tensor *objs[] = {dx, g1, g, w1, b, w, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static zl_tensor *int_add(zl_tensor *const *in, int n) { (void)n; return zl_add(in[0], in[1]); }
+static zl_tensor *int_div(zl_tensor *const *in, int n) { (void)n; return zl_div(in[0], in[1]); }
+static zl_tensor *int_pow(zl_tensor *const *in, int n) { (void)n; return zl_pow(in[0], in[1]); }
+static zl_tensor *int_eq(zl_tensor *const *in, int n) { (void)n; return zl_eq(in[0], in[1]); }
+static zl_tensor *int_lt_transposed(zl_tensor *const *in, int n)
+{
+    (void)n;
+    zl_tensor *t = zl_tensor_transpose(in[0], 0, 1), *y = zl_lt(t, in[1]);
+    zl_tensor_release(t);
+    return y;
+}
+
+/* Random normals times scale, converted to the integer dtype dt. */
+static zl_tensor *ints_of(zl_dtype dt, int ndim, const int64_t *shape, double scale)
+{
+    zl_tensor *f = zl_tensor_new(ZL_DTYPE_F32, ndim, shape, ZL_MEM_OTHER);
+    zl_tensor_normal_(f, 0, 1, NULL);
+    zl_tensor *s = zl_affine(f, scale, 0.0), *t = zl_tensor_to(s, dt);
+    zl_tensor_release(s);
+    zl_tensor_release(f);
+    return t;
+}
+
+/* Integer operands (indices, counts): in double, stored as core converts;
+ * mixed widths, broadcasting, a strided view, bool and f32 results. */
+TEST(integer_binary_ops_on_the_device)
+{
+    zl_tensor *a = ints_of(ZL_DTYPE_I64, SHAPE(4, 5), 1e6), *b = ints_of(ZL_DTYPE_I32, SHAPE(5), 50.0);
+    zl_tensor *small = ints_of(ZL_DTYPE_I32, SHAPE(5), 3.0), *bl = ints_of(ZL_DTYPE_BOOL, SHAPE(5), 1.0);
+    zl_tensor *big = ints_of(ZL_DTYPE_I64, SHAPE(4, 5), 1e12);
+    check_op_on_both("i64 + i32, broadcast", int_add, (zl_tensor *[]){a, b}, 2, NULL);
+    check_op_on_both("i64 + i64 past 2^32", int_add, (zl_tensor *[]){big, a}, 2, NULL);
+    check_op_on_both("i64 / i32 (f32)", int_div, (zl_tensor *[]){a, b}, 2, NULL);
+    check_op_on_both("i32 ^ i32", int_pow, (zl_tensor *[]){small, small}, 2, NULL);
+    check_op_on_both("i32 == bool", int_eq, (zl_tensor *[]){small, bl}, 2, NULL);
+    zl_tensor *at = ints_of(ZL_DTYPE_I64, SHAPE(5, 4), 10.0), *col = ints_of(ZL_DTYPE_I32, SHAPE(4, 1), 10.0);
+    check_op_on_both("i64 transposed < i32", int_lt_transposed, (zl_tensor *[]){at, col}, 2, NULL);
+    /* A host scalar goes along with a device tensor. */
+    zl_tensor *da = to_fake(a), *two = zl_tensor_scalar(ZL_DTYPE_I64, 2.0);
+    zl_tensor *hy = zl_mul(a, two), *dy = zl_mul(da, two);
+    CHECK(dy && zl_tensor_device(dy) == ZL_DEVICE_CUDA);
+    if (dy) check_bits(hy, dy, "i64 * a host scalar");
+    zl_tensor *objs[] = {dy, hy, two, da, col, at, big, bl, small, b, a};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

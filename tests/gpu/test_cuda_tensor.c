@@ -163,16 +163,19 @@ TEST(autograd_through_device_views)
     zl_tensor_release(results[1]);
 }
 
+/* Equal values (infinities too) or within tol. */
 static void check_close_dev(const zl_tensor *h, zl_tensor *d, double tol, const char *what)
 {
     zl_tensor *b = d ? host_copy(d) : NULL;
     CHECK(b && zl_tensor_numel(b) == zl_tensor_numel(h));
-    for (int64_t i = 0; b && i < zl_tensor_numel(h); i++)
-        if (!(fabs(zl_tensor_get(h, i) - zl_tensor_get(b, i)) <= tol * (1 + fabs(zl_tensor_get(h, i))))) {
+    for (int64_t i = 0; b && i < zl_tensor_numel(h); i++) {
+        double vh = zl_tensor_get(h, i), vb = zl_tensor_get(b, i);
+        if (vh != vb && !(fabs(vh - vb) <= tol * (1 + fabs(vh)))) {
             zt_fail(__FILE__, __LINE__, "%s: element %lld is %.9g on the GPU, %.9g on the CPU", what, (long long)i,
-                    zl_tensor_get(b, i), zl_tensor_get(h, i));
+                    vb, vh);
             break;
         }
+    }
     zl_tensor_release(b);
 }
 
@@ -301,6 +304,23 @@ TEST(pool_and_conv_match_the_cpu)
     check_op_on_gpu("conv2d", conv, (zl_tensor *[]){x, w, b}, 3, gc, 1e-4);
     check_op_on_gpu("conv2d 1x1", conv1x1, (zl_tensor *[]){x, w1}, 2, gc1, 1e-4);
     zl_tensor *objs[] = {gc1, gc, w1, b, w, gp, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static zl_tensor *int_add(zl_tensor *const *in, int n) { (void)n; return zl_add(in[0], in[1]); }
+static zl_tensor *int_div(zl_tensor *const *in, int n) { (void)n; return zl_div(in[0], in[1]); }
+static zl_tensor *int_lt(zl_tensor *const *in, int n) { (void)n; return zl_lt(in[0], in[1]); }
+
+/* Integer operands in double on the GPU: exact, the CPU's bytes. */
+TEST(integer_binary_ops_match_the_cpu)
+{
+    zl_tensor *fa = zt_randn(SHAPE(40, 30)), *fb = zt_randn(SHAPE(30));
+    zl_tensor *sa = zl_affine(fa, 1e9, 0.0), *sb = zl_affine(fb, 100.0, 0.0);
+    zl_tensor *a = zl_tensor_to(sa, ZL_DTYPE_I64), *b = zl_tensor_to(sb, ZL_DTYPE_I32);
+    check_op_on_gpu("i64 + i32", int_add, (zl_tensor *[]){a, b}, 2, NULL, 0);
+    check_op_on_gpu("i64 / i32", int_div, (zl_tensor *[]){a, b}, 2, NULL, 0);
+    check_op_on_gpu("i64 < i32", int_lt, (zl_tensor *[]){a, b}, 2, NULL, 0);
+    zl_tensor *objs[] = {b, a, sb, sa, fb, fa};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

@@ -39,6 +39,10 @@ typedef struct zlk_bcast {
 /* out [shape] (odt; ZLK_BOOL for comparisons) = a (op) b. */
 int zlk_cuda_binary_forward(int kind, const zlk_bcast *bc, const void *a, int adt, const void *b, int bdt, void *out,
                             int odt, void *stream);
+/* out [shape] (odt, any zl_dtype) = a (op) b in double, a (adt) and b (bdt)
+ * any integer or bool dtype: binary ops on integer operands. */
+int zlk_cuda_binary_int_forward(int kind, const zlk_bcast *bc, const void *a, int adt, const void *b, int bdt,
+                                void *out, int odt, void *stream);
 /* ga, gb [n] f32 (either may be NULL): the per-element gradients of a and b of
  * the same shape as the output. A broadcast operand's gradient is summed down
  * to its shape afterwards by a reduction (not here; issue 12). */

@@ -81,18 +81,28 @@ static zl_status fake_unary_backward(int index, int kind, int64_t n, const float
     return ZL_OK;
 }
 
+/* The operands' broadcast views over the output's shape; returns its element count. */
+static int64_t views_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb, zlm_view *va,
+                        zlm_view *vb)
+{
+    int64_t n = 1;
+    *va = (zlm_view){.ndim = ndim};
+    *vb = (zlm_view){.ndim = ndim};
+    for (int i = 0; i < ndim; i++) {
+        va->shape[i] = vb->shape[i] = shape[i];
+        va->stride[i] = sa[i];
+        vb->stride[i] = sb[i];
+        n *= shape[i];
+    }
+    return n;
+}
+
 static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
                              const int64_t *sb, const float *a, const float *b, float *out)
 {
     CHECK(index == FAKE_INDEX);
-    zlm_view va = {.ndim = ndim}, vb = {.ndim = ndim};
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        va.shape[i] = vb.shape[i] = shape[i];
-        va.stride[i] = sa[i];
-        vb.stride[i] = sb[i];
-        n *= shape[i];
-    }
+    zlm_view va, vb;
+    int64_t n = views_of(ndim, shape, sa, sb, &va, &vb);
     for (int64_t i = 0; i < n; i++)
         out[i] = zlm_binary_forward(kind, a[zlm_view_offset(&va, i)], b[zlm_view_offset(&vb, i)]);
     return ZL_OK;
@@ -292,14 +302,8 @@ static zl_status fake_binary_int(int index, int kind, int ndim, const int64_t *s
                                  const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
 {
     CHECK(index == FAKE_INDEX);
-    zlm_view va = {.ndim = ndim}, vb = {.ndim = ndim};
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        va.shape[i] = vb.shape[i] = shape[i];
-        va.stride[i] = sa[i];
-        vb.stride[i] = sb[i];
-        n *= shape[i];
-    }
+    zlm_view va, vb;
+    int64_t n = views_of(ndim, shape, sa, sb, &va, &vb);
     for (int64_t i = 0; i < n; i++) zlm_binary_int_elem(kind, &va, a, adt, &vb, b, bdt, out, odt, i);
     return ZL_OK;
 }

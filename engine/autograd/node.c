@@ -1,5 +1,4 @@
 /* Recording ops into the graph, and node teardown. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "node.h"
@@ -78,22 +77,17 @@ void zli_node_free(zl_node *n, zl_tensor **worklist)
     free(n);
 }
 
-static zl_status op_begin(const char *op, int n, zl_tensor *const *in, bool host_only)
+/* Every op takes tensors on any device: one with device kernels finds its
+ * inputs' device itself (ops/device_kernels.h), the others are made of core's
+ * primitives, which run through the storage's device table. */
+zl_status zli_op_begin(const char *op, int n, zl_tensor *const *in)
 {
     for (int i = 0; i < n; i++) {
         if (!in[i]) return zl_error(ZL_EINVAL, "%s: argument %d is NULL", op, i + 1);
         if (in[i]->refcount <= 0) return zl_error(ZL_ESTATE, "%s: argument %d was released", op, i + 1);
-        /* An op without device kernels takes host tensors only; one with them
-         * finds its inputs' device itself (ops/device_kernels.h). */
-        char role[32];
-        snprintf(role, sizeof role, "argument %d", i + 1);
-        if (host_only && zli_need_host(op, role, in[i])) return ZL_EDEVICE;
     }
     return zli_fire_use(n, in, ZL_USE_BEFORE_FORWARD, op);
 }
-
-zl_status zli_op_begin(const char *op, int n, zl_tensor *const *in) { return op_begin(op, n, in, true); }
-zl_status zli_op_begin_any(const char *op, int n, zl_tensor *const *in) { return op_begin(op, n, in, false); }
 
 zl_tensor *zli_op_end(const char *op, int n, zl_tensor *const *in, zl_tensor *out)
 {

@@ -80,13 +80,8 @@ ZLI_HIDDEN zl_status zli_node_save(zl_node *n, int slot, zl_tensor *t, bool alia
 ZLI_HIDDEN void zli_node_clear(zl_node *n, zl_tensor **worklist);
 ZLI_HIDDEN void zli_node_free(zl_node *n, zl_tensor **worklist);
 
-/* Check the inputs (in host memory: the ops compute on the CPU) and fire
- * BEFORE_FORWARD use hooks. */
+/* Check the inputs (none NULL or released) and fire BEFORE_FORWARD use hooks. */
 ZLI_HIDDEN zl_status zli_op_begin(const char *op, int n, zl_tensor *const *in);
-/* The same for ops that take tensors on any device: the views, which only
- * read the header, and those made of core's primitives alone (clone, to),
- * which core runs through the storage's device table. */
-ZLI_HIDDEN zl_status zli_op_begin_any(const char *op, int n, zl_tensor *const *in);
 /* Fire AFTER_FORWARD use hooks; returns out, or NULL (out released) if a hook fails
  * or out is NULL. */
 ZLI_HIDDEN zl_tensor *zli_op_end(const char *op, int n, zl_tensor *const *in, zl_tensor *out);

@@ -436,17 +436,30 @@ zl_status zli_broadcast_error(const char *op, const zl_tensor *src, const zl_ten
                     zl_shape_str(dst->ndim, dst->shape, b, sizeof b));
 }
 
+/* A stride of 0 on a dimension longer than 1: two elements at one place. */
+static bool has_shared_elements(const zl_tensor *t)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->stride[i] == 0 && t->shape[i] > 1) return true;
+    return false;
+}
+
 zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
 {
     if (zli_same_device("copy_", dst, src)) return ZL_EDEVICE;
     zl_tensor *e = zli_expand((zl_tensor *)src, dst->ndim, dst->shape);
     if (!e) return zli_last_code() == ZL_ENOMEM ? ZL_ENOMEM : zli_broadcast_error("copy_", src, dst);
     if (dst->storage->dev) {
-        /* The device copies into contiguous memory; a source overlapping dst goes through a copy. */
+        /* The device writes every element at once: a destination whose
+         * elements share memory (an expanded view) has no one result there,
+         * and a source overlapping dst goes through a copy. */
         zl_status st;
-        if (!zl_tensor_is_contiguous(dst))
-            st = zl_error(ZL_EINVAL, "copy_: a strided destination on a device is not supported yet (issue 12)");
-        else if (e->storage == dst->storage) {
+        if (has_shared_elements(dst)) {
+            char s[128];
+            st = zl_error(ZL_EINVAL, "copy_: the destination (shape %s) is an expanded view whose elements share "
+                          "memory; on a device copy into a tensor of its own (clone it first)",
+                          zl_shape_str(dst->ndim, dst->shape, s, sizeof s));
+        } else if (e->storage == dst->storage) {
             zl_tensor *tmp = zli_copy_as(e, e->dtype, ZL_MEM_OTHER);
             st = tmp ? dst->storage->dev->copy(dst, tmp) : ZL_ENOMEM;
             zl_tensor_release(tmp);

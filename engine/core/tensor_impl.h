@@ -19,8 +19,8 @@ typedef struct zli_device_ops {
     void (*free)(zl_storage *s);   /* gives s->data back; core frees s itself */
     void (*recharge)(const zl_storage *s, zl_mem_category to);   /* before s->cat becomes `to` */
     /* Core's primitives on the device, all tensors on device `index`:
-     * a new contiguous tensor; dst (contiguous) = src (any view, any dtype,
-     * strides 0 where broadcast); every element of t = v; dst (any view, a
+     * a new contiguous tensor; dst (any view whose elements do not share
+     * memory) = src (any view, any dtype, strides 0 where broadcast); every element of t = v; dst (any view, a
      * float dtype) += alpha * src (broadcast to dst's shape). */
     zl_tensor *(*alloc)(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
     zl_status (*copy)(zl_tensor *dst, const zl_tensor *src);

@@ -19,18 +19,33 @@ static zl_status unary_backward(int index, int kind, int64_t n, const float *x, 
                          zlk_cuda_unary_backward(kind, n, x, ZLM_F32, y, ZLM_F32, g, ZLM_F32, gx, p0, NULL));
 }
 
-static zl_status binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
-                        const float *a, const float *b, float *out)
+static zlk_bcast bcast_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb)
 {
-    if (zli_cuda_use(index)) return zli_last_code();
     zlk_bcast bc = {.ndim = ndim};
     for (int i = 0; i < ndim; i++) {
         bc.shape[i] = shape[i];
         bc.sa[i] = sa[i];
         bc.sb[i] = sb[i];
     }
+    return bc;
+}
+
+static zl_status binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                        const float *a, const float *b, float *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlk_bcast bc = bcast_of(ndim, shape, sa, sb);
     return zli_cuda_done(index, "binary op",
                          zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
+}
+
+static zl_status binary_int(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                            const void *a, int adt, const void *b, int bdt, void *out, int odt)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlk_bcast bc = bcast_of(ndim, shape, sa, sb);
+    return zli_cuda_done(index, "binary op on integers",
+                         zlk_cuda_binary_int_forward(kind, &bc, a, adt, b, bdt, out, odt, NULL));
 }
 
 static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
@@ -40,18 +55,19 @@ static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red,
     return zli_cuda_done(index, "sum to shape", zlk_cuda_sum_to(nd, shape, red, g, out, nout, NULL));
 }
 
-static zl_status softmax(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y)
+static zl_status softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x, float *y)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "softmax", zlk_cuda_softmax_forward(is_log, rows, d, x, ZLM_F32, y, ZLM_F32, NULL));
+    return zli_cuda_done(index, "softmax",
+                         zlk_cuda_softmax_forward(is_log, outer, d, inner, x, ZLM_F32, y, ZLM_F32, NULL));
 }
 
-static zl_status softmax_backward(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
-                                  float *gx)
+static zl_status softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *y,
+                                  const float *g, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "softmax backward",
-                         zlk_cuda_softmax_backward(is_log, rows, d, y, ZLM_F32, g, ZLM_F32, gx, NULL));
+                         zlk_cuda_softmax_backward(is_log, outer, d, inner, y, ZLM_F32, g, ZLM_F32, gx, NULL));
 }
 
 static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
@@ -169,7 +185,83 @@ static zl_status select_(int index, int ndim, const int64_t *shape, const uint8_
     return zli_cuda_done(index, "where", zlk_cuda_select(&s, cond, a, b, es, out, NULL));
 }
 
+static zl_status index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
+                              const int64_t *idx, const void *x, void *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "index_select",
+                         zlk_cuda_index_select_forward(outer, len, m, inner, es, idx, x, out, NULL));
+}
+
+static zl_status index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
+                                       const int64_t *idx, const float *g, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "index_select backward",
+                         zlk_cuda_index_select_backward(outer, len, m, inner, idx, g, gx, NULL));
+}
+
+static zl_status mse_forward(int index, int64_t n, const float *x, const float *t, float *sq)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "mse_loss", zlk_cuda_mse_forward(n, x, t, sq, NULL));
+}
+
+static zl_status mse_backward(int index, int64_t n, const float *x, const float *t, const float *g, int64_t g_stride,
+                              float k, float *gx, float *gt)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "mse_loss backward", zlk_cuda_mse_backward(n, x, t, g, g_stride, k, gx, gt, NULL));
+}
+
+static zlm_window window_of(const zli_dev_window *w)
+{
+    return (zlm_window){.c = w->c, .h = w->h, .w = w->w, .kh = w->kh, .kw = w->kw, .oh = w->oh, .ow = w->ow,
+                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw};
+}
+
+static zl_status pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
+                              int64_t *arg)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "max_pool2d", zlk_cuda_max_pool_forward(&g, planes, x, y, arg, NULL));
+}
+
+static zl_status pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                               const float *gy, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "max_pool2d backward", zlk_cuda_max_pool_backward(&g, planes, arg, gy, gx, NULL));
+}
+
+static zl_status im2col(int index, const zli_dev_window *w, const float *x, float *col)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "conv2d im2col", zlk_cuda_im2col(&g, x, col, NULL));
+}
+
+static zl_status col2im(int index, const zli_dev_window *w, const float *col, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "conv2d col2im", zlk_cuda_col2im(&g, col, gx, NULL));
+}
+
+static zl_status conv_bias_backward(int index, int64_t n, int64_t nout, int64_t len, const float *g, float *gb)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "conv2d bias backward", zlk_cuda_conv_bias_grad(n, nout, len, g, gb, NULL));
+}
+
 const zli_dev_kernels zli_cuda_kernels = {
+    .binary_int = binary_int,
+    .pool_forward = pool_forward, .pool_backward = pool_backward, .im2col = im2col, .col2im = col2im,
+    .conv_bias_backward = conv_bias_backward,
+    .mse_forward = mse_forward, .mse_backward = mse_backward,
+    .index_select = index_select, .index_select_backward = index_select_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
     .ln_backward_wb = ln_backward_wb,

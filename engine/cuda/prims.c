@@ -11,9 +11,11 @@ zl_status zli_cuda_copy_into(zl_tensor *dst, const zl_tensor *src)
 {
     int index = dst->storage->dev_index;
     if (zli_cuda_use(index)) return zli_last_code();
-    zlm_view s = zli_cuda_view_of(src);
+    zlm_view s = zli_cuda_view_of(src), d = zli_cuda_view_of(dst);
+    bool contiguous = zl_tensor_is_contiguous(dst);
     int launched = zlk_cuda_copy_view(zl_tensor_numel(dst), &s, src->storage->data, (int)src->dtype,
-                                      zl_tensor_data(dst), (int)dst->dtype, NULL);
+                                      contiguous ? NULL : &d, contiguous ? zl_tensor_data(dst) : dst->storage->data,
+                                      (int)dst->dtype, NULL);
     return zli_cuda_done(index, "copy", launched);
 }
 

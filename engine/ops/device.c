@@ -37,12 +37,11 @@ zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shap
     return s->dev->alloc(ZL_DTYPE_F32, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
 }
 
-zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
+/* h (host, contiguous; released) copied into like's device memory, charged to cat. */
+static zl_tensor *upload(zl_tensor *h, const zl_tensor *like, zl_mem_category cat)
 {
     const zl_storage *ls = like->storage;
-    if (t->storage->dev || !ls->dev) return zli_f32c(t);
-    zl_tensor *h = zli_f32c(t);
-    zl_tensor *d = h ? ls->dev->alloc(ZL_DTYPE_F32, t->ndim, t->shape, ZL_MEM_ACTIVATIONS, ls->dev_index) : NULL;
+    zl_tensor *d = h ? ls->dev->alloc(h->dtype, h->ndim, h->shape, cat, ls->dev_index) : NULL;
     if (d && ls->dev->from_host(d, h)) {
         zl_tensor_release(d);
         d = NULL;
@@ -53,16 +52,21 @@ zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
 
 zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
 {
-    const zl_storage *ls = like->storage;
-    bool moves = !t->storage->dev && ls->dev;
+    bool moves = !t->storage->dev && like->storage->dev;
     if (!moves && t->dtype == dt) return zl_tensor_retain(t);
     zl_tensor *h = zli_copy_as(t, dt, ZL_MEM_ACTIVATIONS);
-    if (!h || !moves) return h;
-    zl_tensor *d = ls->dev->alloc(dt, t->ndim, t->shape, ZL_MEM_ACTIVATIONS, ls->dev_index);
-    if (d && ls->dev->from_host(d, h)) {
-        zl_tensor_release(d);
-        d = NULL;
-    }
-    zl_tensor_release(h);
-    return d;
+    return moves ? upload(h, like, ZL_MEM_ACTIVATIONS) : h;
+}
+
+zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
+{
+    if (t->storage->dev || !like->storage->dev) return zli_f32c(t);
+    return upload(zli_f32c(t), like, ZL_MEM_ACTIVATIONS);
+}
+
+zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like)
+{
+    zl_tensor *h = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, idx);
+    if (!like->storage->dev) return h;
+    return upload(h, like, ZL_MEM_OTHER);
 }

@@ -8,6 +8,12 @@
 
 #include "op_util.h"
 
+/* A 2-d window sliding over planes of [h, w] (c planes an image, for conv):
+ * kernel kh x kw, stride sh, sw, padding ph, pw, output oh x ow. */
+typedef struct zli_dev_window {
+    int64_t c, h, w, kh, kw, oh, ow, sh, sw, ph, pw;
+} zli_dev_window;
+
 typedef struct zli_dev_kernels {
     /* y[n] = f(x[n]); kind is unary.c's (and cuda/math/unary.h's) code. */
     zl_status (*unary)(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1);
@@ -18,11 +24,15 @@ typedef struct zli_dev_kernels {
      * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
     zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
                         const float *a, const float *b, float *out);
-    /* y[rows, d] = softmax (or log_softmax) of each row of x[rows, d]. */
-    zl_status (*softmax)(int index, bool is_log, int64_t rows, int64_t d, const float *x, float *y);
-    /* gx[rows, d] from the output y and its gradient g. */
-    zl_status (*softmax_backward)(int index, bool is_log, int64_t rows, int64_t d, const float *y, const float *g,
-                                  float *gx);
+    /* y[outer, d, inner] = softmax (or log_softmax) of x[outer, d, inner] over its middle dim. */
+    zl_status (*softmax)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x, float *y);
+    /* gx[outer, d, inner] from the output y and its gradient g. */
+    zl_status (*softmax_backward)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *y,
+                                  const float *g, float *gx);
+    /* binary's integer path: out[shape] (contiguous, odt: any zl_dtype) = a (op)
+     * b in double, a (adt) and b (bdt) read through strides broadcast to shape. */
+    zl_status (*binary_int)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
+                            const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt);
     /* Cross-entropy per row of x[rows, ncls] against target[rows] (i64, on the
      * device): lse and loss [rows] (0 on rows whose target is `ignore`). */
     zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
@@ -30,6 +40,11 @@ typedef struct zli_dev_kernels {
     /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored rows. */
     zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
                              int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx);
+    /* sq[n] = (x - t)^2, elementwise. */
+    zl_status (*mse_forward)(int index, int64_t n, const float *x, const float *t, float *sq);
+    /* gx[n] and gt[n] (either NULL) = +-k * g[i * g_stride] * (x - t). */
+    zl_status (*mse_backward)(int index, int64_t n, const float *x, const float *t, const float *g, int64_t g_stride,
+                              float k, float *gx, float *gt);
     /* Layer norm over rows of m: y[rows, m], mean and rstd [rows]; w, b [m] or NULL. */
     zl_status (*ln_forward)(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
                             double eps, float *y, float *mean, float *rstd);
@@ -44,6 +59,27 @@ typedef struct zli_dev_kernels {
     /* gw[v, d] = g's rows summed into the rows idx names, in position order. */
     zl_status (*emb_backward)(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
                               float *gw);
+    /* out[outer, m, inner] = the rows idx[m] (i64, on the device, checked) of
+     * x[outer, len, inner] along its middle dim; es bytes an element. */
+    zl_status (*index_select)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
+                              const int64_t *idx, const void *x, void *out);
+    /* gx[outer, len, inner] = g[outer, m, inner]'s rows summed into the rows idx names, in index order. */
+    zl_status (*index_select_backward)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
+                                       const int64_t *idx, const float *g, float *gx);
+    /* Max pooling over planes of x[planes, h, w] (padding is -inf): y and
+     * arg[planes, oh, ow] (i64, the flat position in its plane of each
+     * window's first maximum, kept on the device for backward). */
+    zl_status (*pool_forward)(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
+                              int64_t *arg);
+    /* gx[planes, h, w] = g[planes, oh, ow] added at each window's arg, windows in order. */
+    zl_status (*pool_backward)(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                               const float *g, float *gx);
+    /* col[c*kh*kw, oh*ow] from one image x[c, h, w], zero padded, and col2im
+     * its reverse: gx[c, h, w] = col's entries added where im2col read them. */
+    zl_status (*im2col)(int index, const zli_dev_window *w, const float *x, float *col);
+    zl_status (*col2im)(int index, const zli_dev_window *w, const float *col, float *gx);
+    /* gb[nout] = g[n, nout, len] summed over n and len in double. */
+    zl_status (*conv_bias_backward)(int index, int64_t n, int64_t nout, int64_t len, const float *g, float *gb);
     /* out[nout] = g[shape] (nd dims, contiguous) summed over the dims where
      * red[d] is nonzero, as zli_sum_to_shape sums. */
     zl_status (*sum_to)(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
@@ -100,5 +136,8 @@ ZLI_HIDDEN zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like);
  * layout) when it is already, else a contiguous copy converted as
  * zli_copy_as converts (a host scalar is copied over to like's device). */
 ZLI_HIDDEN zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
+
+/* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
+ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);
 
 #endif

@@ -25,7 +25,7 @@ static zl_tensor *finish_view(const char *op, zl_tensor *t, zl_tensor *out, zli_
 
 static zl_tensor *reshape_impl(const char *op, zl_tensor *t, int ndim, const int64_t *shape, bool allow_copy)
 {
-    if (zli_op_begin_any(op, 1, &t)) return NULL;
+    if (zli_op_begin(op, 1, &t)) return NULL;
     zl_tensor *out = zli_reshape(op, t, ndim, shape, allow_copy);
     return zli_op_end(op, 1, &t, finish_view(op, t, out, reshape_backward));
 }
@@ -50,7 +50,7 @@ static zl_status permute_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 
 zl_tensor *zl_tensor_permute(zl_tensor *t, const int *perm)
 {
-    if (zli_op_begin_any("permute", 1, &t)) return NULL;
+    if (zli_op_begin("permute", 1, &t)) return NULL;
     int p[ZL_MAX_DIMS];
     zl_tensor *out = zli_permute(t, perm, p);
     zl_node *n;
@@ -85,8 +85,7 @@ static zl_status narrow_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
         gv = zli_view_of(g, slice->ndim, slice->shape, slice->stride, g->offset);
         if (gv) zli_contiguous_strides(gv->ndim, gv->shape, gv->stride);
     }
-    /* Into zeros: on a device, whose copy writes only contiguous memory, an add does it. */
-    zl_status st = !gv ? ZL_ENOMEM : z->storage->dev ? zli_add(slice, gv, 1.0) : zl_tensor_copy_(slice, gv);
+    zl_status st = gv ? zl_tensor_copy_(slice, gv) : ZL_ENOMEM;
     if (gv != g) zl_tensor_release(gv);
     zl_tensor_release(slice);
     if (st) { zl_tensor_release(z); return st; }
@@ -96,7 +95,7 @@ static zl_status narrow_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 
 static zl_tensor *narrow_impl(const char *op, zl_tensor *t, int dim, int64_t start, int64_t length, bool drop)
 {
-    if (zli_op_begin_any(op, 1, &t)) return NULL;
+    if (zli_op_begin(op, 1, &t)) return NULL;
     zl_tensor *out = zli_narrow(op, t, &dim, &start, length, drop);
     zl_node *n;
     if (out && zli_record(out, op, narrow_backward, 1, &t, &n)) { zl_tensor_release(out); out = NULL; }
@@ -131,7 +130,7 @@ static zl_status expand_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 
 zl_tensor *zl_tensor_expand(zl_tensor *t, int ndim, const int64_t *shape)
 {
-    if (zli_op_begin_any("expand", 1, &t)) return NULL;
+    if (zli_op_begin("expand", 1, &t)) return NULL;
     zl_tensor *out = zli_expand(t, ndim, shape);
     return zli_op_end("expand", 1, &t, finish_view("expand", t, out, expand_backward));
 }
@@ -170,7 +169,7 @@ static zl_status identity_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 
 zl_tensor *zl_tensor_clone(zl_tensor *t)
 {
-    if (zli_op_begin_any("clone", 1, &t)) return NULL;
+    if (zli_op_begin("clone", 1, &t)) return NULL;
     zl_tensor *out = zli_copy_as(t, t->dtype, ZL_MEM_ACTIVATIONS);
     return zli_op_end("clone", 1, &t, finish_view("clone", t, out, identity_backward));
 }
@@ -184,7 +183,7 @@ zl_tensor *zl_tensor_contiguous(zl_tensor *t)
 
 zl_tensor *zl_tensor_to(zl_tensor *t, zl_dtype dt)
 {
-    if (zli_op_begin_any("to", 1, &t)) return NULL;
+    if (zli_op_begin("to", 1, &t)) return NULL;
     if (!zl_dtype_traits_of(dt)) {
         zl_error(ZL_EDTYPE, "to: invalid dtype %d", (int)dt);
         return zli_op_end("to", 1, &t, NULL);

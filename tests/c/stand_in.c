@@ -28,9 +28,9 @@ static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem
 
 static zl_status fake_copy(zl_tensor *dst, const zl_tensor *src)
 {
-    zlm_view s = zli_cuda_view_of(src);
+    zlm_view s = zli_cuda_view_of(src), d = zli_cuda_view_of(dst);
     for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
-        zlm_copy_elem(&s, src->storage->data, (int)src->dtype, zl_tensor_data(dst), (int)dst->dtype, i);
+        zlm_copy_view_elem(&d, dst->storage->data, (int)dst->dtype, &s, src->storage->data, (int)src->dtype, i);
     return ZL_OK;
 }
 

@@ -6,14 +6,19 @@
 #include "harness.h"
 #include "cuda/math/attention.h"
 #include "cuda/math/binary.h"
+#include "cuda/math/binary_int.h"
+#include "cuda/math/conv.h"
 #include "cuda/math/cross_entropy.h"
 #include "cuda/math/dropout.h"
 #include "cuda/math/embedding.h"
 #include "cuda/math/grad.h"
+#include "cuda/math/index_select.h"
 #include "cuda/math/layer_norm.h"
+#include "cuda/math/mse.h"
 #include "cuda/math/optim.h"
 #include "cuda/math/reduce.h"
 #include "cuda/math/select.h"
+#include "cuda/math/pool.h"
 #include "cuda/math/softmax.h"
 #include "cuda/math/unary.h"
 #include "optim/device_optim.h"
@@ -261,6 +266,33 @@ TEST(binary_forward_backward)
     free(a), free(b), free(g), free(out), free(ga), free(gb);
 }
 
+/* Integer operands, every op: i64 against i32 with edges (0, negatives, 2^40,
+ * a division by 0, a power past i64's range), the result's bytes as the CPU's. */
+TEST(binary_integer_operands)
+{
+    const int64_t n = 64, av[8] = {0, -7, 5, 1099511627776, -3, 2, 9, 40};
+    int64_t a[64];
+    int32_t b[64];
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = i < 8 ? av[i] : (int64_t)(next_u64() % 2001) - 1000;
+        b[i] = i == 3 ? 40 : i % 9 == 0 ? 0 : (int32_t)(next_u64() % 21) - 10;
+    }
+    zl_tensor *ta = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, a), *tb = zl_tensor_from_data(ZL_DTYPE_I32, 1, &n, b);
+    zlm_view v = {.ndim = 1, .shape = {64}, .stride = {1}};
+    unsigned char out[64 * 8];
+    for (size_t k = 0; k < sizeof binary_ops / sizeof binary_ops[0]; k++) {
+        int kind = binary_ops[k].kind;
+        zl_tensor *to = binary_ops[k].fn(ta, tb);
+        int odt = to ? (int)zl_tensor_dtype(to) : ZLM_I64;
+        for (int64_t i = 0; i < n; i++) zlm_binary_int_elem(kind, &v, a, ZLM_I64, &v, b, ZLM_I32, out, odt, i);
+        if (!to || memcmp(out, zl_tensor_data(to), (size_t)n * zl_dtype_size((zl_dtype)odt)))
+            zt_fail(__FILE__, __LINE__, "%s on integers differs from the CPU", binary_ops[k].name);
+        zl_tensor_release(to);
+    }
+    zl_tensor_release(ta);
+    zl_tensor_release(tb);
+}
+
 /* ---- softmax and log_softmax ---- */
 
 /* Rows of random logits with, row by row: large offsets, masked (-inf)
@@ -322,6 +354,30 @@ TEST(softmax_rows)
                     zl_tensor_release(tg);
                     free(x), free(y), free(g), free(gx), free(ys);
                 }
+}
+
+/* The middle dim of [6, 37, 5]: rows found by zlm_softmax_row_base, elements
+ * 5 apart, forward and backward in the CPU's order. */
+TEST(softmax_middle_dim)
+{
+    const int64_t shape[3] = {6, 37, 5}, n = 6 * 37 * 5;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *g = malloc(n * 4), *gx = malloc(n * 4);
+    logits_fill(x, 30, 37, ZLM_F32);
+    for (int64_t i = 0; i < n; i++) g[i] = normal();
+    for (int is_log = 0; is_log < 2; is_log++) {
+        zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 3, shape, x), *tg = tensor_of(ZL_DTYPE_F32, 3, shape, g);
+        zl_tensor *ty = is_log ? zl_log_softmax(tx, 1) : zl_softmax(tx, 1);
+        for (int64_t r = 0; r < 30; r++) {
+            int64_t b = zlm_softmax_row_base(r, 37, 5);
+            zlm_softmax_row(is_log, 37, 5, x + b, ZLM_F32, y + b, ZLM_F32);
+            zlm_softmax_row_backward(is_log, 37, 5, y + b, ZLM_F32, g + b, ZLM_F32, gx + b);
+        }
+        compare(is_log ? "log_softmax dim 1 of 3" : "softmax dim 1 of 3", y, ty, 0);
+        CHECK(zl_backward(ty, tg, false) == ZL_OK);
+        compare("its backward", gx, zl_tensor_grad(tx), max_abs(gx, n));
+        zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(tg);
+    }
+    free(x), free(y), free(g), free(gx);
 }
 
 /* The storage-dtype row functions (what a kernel reading bf16 runs) against
@@ -429,6 +485,37 @@ TEST(embedding_backward)
     }
 }
 
+/* ---- index_select ---- */
+
+/* x [4, 30, 9] along dim 1 (40 indices, 0 hit many times, 29 never) and along
+ * dim 2: the gathered bytes, and the gradient summed in index order. */
+TEST(index_select_gather_and_backward)
+{
+    const int64_t shape[3] = {4, 30, 9}, n = 4 * 30 * 9;
+    for (int di = 0; di < 3; di++)
+        for (int d = 1; d < 3; d++) {
+            int dt = dtypes[di];
+            int64_t m = d == 1 ? 40 : 5, len = shape[d], inner = d == 1 ? 9 : 1, outer = d == 1 ? 4 : 120;
+            int64_t idx[40], gshape[3] = {4, d == 1 ? m : 30, d == 1 ? 9 : m}, ng = outer * m * inner;
+            float *x = malloc(n * 4), *y = malloc(ng * 4), *g = malloc(ng * 4), *gx = malloc(n * 4);
+            for (int64_t i = 0; i < n; i++) x[i] = in_dtype(dt, normal());
+            for (int64_t i = 0; i < ng; i++) g[i] = normal();
+            for (int64_t r = 0; r < m; r++) idx[r] = r % 3 == 0 ? 0 : (int64_t)(next_u64() % (uint64_t)(len - 1));
+            zl_tensor *tx = leaf_of(dt, 3, shape, x), *ti = zl_tensor_from_data(ZL_DTYPE_I64, 1, &m, idx);
+            zl_tensor *tg = zl_tensor_from_data(ZL_DTYPE_F32, 3, gshape, g), *ty = zl_index_select(tx, d, ti);
+            for (int64_t i = 0; i < ng; i++) zlm_index_select_gather(i, len, m, inner, 4, idx, x, y);
+            char what[64];
+            snprintf(what, sizeof what, "index_select dim %d", d);
+            compare(what, y, ty, 0);
+            CHECK(zl_backward(ty, tg, false) == ZL_OK);
+            for (int64_t t = 0; t < outer * inner; t++) zlm_index_select_backward_column(t, len, m, inner, idx, g, gx);
+            strcat(what, " backward");
+            compare(what, gx, zl_tensor_grad(tx), 0);
+            zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(ti), zl_tensor_release(tg);
+            free(x), free(y), free(g), free(gx);
+        }
+}
+
 /* ---- cross-entropy ---- */
 
 TEST(cross_entropy_rows)
@@ -471,6 +558,127 @@ TEST(cross_entropy_rows)
             zl_tensor_release(tl), zl_tensor_release(tx), zl_tensor_release(tt), zl_tensor_release(tg);
             free(x), free(gx);
         }
+}
+
+/* ---- mse_loss ---- */
+
+TEST(mse_loss_elements)
+{
+    const int64_t n = 5000;
+    float *x = malloc(n * 4), *t = malloc(n * 4), *g = malloc(n * 4), *sq = malloc(n * 4), *gx = malloc(n * 4);
+    float *gt = malloc(n * 4);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = 3.0f * normal();
+        t[i] = i % 7 ? normal() : x[i];   /* some exact zeros */
+        g[i] = normal();
+    }
+    for (int red = 0; red < 3; red++) {
+        zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 1, &n, x), *tt = leaf_of(ZL_DTYPE_F32, 1, &n, t);
+        zl_tensor *tl = zl_mse_loss(tx, tt, (zl_reduction)red);
+        for (int64_t i = 0; i < n; i++) sq[i] = zlm_mse_sq(x[i], t[i]);
+        if (red == ZL_REDUCE_NONE) {
+            compare("mse_loss none", sq, tl, 0);
+        } else {
+            double s = 0;
+            for (int64_t i = 0; i < n; i++) s += sq[i];
+            float total = (float)(red == ZL_REDUCE_SUM ? s : s / (double)n);
+            compare(red == ZL_REDUCE_SUM ? "mse_loss sum" : "mse_loss mean", &total, tl, 0);
+        }
+        zl_tensor *tg = red == ZL_REDUCE_NONE ? tensor_of(ZL_DTYPE_F32, 1, &n, g) : tensor_of(ZL_DTYPE_F32, 0, NULL, g);
+        CHECK(zl_backward(tl, tg, false) == ZL_OK);
+        float k = red == ZL_REDUCE_MEAN ? (float)(2.0 / (double)n) : 2.0f;
+        for (int64_t i = 0; i < n; i++) {
+            gx[i] = zlm_mse_grad(x[i], t[i], red == ZL_REDUCE_NONE ? g[i] : g[0], k);
+            gt[i] = -gx[i];
+        }
+        compare("mse_loss backward, input", gx, zl_tensor_grad(tx), 0);
+        compare("mse_loss backward, target", gt, zl_tensor_grad(tt), 0);
+        zl_tensor_release(tl), zl_tensor_release(tx), zl_tensor_release(tt), zl_tensor_release(tg);
+    }
+    free(x), free(t), free(g), free(sq), free(gx), free(gt);
+}
+
+/* ---- max_pool2d and conv2d ---- */
+
+static zlm_window window(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                         int64_t ph, int64_t pw)
+{
+    return (zlm_window){.c = c, .h = h, .w = w, .kh = kh, .kw = kw, .oh = (h + 2 * ph - kh) / sh + 1,
+                        .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw};
+}
+
+/* Overlapping windows, padding, ties and a NaN, forward and backward. */
+TEST(max_pool_windows)
+{
+    const int64_t shape[4] = {2, 3, 11, 9}, n = 2 * 3 * 11 * 9, planes = 6;
+    zlm_window g = window(3, 11, 9, 3, 4, 2, 1, 1, 2);
+    int64_t nout = planes * g.oh * g.ow, oshape[4] = {2, 3, g.oh, g.ow};
+    float *x = malloc(n * 4), *y = malloc(nout * 4), *gy = malloc(nout * 4), *gx = malloc(n * 4);
+    int64_t *arg = malloc(nout * 8);
+    for (int64_t i = 0; i < n; i++) x[i] = i % 13 == 0 ? 2.5f : normal();   /* ties at 2.5 */
+    x[40] = NAN;
+    for (int64_t i = 0; i < nout; i++) gy[i] = normal();
+    zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 4, shape, x), *tg = tensor_of(ZL_DTYPE_F32, 4, oshape, gy);
+    zl_tensor *ty = zl_max_pool2d(tx, 3, 4, 2, 1, 1, 2);
+    for (int64_t i = 0; i < nout; i++) zlm_pool_max(&g, x, i, y, arg);
+    compare("max_pool2d", y, ty, 0);
+    CHECK(zl_backward(ty, tg, false) == ZL_OK);
+    for (int64_t i = 0; i < n; i++) gx[i] = zlm_pool_grad(&g, arg, gy, i);
+    compare("max_pool2d backward", gx, zl_tensor_grad(tx), 0);
+    zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(tg);
+    free(x), free(y), free(gy), free(gx), free(arg);
+}
+
+/* C [m, n] = op(A) op(B), summed in double: a reference GEMM whose only
+ * rounding is the last. */
+static void ref_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < k; p++)
+                s += (double)(ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+            c[i * n + j] = (float)s;
+        }
+}
+
+/* im2col, col2im and the bias's sum around a reference GEMM, against the
+ * CPU's conv2d: to 1e-6 of the result's size (the GEMMs round differently). */
+TEST(conv_im2col_col2im_bias)
+{
+    const int64_t N = 2, C = 3, O = 4, xs[4] = {2, 3, 8, 7}, ws[4] = {4, 3, 3, 2}, nx = 2 * 3 * 8 * 7;
+    zlm_window g = window(C, 8, 7, 3, 2, 2, 1, 1, 1);
+    int64_t K = C * 3 * 2, len = g.oh * g.ow, img = C * 8 * 7, ny = N * O * len, ys[4] = {N, O, g.oh, g.ow};
+    float *x = malloc(nx * 4), *w = malloc(O * K * 4), b[4], *col = malloc(K * len * 4), *y = malloc(ny * 4);
+    float *gy = malloc(ny * 4), *gx = malloc(nx * 4), *gw = malloc(O * K * 4), *part = malloc(O * K * 4), gb[4];
+    for (int64_t i = 0; i < nx; i++) x[i] = normal();
+    for (int64_t i = 0; i < O * K; i++) w[i] = normal();
+    for (int64_t i = 0; i < ny; i++) gy[i] = normal();
+    for (int o = 0; o < 4; o++) b[o] = normal();
+    zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 4, xs, x), *tw = leaf_of(ZL_DTYPE_F32, 4, ws, w);
+    zl_tensor *tb = leaf_of(ZL_DTYPE_F32, 1, &O, b), *tg = tensor_of(ZL_DTYPE_F32, 4, ys, gy);
+    zl_tensor *ty = zl_conv2d(tx, tw, tb, 2, 1, 1, 1);
+    for (int64_t i = 0; i < N; i++) {
+        for (int64_t e = 0; e < K * len; e++) col[e] = zlm_im2col_elem(&g, x + i * img, e);
+        ref_gemm(false, false, O, len, K, w, col, y + i * O * len);
+        for (int64_t e = 0; e < O * len; e++) y[i * O * len + e] += b[e / len];
+    }
+    compare("conv2d", y, ty, max_abs(y, ny));
+    CHECK(zl_backward(ty, tg, false) == ZL_OK);
+    for (int64_t i = 0; i < N; i++) {
+        ref_gemm(true, false, K, len, O, w, gy + i * O * len, col);
+        for (int64_t e = 0; e < img; e++) gx[i * img + e] = zlm_col2im_elem(&g, col, e);
+        for (int64_t e = 0; e < K * len; e++) col[e] = zlm_im2col_elem(&g, x + i * img, e);
+        ref_gemm(false, true, O, K, len, gy + i * O * len, col, i ? part : gw);
+        for (int64_t e = 0; i && e < O * K; e++) gw[e] += part[e];
+    }
+    for (int64_t o = 0; o < O; o++) gb[o] = zlm_conv_bias_grad(gy, N, O, len, o);
+    compare("conv2d backward, input", gx, zl_tensor_grad(tx), max_abs(gx, nx));
+    compare("conv2d backward, weight", gw, zl_tensor_grad(tw), max_abs(gw, O * K));
+    compare("conv2d backward, bias", gb, zl_tensor_grad(tb), 0);
+    zl_tensor_release(ty), zl_tensor_release(tx), zl_tensor_release(tw), zl_tensor_release(tb);
+    zl_tensor_release(tg);
+    free(x), free(w), free(col), free(y), free(gy), free(gx), free(gw), free(part);
 }
 
 /* ---- attention's softmax ----

@@ -67,6 +67,30 @@ TEST(copy_views_every_dtype_pair)
     zl_tensor_release(f);
 }
 
+/* A copy into a strided destination (a transposed view, a slice of a wider
+ * tensor), converting dtypes on the way: the bytes core's copy_ writes. */
+TEST(copy_into_views_matches_core)
+{
+    zl_tensor *r = zt_randn(SHAPE(5, 7));
+    for (int s = 0; s < ZL_DTYPE_COUNT; s++)
+        for (int d = 0; d < ZL_DTYPE_COUNT; d++) {
+            zl_tensor *src = zl_tensor_to(r, (zl_dtype)s);
+            zl_tensor *mine = zl_tensor_zeros((zl_dtype)d, 2, (int64_t[]){7, 9}), *ref = zl_tensor_clone(mine);
+            zl_tensor *mt = zl_tensor_transpose(mine, 0, 1), *rt = zl_tensor_transpose(ref, 0, 1);
+            zl_tensor *mv = zl_tensor_narrow(mt, 0, 3, 5), *rv = zl_tensor_narrow(rt, 0, 3, 5);   /* [5, 7] */
+            zlm_view dview = view_of(mv), sview = view_of(src);
+            for (int64_t i = 0; i < 35; i++)
+                zlm_copy_view_elem(&dview, (void *)base_of(mv), d, &sview, base_of(src), s, i);
+            CHECK(zl_tensor_copy_(rv, src) == ZL_OK);
+            if (memcmp(zl_tensor_data(mine), zl_tensor_data(ref), 63 * zl_dtype_size((zl_dtype)d)))
+                zt_fail(__FILE__, __LINE__, "%s -> %s into a strided view differs from core",
+                        zl_dtype_name((zl_dtype)s), zl_dtype_name((zl_dtype)d));
+            zl_tensor *objs[] = {rv, mv, rt, mt, ref, mine, src};
+            for (int i = 0; i < 7; i++) zl_tensor_release(objs[i]);
+        }
+    zl_tensor_release(r);
+}
+
 TEST(add_into_views_matches_core)
 {
     const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};

@@ -3,10 +3,13 @@
 #include "common.cuh"
 #include "../math/strided.h"
 
-__global__ void copy_view(int64_t n, zlm_view s, const void *src, int sdt, void *dst, int ddt)
+/* A contiguous destination skips the offset arithmetic of its view. */
+__global__ void copy_view(int64_t n, zlm_view s, const void *src, int sdt, bool strided, zlm_view d, void *dst, int ddt)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        zlm_copy_elem(&s, src, sdt, dst, ddt, i);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        if (strided) zlm_copy_view_elem(&d, dst, ddt, &s, src, sdt, i);
+        else zlm_copy_elem(&s, src, sdt, dst, ddt, i);
+    }
 }
 
 __global__ void fill_view(int64_t n, zlm_view d, void *dst, int ddt, double v)
@@ -21,11 +24,12 @@ __global__ void add_view(int64_t n, zlm_view d, void *dst, int ddt, zlm_view s, 
         zlm_add_elem(&d, dst, ddt, &s, src, sdt, alpha, i);
 }
 
-extern "C" int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, void *dst, int ddt,
-                                  void *stream)
+extern "C" int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, const zlm_view *d,
+                                  void *dst, int ddt, void *stream)
 {
     if (n <= 0) return 0;
-    copy_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, *s, src, sdt, dst, ddt);
+    zlm_view dv = d ? *d : zlm_view{};
+    copy_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, *s, src, sdt, d != NULL, dv, dst, ddt);
     return zlk_launched();
 }
 

@@ -12,6 +12,7 @@
 #include "../math/optim.h"
 #include "../math/select.h"
 #include "../math/strided.h"
+#include "../math/window.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +41,10 @@ typedef struct zlk_bcast {
 /* out [shape] (odt; ZLK_BOOL for comparisons) = a (op) b. */
 int zlk_cuda_binary_forward(int kind, const zlk_bcast *bc, const void *a, int adt, const void *b, int bdt, void *out,
                             int odt, void *stream);
+/* out [shape] (odt, any zl_dtype) = a (op) b in double, a (adt) and b (bdt)
+ * any integer or bool dtype: binary ops on integer operands. */
+int zlk_cuda_binary_int_forward(int kind, const zlk_bcast *bc, const void *a, int adt, const void *b, int bdt,
+                                void *out, int odt, void *stream);
 /* ga, gb [n] f32 (either may be NULL): the per-element gradients of a and b of
  * the same shape as the output. A broadcast operand's gradient is summed down
  * to its shape afterwards by a reduction (not here; issue 12). */
@@ -47,12 +52,12 @@ int zlk_cuda_binary_backward(int kind, int64_t n, const void *a, int adt, const 
                              int gdt, float *ga, float *gb, void *stream);
 
 /* ---- rows: one thread block per row of d contiguous elements ---- */
-/* x, y [rows, d]. */
-int zlk_cuda_softmax_forward(bool is_log, int64_t rows, int64_t d, const void *x, int xdt, void *y, int ydt,
-                             void *stream);
-/* y [rows, d] the stored output, g its gradient; gx [rows, d] f32. */
-int zlk_cuda_softmax_backward(bool is_log, int64_t rows, int64_t d, const void *y, int ydt, const void *g, int gdt,
-                              float *gx, void *stream);
+/* x, y [outer, d, inner], over the middle dim. */
+int zlk_cuda_softmax_forward(bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x, int xdt, void *y,
+                             int ydt, void *stream);
+/* y [outer, d, inner] the stored output, g its gradient; gx [outer, d, inner] f32. */
+int zlk_cuda_softmax_backward(bool is_log, int64_t outer, int64_t d, int64_t inner, const void *y, int ydt,
+                              const void *g, int gdt, float *gx, void *stream);
 
 /* x, y [rows, m]; w, b [m] or NULL; mean, rstd [rows] f32 [out]. */
 int zlk_cuda_layer_norm_forward(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
@@ -74,6 +79,13 @@ int zlk_cuda_cross_entropy_forward(int64_t rows, int64_t ncls, const void *x, in
 int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                                     int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k,
                                     float *gx, void *stream);
+
+/* sq [n] f32 [out] = (x - t)^2; x, t [n] f32. */
+int zlk_cuda_mse_forward(int64_t n, const float *x, const float *t, float *sq, void *stream);
+/* gx, gt [n] f32 [out] (either NULL) = +-k * g[i * g_stride] * (x - t) (g_stride
+ * 1 for reduction none, 0 otherwise; k = 2 / n for mean, else 2). */
+int zlk_cuda_mse_backward(int64_t n, const float *x, const float *t, const float *g, int64_t g_stride, float k,
+                          float *gx, float *gt, void *stream);
 
 /* s [rows, tk] f32 [in/out], scores already scaled, to probabilities; row r is
  * query r % tq. dp [rows, tk] [in/out] to dS from p [rows, tk]. */
@@ -116,6 +128,31 @@ int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner
 int zlk_cuda_select(const zlm_select *s, const uint8_t *cond, const void *a, const void *b, int es, void *out,
                     void *stream);
 
+/* out [outer, m, inner] = the rows of x [outer, len, inner] along its middle
+ * dim that idx [m] names (0 <= idx < len, checked by the caller); es bytes
+ * an element, any dtype. */
+int zlk_cuda_index_select_forward(int64_t outer, int64_t len, int64_t m, int64_t inner, int es, const int64_t *idx,
+                                  const void *x, void *out, void *stream);
+/* gx [outer, len, inner] f32 [out] = the rows of g [outer, m, inner] f32 summed
+ * into the rows idx names, in index order. */
+int zlk_cuda_index_select_backward(int64_t outer, int64_t len, int64_t m, int64_t inner, const int64_t *idx,
+                                   const float *g, float *gx, void *stream);
+
+/* ---- 2-d windows over planes (cuda/math/window.h), f32 ---- */
+/* y, arg [planes, oh, ow] [out]: each window's max over x [planes, h, w] and
+ * the flat position in its plane of its first maximum. */
+int zlk_cuda_max_pool_forward(const zlm_window *g, int64_t planes, const float *x, float *y, int64_t *arg,
+                              void *stream);
+/* gx [planes, h, w] [out] = gy [planes, oh, ow] added at each window's arg. */
+int zlk_cuda_max_pool_backward(const zlm_window *g, int64_t planes, const int64_t *arg, const float *gy, float *gx,
+                               void *stream);
+/* col [c*kh*kw, oh*ow] [out] from one image x [c, h, w], zero padded. */
+int zlk_cuda_im2col(const zlm_window *g, const float *x, float *col, void *stream);
+/* gx [c, h, w] [out] = col's entries added onto the pixels im2col read them from. */
+int zlk_cuda_col2im(const zlm_window *g, const float *col, float *gx, void *stream);
+/* gb [nout] [out] = g [n, nout, len] summed over images and positions, in double. */
+int zlk_cuda_conv_bias_grad(int64_t n, int64_t nout, int64_t len, const float *g, float *gb, void *stream);
+
 /* ---- optimizers over a list of tensors (host array, device buffers) ---- */
 typedef struct zlk_optim_tensor {
     float *p;              /* [n] f32 master, in place */
@@ -142,8 +179,10 @@ int zlk_cuda_lamb_apply(const zlk_optim_tensor *t, int nt, int hdt, const zlm_la
 
 /* ---- core's primitives on a device: views of any layout and dtype (the
  * zl_dtype codes, integers and bool too); n is the view's element count ---- */
-/* dst [n] contiguous (ddt) = the view s over src (sdt), converted. */
-int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, void *dst, int ddt, void *stream);
+/* The view d over dst (ddt) = the view s over src (sdt), converted; d NULL:
+ * dst [n] contiguous. Elements of d must not share memory. */
+int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src, int sdt, const zlm_view *d, void *dst, int ddt,
+                       void *stream);
 /* Every element of the view d over dst = v. */
 int zlk_cuda_fill_view(int64_t n, const zlm_view *d, void *dst, int ddt, double v, void *stream);
 /* The view d over dst (a float dtype) += alpha * the view s over src (s read

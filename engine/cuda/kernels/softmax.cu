@@ -1,8 +1,11 @@
-/* softmax and log_softmax over the last dimension, forward and backward: one
- * thread block per row, the max and the double sums reduced in shared memory
- * between the steps of cuda/math/softmax.h. */
+/* softmax and log_softmax over any dimension, forward and backward. Over the
+ * last one, one thread block per row, the max and the double sums reduced in
+ * shared memory between the steps of cuda/math/softmax.h; over another, rows
+ * whose elements lie `inner` apart, one thread per row running the row
+ * functions as the CPU does: neighbouring threads read neighbouring elements. */
 #include "common.cuh"
 #include "../math/softmax.h"
+#include "../math/strided.h"
 
 struct zlk_softmax_max {
     __device__ float operator()(float a, float b) const { return zlm_softmax_max(a, b); }
@@ -42,18 +45,48 @@ __global__ void softmax_backward(bool is_log, int64_t d, const void *y, int ydt,
     }
 }
 
-extern "C" int zlk_cuda_softmax_forward(bool is_log, int64_t rows, int64_t d, const void *x, int xdt, void *y,
-                                        int ydt, void *stream)
+__global__ void softmax_strided_forward(bool is_log, int64_t rows, int64_t d, int64_t inner, const void *x, int xdt,
+                                        void *y, int ydt)
 {
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+        int64_t base = zlm_softmax_row_base(r, d, inner);
+        zlm_softmax_row(is_log, d, inner, (const char *)x + base * zlm_dtype_size(xdt), xdt,
+                        (char *)y + base * zlm_dtype_size(ydt), ydt);
+    }
+}
+
+__global__ void softmax_strided_backward(bool is_log, int64_t rows, int64_t d, int64_t inner, const void *y, int ydt,
+                                         const void *g, int gdt, float *gx)
+{
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+        int64_t base = zlm_softmax_row_base(r, d, inner);
+        zlm_softmax_row_backward(is_log, d, inner, (const char *)y + base * zlm_dtype_size(ydt), ydt,
+                                 (const char *)g + base * zlm_dtype_size(gdt), gdt, gx + base);
+    }
+}
+
+extern "C" int zlk_cuda_softmax_forward(bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x, int xdt,
+                                        void *y, int ydt, void *stream)
+{
+    int64_t rows = outer * inner;
     if (rows <= 0 || d <= 0) return 0;
-    softmax_forward<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, d, x, xdt, y, ydt);
+    if (inner == 1)
+        softmax_forward<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, d, x, xdt, y, ydt);
+    else
+        softmax_strided_forward<<<zlk_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, rows, d, inner, x,
+                                                                                          xdt, y, ydt);
     return zlk_launched();
 }
 
-extern "C" int zlk_cuda_softmax_backward(bool is_log, int64_t rows, int64_t d, const void *y, int ydt, const void *g,
-                                         int gdt, float *gx, void *stream)
+extern "C" int zlk_cuda_softmax_backward(bool is_log, int64_t outer, int64_t d, int64_t inner, const void *y, int ydt,
+                                         const void *g, int gdt, float *gx, void *stream)
 {
+    int64_t rows = outer * inner;
     if (rows <= 0 || d <= 0) return 0;
-    softmax_backward<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, d, y, ydt, g, gdt, gx);
+    if (inner == 1)
+        softmax_backward<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, d, y, ydt, g, gdt, gx);
+    else
+        softmax_strided_backward<<<zlk_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(is_log, rows, d, inner, y,
+                                                                                           ydt, g, gdt, gx);
     return zlk_launched();
 }

@@ -27,6 +27,13 @@ static inline ZL_HD double zlm_softmax_dot_term(float y, float g) { return (doub
 static inline ZL_HD float zlm_softmax_grad(float y, float g, float dot) { return y * (g - dot); }
 static inline ZL_HD float zlm_log_softmax_grad(float y, float g, float gsum) { return g - expf(y) * gsum; }
 
+/* The first element of row r of [outer, d, inner], whose d elements lie inner
+ * apart: rows in the CPU's order, outer-major. */
+static inline ZL_HD int64_t zlm_softmax_row_base(int64_t r, int64_t d, int64_t inner)
+{
+    return (r / inner) * d * inner + r % inner;
+}
+
 /* One row of d elements, s apart: x in xdt, y [out] in ydt. */
 static inline ZL_HD void zlm_softmax_row(bool is_log, int64_t d, int64_t s, const void *x, int xdt, void *y,
                                          int ydt)

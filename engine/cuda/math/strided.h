@@ -68,18 +68,30 @@ static inline ZL_HD void zlm_set64(void *p, int dt, int64_t i, double v)
     }
 }
 
-/* Element i of dst (contiguous, ddt) = element i of the view s over src (sdt):
- * raw bytes when the dtypes agree (an i64 above 2^53 survives), else through
- * a double. */
-static inline ZL_HD void zlm_copy_elem(const zlm_view *s, const void *src, int sdt, void *dst, int ddt, int64_t i)
+/* Element soff of src (sdt) to element doff of dst (ddt): raw bytes when the
+ * dtypes agree (an i64 above 2^53 survives), else through a double. */
+static inline ZL_HD void zlm_copy_at(const void *src, int sdt, int64_t soff, void *dst, int ddt, int64_t doff)
 {
-    int64_t off = zlm_view_offset(s, i);
     if (sdt == ddt) {
         int w = zlm_dtype_size(sdt);
-        memcpy((char *)dst + i * w, (const char *)src + off * w, (size_t)w);
+        memcpy((char *)dst + doff * w, (const char *)src + soff * w, (size_t)w);
     } else {
-        zlm_set64(dst, ddt, i, zlm_get64(src, sdt, off));
+        zlm_set64(dst, ddt, doff, zlm_get64(src, sdt, soff));
     }
+}
+
+/* Element i of dst (contiguous, ddt) = element i of the view s over src (sdt). */
+static inline ZL_HD void zlm_copy_elem(const zlm_view *s, const void *src, int sdt, void *dst, int ddt, int64_t i)
+{
+    zlm_copy_at(src, sdt, zlm_view_offset(s, i), dst, ddt, i);
+}
+
+/* Element i of the view d over dst = element i of the view s over src: a
+ * strided destination (a slice of a larger tensor, a transposed view). */
+static inline ZL_HD void zlm_copy_view_elem(const zlm_view *d, void *dst, int ddt, const zlm_view *s, const void *src,
+                                            int sdt, int64_t i)
+{
+    zlm_copy_at(src, sdt, zlm_view_offset(s, i), dst, ddt, zlm_view_offset(d, i));
 }
 
 /* Element i of the view d over dst (a float dtype) += alpha * element i of

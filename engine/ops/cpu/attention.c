@@ -203,7 +203,7 @@ zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, d
     zl_tensor *in[3] = {q, k, v};
     const zli_dev_kernels *kern = NULL;
     int index = 0, on;
-    if (zli_op_begin_any("attention", 3, in)) return NULL;
+    if (zli_op_begin("attention", 3, in)) return NULL;
     if ((on = zli_op_device("attention", 3, in, &kern, &index)) < 0) return zli_op_end("attention", 3, in, NULL);
     if (attention_check(q, k, v, causal)) return zli_op_end("attention", 3, in, NULL);
     int nb = q->ndim - 2;

@@ -100,6 +100,29 @@ static zl_tensor *binary_int(int kind, const zl_tensor *a, const zl_tensor *b, i
     return out;
 }
 
+/* The same on a device: each operand read in place (a host scalar copied
+ * over), in double, by the device's kernel. */
+static zl_tensor *binary_int_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *a, zl_tensor *b, int nd,
+                                    const int64_t *shape, zl_dtype rdt)
+{
+    const zl_tensor *home = a->storage->dev ? a : b;
+    zl_tensor *da = zli_copy_as_like(a, a->dtype, home), *db = da ? zli_copy_as_like(b, b->dtype, home) : NULL;
+    zl_tensor *out = db ? home->storage->dev->alloc(rdt, nd, shape, ZL_MEM_ACTIVATIONS, index) : NULL;
+    if (out) {
+        int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
+        zli_bcast_strides(da, nd, shape, sa);
+        zli_bcast_strides(db, nd, shape, sb);
+        if (k->binary_int(index, kind, nd, shape, sa, sb, zl_tensor_data(da), (int)da->dtype, zl_tensor_data(db),
+                          (int)db->dtype, zl_tensor_data(out), (int)rdt)) {
+            zl_tensor_release(out);
+            out = NULL;
+        }
+    }
+    zl_tensor_release(da);
+    zl_tensor_release(db);
+    return out;
+}
+
 static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
 static const char *const names[] = {"add", "sub", "mul", "div", "pow", "eq", "lt", "gt"};
@@ -110,7 +133,7 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     zl_tensor *in[2] = {a, b};
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, 2, in)) return NULL;
+    if (zli_op_begin(op, 2, in)) return NULL;
     if ((on = zli_op_device(op, 2, in, &k, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     int nd;
     int64_t shape[ZL_MAX_DIMS];
@@ -121,14 +144,12 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     bool cmp = kind >= B_EQ;
     zl_dtype rdt = cmp ? ZL_DTYPE_BOOL : zli_promote(a->dtype, b->dtype);
     bool ints = !zl_dtype_traits_of(a->dtype)->is_float && !zl_dtype_traits_of(b->dtype)->is_float;
-    if (ints && on) {
-        zl_error(ZL_EDEVICE, "%s: integer operands on a device are not supported yet (issue 12)", op);
-        return zli_op_end(op, 2, in, NULL);
-    }
     if (ints) {
         /* True division of integers gives a float, as in PyTorch and Lua. */
         if (kind == B_DIV) rdt = ZL_DTYPE_F32;
-        return zli_op_end(op, 2, in, binary_int(kind, a, b, nd, shape, rdt));
+        zl_tensor *r = on ? binary_int_device(k, index, kind, a, b, nd, shape, rdt)
+                          : binary_int(kind, a, b, nd, shape, rdt);
+        return zli_op_end(op, 2, in, r);
     }
     zl_tensor *fa, *fb, *out;
     if (on) {

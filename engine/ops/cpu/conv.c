@@ -1,20 +1,11 @@
 /* conv2d, forward and backward: im2col then one sgemm per image. Images run in
  * order so BLAS threads each GEMM and the weight gradient sums over images in a
- * fixed order; im2col and col2im split rows or channels over OpenMP threads. */
+ * fixed order; im2col and col2im split rows or channels over OpenMP threads.
+ * On a device, conv_device.c does the same through the kernel table. */
 #include <stdio.h>
 #include <string.h>
+#include "conv.h"
 #include "gemm.h"
-
-typedef struct {
-    int64_t c, h, w, kh, kw, oh, ow;
-    int64_t sh, sw, ph, pw;
-} conv_geom;
-
-/* A 1x1 kernel at stride 1 without padding reads the image as its own column matrix. */
-static bool geom_is_direct(const conv_geom *g)
-{
-    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-}
 
 /* col [C*kh*kw, oh*ow] [out] from one image x [C, H, W]; padding reads as 0. */
 static void im2col(const conv_geom *g, const float *restrict x, float *restrict col)
@@ -71,9 +62,10 @@ static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     conv_geom geo = {.c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .kh = w->shape[2],
                      .kw = w->shape[3], .oh = n->out_shape[2], .ow = n->out_shape[3],
                      .sh = n->i[0], .sw = n->i[1], .ph = n->i[2], .pw = n->i[3]};
+    if (x->storage->dev) return zli_conv2d_backward_device(n, &geo, g, gin);
     int64_t N = x->shape[0], O = w->shape[0], K = geo.c * geo.kh * geo.kw, len = geo.oh * geo.ow;
     int64_t img = geo.c * geo.h * geo.w;
-    bool direct = geom_is_direct(&geo);
+    bool direct = zli_conv_is_direct(&geo);
     const float *pg = zl_tensor_data(g);
     zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w);
     bool need_col = !direct && (zli_requires_grad(x) || zli_requires_grad(w));
@@ -172,17 +164,26 @@ zl_tensor *zl_conv2d(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, int
 {
     zl_tensor *in[3] = {x, w, b};
     int nin = b ? 3 : 2;
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
     if (zli_op_begin("conv2d", nin, in)) return NULL;
+    if ((on = zli_op_device("conv2d", nin, in, &k, &index)) < 0) return zli_op_end("conv2d", nin, in, NULL);
+    /* The input and the weight on the one device; a one-element bias may come from the host. */
+    const zl_tensor *home = x->storage->dev ? x : w->storage->dev ? w : b;
+    if (on && (zli_same_device("conv2d", home, x) || zli_same_device("conv2d", home, w)))
+        return zli_op_end("conv2d", nin, in, NULL);
     conv_geom geo;
     if (conv_check(x, w, b, stride_h, stride_w, pad_h, pad_w, &geo)) return zli_op_end("conv2d", nin, in, NULL);
     int64_t N = x->shape[0], O = w->shape[0], K = geo.c * geo.kh * geo.kw, len = geo.oh * geo.ow;
     int64_t img = geo.c * geo.h * geo.w;
-    bool direct = geom_is_direct(&geo);
-    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w), *bf = b ? zli_f32c(b) : NULL;
+    bool direct = zli_conv_is_direct(&geo);
+    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w), *bf = b ? zli_f32c_like(b, x) : NULL;
     bool ok = xf && wf && (!b || bf);
-    zl_tensor *col = ok && !direct ? zli_new_f32(2, (int64_t[]){K, len}) : NULL;
-    zl_tensor *y = ok && (direct || col) ? zli_new_f32(4, (int64_t[]){N, O, geo.oh, geo.ow}) : NULL;
-    if (y) {
+    zl_tensor *col = ok && !direct && !on ? zli_new_f32(2, (int64_t[]){K, len}) : NULL;
+    zl_tensor *y = ok && !on && (direct || col) ? zli_new_f32(4, (int64_t[]){N, O, geo.oh, geo.ow}) : NULL;
+    if (ok && on) {
+        y = zli_conv2d_device(k, index, &geo, xf, wf, bf);
+    } else if (y) {
         const float *px = zl_tensor_data(xf), *pw = zl_tensor_data(wf), *pb = bf ? zl_tensor_data(bf) : NULL;
         float *py = zl_tensor_data(y), *pc = col ? zl_tensor_data(col) : NULL;
         for (int64_t i = 0; i < N; i++) {

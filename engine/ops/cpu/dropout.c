@@ -69,7 +69,7 @@ zl_tensor *zl_dropout(zl_tensor *x, double p, bool training, zl_generator *g)
     const char *op = "dropout";
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if (zli_op_begin(op, 1, &x)) return NULL;
     if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     if (zli_need_float(op, "input", x)) return zli_op_end(op, 1, &x, NULL);
     if (!(p >= 0.0 && p <= 1.0)) {

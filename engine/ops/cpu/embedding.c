@@ -52,12 +52,8 @@ static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 static zl_tensor *gather_on_device(const zli_dev_kernels *k, int index, zl_tensor *wc, const int64_t *idx, int64_t n,
                                    int ndim, const int64_t *shape, zl_tensor **didx)
 {
-    const zli_device_ops *dev = wc->storage->dev;
-    zl_tensor *h = zl_tensor_from_data(ZL_DTYPE_I64, 1, &n, idx);
-    *didx = h ? dev->alloc(ZL_DTYPE_I64, 1, &n, ZL_MEM_OTHER, index) : NULL;
-    zl_tensor *out = NULL;
-    if (*didx && !dev->from_host(*didx, h)) out = dev->alloc(wc->dtype, ndim, shape, ZL_MEM_ACTIVATIONS, index);
-    zl_tensor_release(h);
+    *didx = zli_i64_like(idx, n, wc);
+    zl_tensor *out = *didx ? wc->storage->dev->alloc(wc->dtype, ndim, shape, ZL_MEM_ACTIVATIONS, index) : NULL;
     if (out && k->emb_forward(index, n, wc->shape[1], (int)zl_dtype_size(wc->dtype), zl_tensor_data(*didx),
                               zl_tensor_data(wc), zl_tensor_data(out))) {
         zl_tensor_release(out);
@@ -72,7 +68,7 @@ zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
     zl_tensor *in[2] = {weight, indices};
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, 2, in)) return NULL;
+    if (zli_op_begin(op, 2, in)) return NULL;
     if ((on = zli_op_device(op, 2, in, &k, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     if (weight->ndim != 2) {
         char s[128];

@@ -135,7 +135,7 @@ zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
     int nin = b ? 3 : 2;
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any("linear", nin, in)) return NULL;
+    if (zli_op_begin("linear", nin, in)) return NULL;
     if ((on = zli_op_device("linear", nin, in, &k, &index)) < 0) return zli_op_end("linear", nin, in, NULL);
     if (zli_need_float("linear", "input", x) || zli_need_float("linear", "weight", w) ||
         (b && zli_need_float("linear", "bias", b)))

@@ -1,6 +1,7 @@
 /* Losses: cross_entropy (log-softmax and NLL fused, with ignore_index) and
- * mse_loss, each with a one-pass backward. Per-row work runs in parallel;
- * every sum over rows or elements is taken in a fixed order, in double. */
+ * mse_loss, each with a one-pass backward, on the host or a device. Per-row
+ * work runs in parallel; every sum over rows or elements is taken in a fixed
+ * order, in double, on the host. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,7 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
     zl_tensor *in[2] = {logits, target};
     const zli_dev_kernels *kern = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, 2, in)) return NULL;
+    if (zli_op_begin(op, 2, in)) return NULL;
     if ((on = zli_op_device(op, 2, in, &kern, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     if (zli_need_float(op, "logits", logits) || check_reduction(op, red)) return zli_op_end(op, 2, in, NULL);
     bool batched = logits->ndim == 2;
@@ -238,31 +239,70 @@ static void mse_backward_kernel(int64_t n, const float *restrict x, const float 
     }
 }
 
+/* The memory an mse node computes in: a device either operand is on (the
+ * other may be a host scalar), else the host. */
+static const zl_tensor *mse_home(const zl_tensor *x, const zl_tensor *t) { return x->storage->dev ? x : t; }
+
 static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *t = n->inputs[1];
+    const zl_tensor *home = mse_home(x, t);
+    const zli_dev_kernels *kern = home->storage->dev ? home->storage->dev->kernels : NULL;
     zl_reduction red = (zl_reduction)n->i[0];
     int64_t cnt = zl_tensor_numel(x);
-    zl_tensor *xf = zli_f32c(x), *tf = zli_f32c(t);
-    zl_status st = xf && tf ? ZL_OK : ZL_ENOMEM;
-    if (!st && zli_requires_grad(x) && !(gin[0] = zli_new_f32(x->ndim, x->shape))) st = ZL_ENOMEM;
-    if (!st && zli_requires_grad(t) && !(gin[1] = zli_new_f32(t->ndim, t->shape))) st = ZL_ENOMEM;
+    zl_tensor *xf = zli_f32c_like(x, home), *tf = zli_f32c_like(t, home), *gc = zli_f32c(g);
+    zl_status st = xf && tf && gc ? ZL_OK : ZL_ENOMEM;
+    if (!st && zli_requires_grad(x) && !(gin[0] = zli_new_f32_like(home, x->ndim, x->shape))) st = ZL_ENOMEM;
+    if (!st && zli_requires_grad(t) && !(gin[1] = zli_new_f32_like(home, t->ndim, t->shape))) st = ZL_ENOMEM;
     if (!st && cnt > 0) {
         float k = red == ZL_REDUCE_MEAN ? (float)(2.0 / (double)cnt) : 2.0f;
-        mse_backward_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(g),
-                            red == ZL_REDUCE_NONE ? 1 : 0, k, gin[0] ? zl_tensor_data(gin[0]) : NULL,
-                            gin[1] ? zl_tensor_data(gin[1]) : NULL);
+        float *gx = gin[0] ? zl_tensor_data(gin[0]) : NULL, *gt = gin[1] ? zl_tensor_data(gin[1]) : NULL;
+        int64_t gs = red == ZL_REDUCE_NONE ? 1 : 0;
+        if (kern)
+            st = kern->mse_backward(home->storage->dev_index, cnt, zl_tensor_data(xf), zl_tensor_data(tf),
+                                    zl_tensor_data(gc), gs, k, gx, gt);
+        else
+            mse_backward_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(gc), gs, k, gx, gt);
     }
     zl_tensor_release(xf);
     zl_tensor_release(tf);
+    zl_tensor_release(gc);
     return st;
+}
+
+/* The squared differences on the device; for mean and sum they come back to
+ * the host, a float an element, to be summed in the CPU's order, and the
+ * result goes back as a scalar. */
+static zl_tensor *mse_device(const zli_dev_kernels *kern, int index, const zl_tensor *home, const zl_tensor *xf,
+                             const zl_tensor *tf, zl_reduction red)
+{
+    int64_t cnt = zl_tensor_numel(xf);
+    zl_tensor *sq = zli_new_f32_like(home, xf->ndim, xf->shape), *out = NULL;
+    if (!sq || kern->mse_forward(index, cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(sq))) {
+        zl_tensor_release(sq);
+        return NULL;
+    }
+    if (red == ZL_REDUCE_NONE) return sq;
+    float *ps = malloc((size_t)(cnt ? cnt : 1) * sizeof *ps);
+    if (!ps) zl_error(ZL_ENOMEM, "mse_loss: out of memory");
+    if (ps && !home->storage->dev->to_host(ps, sq)) {
+        double s = zli_sum_fixed(ps, cnt);
+        out = zli_full_like_device(home, ZL_DTYPE_F32, 0, NULL, ZL_MEM_ACTIVATIONS,
+                                   (float)(red == ZL_REDUCE_SUM ? s : s / (double)cnt));
+    }
+    free(ps);
+    zl_tensor_release(sq);
+    return out;
 }
 
 zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red)
 {
     const char *op = "mse_loss";
     zl_tensor *in[2] = {input, target};
+    const zli_dev_kernels *kern = NULL;
+    int index = 0, on;
     if (zli_op_begin(op, 2, in)) return NULL;
+    if ((on = zli_op_device(op, 2, in, &kern, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     if (zli_need_float(op, "input", input) || zli_need_float(op, "target", target) || check_reduction(op, red))
         return zli_op_end(op, 2, in, NULL);
     if (input->ndim != target->ndim ||
@@ -271,10 +311,13 @@ zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red)
         return zli_op_end(op, 2, in, NULL);
     }
     int64_t cnt = zl_tensor_numel(input);
-    zl_tensor *xf = zli_f32c(input), *tf = zli_f32c(target);
-    zl_tensor *sq = xf && tf ? zli_new_f32(input->ndim, input->shape) : NULL;
+    const zl_tensor *home = mse_home(input, target);
+    zl_tensor *xf = zli_f32c_like(input, home), *tf = zli_f32c_like(target, home);
+    zl_tensor *sq = xf && tf && !on ? zli_new_f32(input->ndim, input->shape) : NULL;
     zl_tensor *out = NULL;
-    if (sq) {
+    if (xf && tf && on) {
+        out = mse_device(kern, index, home, xf, tf, red);
+    } else if (sq) {
         sq_diff_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(sq));
         if (red == ZL_REDUCE_NONE) {
             out = zl_tensor_retain(sq);

@@ -211,7 +211,7 @@ static zl_status matmul_backward(zl_node *n, zl_tensor *gout, zl_tensor **gin)
 zl_tensor *zl_matmul(zl_tensor *a, zl_tensor *b)
 {
     zl_tensor *in[2] = {a, b};
-    if (zli_op_begin_any("matmul", 2, in)) return NULL;
+    if (zli_op_begin("matmul", 2, in)) return NULL;
     if (zli_need_float("matmul", "first operand", a) || zli_need_float("matmul", "second operand", b))
         return zli_op_end("matmul", 2, in, NULL);
     if (a->ndim == 0 || b->ndim == 0) {

@@ -148,7 +148,7 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
     if (bias) in[nin++] = bias;
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, nin, in)) return NULL;
+    if (zli_op_begin(op, nin, in)) return NULL;
     if ((on = zli_op_device(op, nin, in, &k, &index)) < 0) return zli_op_end(op, nin, in, NULL);
     if (zli_need_float(op, "input", x) || (weight && zli_need_float(op, "weight", weight)) ||
         (bias && zli_need_float(op, "bias", bias)))

@@ -1,14 +1,13 @@
-/* max_pool2d over x [N, C, H, W]. Padding counts as -inf, so a window is the max
- * of its part inside the image; forward keeps the position of each window's first
- * maximum and backward scatters the gradient there, one plane per thread. */
+/* max_pool2d over x [N, C, H, W], on the host or a device. Padding counts as
+ * -inf, so a window is the max of its part inside the image; forward keeps the
+ * position of each window's first maximum and backward scatters the gradient
+ * there, one plane per thread (on a device, the table's kernels). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
-typedef struct {
-    int64_t h, w, kh, kw, oh, ow, sh, sw, ph, pw;
-} pool_geom;
+typedef zli_dev_window pool_geom;
 
 /* y [planes, oh, ow] [out] and arg [planes, oh, ow] [out] (flat position in
  * the plane) from x [planes, H, W]. */
@@ -41,9 +40,36 @@ static void pool_forward(const pool_geom *g, int64_t planes, const float *restri
     }
 }
 
+/* The geometry a pooling node recorded (i[0..3]: stride and padding). */
+static pool_geom geom_of(const zl_node *n)
+{
+    const zl_tensor *x = n->inputs[0];
+    int64_t kh = n->i[4], kw = n->i[5];
+    return (pool_geom){.c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .kh = kh, .kw = kw,
+                       .oh = n->out_shape[2], .ow = n->out_shape[3], .sh = n->i[0], .sw = n->i[1],
+                       .ph = n->i[2], .pw = n->i[3]};
+}
+
+/* On a device: the argmax positions there in saved[0]. */
+static zl_status pool_backward_device(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0];
+    const zli_dev_kernels *k = x->storage->dev->kernels;
+    pool_geom geo = geom_of(n);
+    zl_tensor *gc = zli_f32c(g), *gx = gc ? zli_new_f32_like(x, 4, x->shape) : NULL;
+    zl_status st = gx ? k->pool_backward(x->storage->dev_index, &geo, x->shape[0] * x->shape[1],
+                                         zl_tensor_data(n->saved[0]), zl_tensor_data(gc), zl_tensor_data(gx))
+                      : ZL_ENOMEM;
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gx); return st; }
+    gin[0] = gx;
+    return ZL_OK;
+}
+
 static zl_status pool_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0];
+    if (x->storage->dev) return pool_backward_device(n, g, gin);
     const int64_t *arg = n->ctx;
     int64_t planes = x->shape[0] * x->shape[1], hw = x->shape[2] * x->shape[3];
     int64_t len = n->out_shape[2] * n->out_shape[3];
@@ -86,31 +112,64 @@ static zl_status pool_check(const zl_tensor *x, int kh, int kw, int sh, int sw, 
                         "smaller than the kernel %dx%d (stride (%d, %d); input %s)",
                         (long long)h, (long long)w, ph, pw, kh, kw, sh, sw,
                         zl_shape_str(x->ndim, x->shape, s, sizeof s));
-    *geo = (pool_geom){.h = h, .w = w, .kh = kh, .kw = kw, .oh = (h + 2 * ph - kh) / sh + 1,
+    *geo = (pool_geom){.c = x->shape[1], .h = h, .w = w, .kh = kh, .kw = kw, .oh = (h + 2 * ph - kh) / sh + 1,
                        .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw};
     return ZL_OK;
 }
 
+/* y on the device, and the argmax positions there (an i64 tensor) for backward. */
+static zl_tensor *pool_on_device(const zli_dev_kernels *k, int index, zl_tensor *x, const pool_geom *geo,
+                                 zl_tensor **arg)
+{
+    int64_t planes = x->shape[0] * x->shape[1], nout = planes * geo->oh * geo->ow;
+    zl_tensor *xf = zli_f32c(x);
+    *arg = xf ? x->storage->dev->alloc(ZL_DTYPE_I64, 1, &nout, ZL_MEM_ACTIVATIONS, index) : NULL;
+    zl_tensor *y = *arg ? zli_new_f32_like(x, 4, (int64_t[]){x->shape[0], x->shape[1], geo->oh, geo->ow}) : NULL;
+    if (y && k->pool_forward(index, geo, planes, zl_tensor_data(xf), zl_tensor_data(y), zl_tensor_data(*arg))) {
+        zl_tensor_release(y);
+        y = NULL;
+    }
+    zl_tensor_release(xf);
+    return y;
+}
+
 zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w)
 {
+    const zli_dev_kernels *k = NULL;
+    int index = 0, on;
     if (zli_op_begin("max_pool2d", 1, &x)) return NULL;
+    if ((on = zli_op_device("max_pool2d", 1, &x, &k, &index)) < 0) return zli_op_end("max_pool2d", 1, &x, NULL);
     pool_geom geo;
     if (pool_check(x, kh, kw, stride_h, stride_w, pad_h, pad_w, &geo)) return zli_op_end("max_pool2d", 1, &x, NULL);
     int64_t planes = x->shape[0] * x->shape[1], nout = planes * geo.oh * geo.ow;
-    zl_tensor *xf = zli_f32c(x);
-    int64_t *arg = xf ? malloc((size_t)(nout ? nout : 1) * sizeof *arg) : NULL;
-    zl_tensor *y = arg ? zli_new_f32(4, (int64_t[]){x->shape[0], x->shape[1], geo.oh, geo.ow}) : NULL;
-    if (xf && !arg) zl_error(ZL_ENOMEM, "max_pool2d: out of memory");
-    if (y) pool_forward(&geo, planes, zl_tensor_data(xf), zl_tensor_data(y), arg);
-    zl_tensor_release(xf);
+    zl_tensor *y = NULL, *darg = NULL;
+    int64_t *arg = NULL;
+    if (on) {
+        y = pool_on_device(k, index, x, &geo, &darg);
+    } else {
+        zl_tensor *xf = zli_f32c(x);
+        arg = xf ? malloc((size_t)(nout ? nout : 1) * sizeof *arg) : NULL;
+        y = arg ? zli_new_f32(4, (int64_t[]){x->shape[0], x->shape[1], geo.oh, geo.ow}) : NULL;
+        if (xf && !arg) zl_error(ZL_ENOMEM, "max_pool2d: out of memory");
+        if (y) pool_forward(&geo, planes, zl_tensor_data(xf), zl_tensor_data(y), arg);
+        zl_tensor_release(xf);
+    }
     y = zli_cast_result(y, x->dtype);
     zl_node *n = NULL;
     if (y && zli_record(y, "max_pool2d", pool_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }
     if (n) {
+        n->i[0] = stride_h; n->i[1] = stride_w;
+        n->i[2] = pad_h; n->i[3] = pad_w;
+        n->i[4] = kh; n->i[5] = kw;
         n->ctx = arg;
         n->ctx_free = free;
-    } else {
-        free(arg);
+        arg = NULL;
+        if (on && zli_node_save(n, 0, darg, false)) {
+            zl_tensor_release(y);   /* frees the node */
+            y = NULL;
+        }
     }
+    zl_tensor_release(darg);
+    free(arg);
     return zli_op_end("max_pool2d", 1, &x, y);
 }

@@ -126,7 +126,7 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
     const char *op = names[kind];
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if (zli_op_begin(op, 1, &x)) return NULL;
     if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     int d = -1;
     if (dim != ZL_ALL_DIMS && zli_norm_dim(op, dim, x->ndim, &d)) return zli_op_end(op, 1, &x, NULL);

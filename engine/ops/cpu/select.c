@@ -105,7 +105,7 @@ zl_tensor *zl_where(zl_tensor *cond, zl_tensor *a, zl_tensor *b)
     zl_tensor *in[3] = {cond, a, b};
     const zli_dev_kernels *k = NULL;
     int index = 0;
-    if (zli_op_begin_any("where", 3, in)) return NULL;
+    if (zli_op_begin("where", 3, in)) return NULL;
     if (zli_op_device("where", 3, in, &k, &index) < 0) return zli_op_end("where", 3, in, NULL);
     if (need_mask("where", "condition", cond)) return zli_op_end("where", 3, in, NULL);
     int n1, nd;
@@ -157,7 +157,7 @@ zl_tensor *zl_masked_fill(zl_tensor *x, zl_tensor *mask, double value)
     zl_tensor *in[2] = {x, mask};
     const zli_dev_kernels *k = NULL;
     int index = 0;
-    if (zli_op_begin_any("masked_fill", 2, in)) return NULL;
+    if (zli_op_begin("masked_fill", 2, in)) return NULL;
     if (zli_op_device("masked_fill", 2, in, &k, &index) < 0) return zli_op_end("masked_fill", 2, in, NULL);
     if (need_mask("masked_fill", "mask", mask)) return zli_op_end("masked_fill", 2, in, NULL);
     int nd;

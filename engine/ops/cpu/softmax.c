@@ -77,10 +77,9 @@ static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *y = zli_f32c(n->saved[0]), *gc = y ? zli_f32c(g) : NULL;
     zl_tensor *gx = gc ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
-    /* On a device the rows are the last dim (softmax_impl sees to it). */
     if (gx && on)
-        st = k->softmax_backward(index, n->i[0] != 0, n->i[1], n->i[2], zl_tensor_data(y), zl_tensor_data(gc),
-                                 zl_tensor_data(gx));
+        st = k->softmax_backward(index, n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y),
+                                 zl_tensor_data(gc), zl_tensor_data(gx));
     else if (gx)
         softmax_backward_kernel(n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), zl_tensor_data(gc),
                                 zl_tensor_data(gx));
@@ -97,7 +96,7 @@ static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
     const char *op = is_log ? "log_softmax" : "softmax";
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if (zli_op_begin(op, 1, &x)) return NULL;
     if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     int d = 0;
     bool scalar = x->ndim == 0 && (dim == 0 || dim == -1);
@@ -106,14 +105,10 @@ static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
     int64_t outer = 1, len = x->ndim ? x->shape[d] : 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
-    if (on && inner != 1) {
-        zl_error(ZL_EDEVICE, "%s: on a device only over the last dimension for now (issue 12), got dim %d of %d",
-                 op, dim, x->ndim);
-        return zli_op_end(op, 1, &x, NULL);
-    }
     zl_tensor *xf = zli_f32c(x);
     zl_tensor *y = xf ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
-    if (y && on && outer * len > 0 && k->softmax(index, is_log, outer, len, zl_tensor_data(xf), zl_tensor_data(y))) {
+    if (y && on && outer * len * inner > 0 &&
+        k->softmax(index, is_log, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(y))) {
         zl_tensor_release(y);
         y = NULL;
     } else if (y && !on && outer * len * inner > 0) {

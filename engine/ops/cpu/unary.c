@@ -103,7 +103,7 @@ static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
     const char *op = names[kind];
     const zli_dev_kernels *k = NULL;
     int index = 0, on;
-    if (zli_op_begin_any(op, 1, &x)) return NULL;
+    if (zli_op_begin(op, 1, &x)) return NULL;
     if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
     zl_tensor *xf = zli_f32c(x);
     zl_tensor *y = xf ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;

@@ -1,0 +1,53 @@
+/* max_pool2d (engine/ops/cpu/pool.c): each window's maximum and the flat
+ * position in its plane of its first maximum (a NaN wins, as on the CPU),
+ * and backward as a gather: each input element sums the gradients of the
+ * windows whose maximum it was, in window order, which is the order the
+ * CPU's scatter adds them in. */
+#ifndef ZL_CUDA_MATH_POOL_H
+#define ZL_CUDA_MATH_POOL_H
+
+#include "window.h"
+
+/* Output element i of y, arg [planes, oh, ow] [out] from x [planes, h, w];
+ * padding reads as -inf, so only the part inside the image counts. */
+static inline ZL_HD void zlm_pool_max(const zlm_window *g, const float *x, int64_t i, float *y, int64_t *arg)
+{
+    int64_t len = g->oh * g->ow, oi = i % len / g->ow, oj = i % g->ow;
+    const float *xp = x + i / len * g->h * g->w;
+    int64_t h0 = oi * g->sh - g->ph, h1 = h0 + g->kh, w0 = oj * g->sw - g->pw, w1 = w0 + g->kw;
+    if (h0 < 0) h0 = 0;
+    if (h1 > g->h) h1 = g->h;
+    if (w0 < 0) w0 = 0;
+    if (w1 > g->w) w1 = g->w;
+    int64_t bi = h0 * g->w + w0;
+    float best = xp[bi];
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int64_t iw = w0; iw < w1; iw++) {
+            float v = xp[ih * g->w + iw];
+            if (v > best || (isnan(v) && !isnan(best))) {
+                best = v;
+                bi = ih * g->w + iw;
+            }
+        }
+    y[i] = best;
+    arg[i] = bi;
+}
+
+/* Input element i of gx [planes, h, w]: the sum, from 0 in f32, of gy
+ * [planes, oh, ow] over the windows covering it whose arg is it. */
+static inline ZL_HD float zlm_pool_grad(const zlm_window *g, const int64_t *arg, const float *gy, int64_t i)
+{
+    int64_t hw = g->h * g->w, len = g->oh * g->ow, pos = i % hw, base = i / hw * len;
+    int64_t ilo, ihi, jlo, jhi;
+    zlm_window_cover(pos / g->w, g->kh, g->sh, g->ph, g->oh, &ilo, &ihi);
+    zlm_window_cover(pos % g->w, g->kw, g->sw, g->pw, g->ow, &jlo, &jhi);
+    float s = 0.0f;
+    for (int64_t oi = ilo; oi <= ihi; oi++)
+        for (int64_t oj = jlo; oj <= jhi; oj++) {
+            int64_t j = base + oi * g->ow + oj;
+            if (arg[j] == pos) s += gy[j];
+        }
+    return s;
+}
+
+#endif

@@ -224,8 +224,8 @@ static void storage_release(zl_storage *s)
     free(s);
 }
 
-zl_tensor *zli_tensor_on_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
-                                const zli_device_ops *dev, void *data, size_t nbytes)
+/* A tensor header and a storage of one over memory a device table gave. */
+static zl_tensor *header_over(void *data, size_t nbytes, zl_mem_category cat, zl_storage **out)
 {
     zl_tensor *t = header_new();
     zl_storage *s = calloc(1, sizeof *s);
@@ -234,6 +234,16 @@ zl_tensor *zli_tensor_on_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_
     s->data = data;
     s->nbytes = nbytes;
     s->cat = cat;
+    *out = s;
+    return t;
+}
+
+zl_tensor *zli_tensor_on_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
+                                const zli_device_ops *dev, void *data, size_t nbytes)
+{
+    zl_storage *s = NULL;
+    zl_tensor *t = header_over(data, nbytes, cat, &s);
+    if (!t) return NULL;
     s->ctx = zl_context_current();
     s->pinned = dev;
     zli_mem_adopt(s->ctx, nbytes, cat);
@@ -243,13 +253,9 @@ zl_tensor *zli_tensor_on_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_
 zl_tensor *zli_tensor_on_device(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat,
                                 const zli_device_ops *dev, int index, void *data, size_t nbytes)
 {
-    zl_tensor *t = header_new();
-    zl_storage *s = calloc(1, sizeof *s);
-    if (!t || !s) { free(t); free(s); zl_error(ZL_ENOMEM, "out of memory allocating a tensor"); return NULL; }
-    s->refcount = 1;
-    s->data = data;
-    s->nbytes = nbytes;
-    s->cat = cat;
+    zl_storage *s = NULL;
+    zl_tensor *t = header_over(data, nbytes, cat, &s);
+    if (!t) return NULL;
     s->dev = dev;
     s->dev_index = index;
     return contiguous_over(t, s, dt, ndim, shape);

@@ -117,25 +117,7 @@ local function list(s)
   return out
 end
 
-local function cpu_model()
-  local f = io.open('/proc/cpuinfo')
-  if not f then return 'unknown CPU' end
-  local model = f:read('a'):match('model name%s*:%s*([^\n]-)%s*\n')
-  f:close()
-  return model or 'unknown CPU'
-end
-
-local function flags()
-  local f = io.open('/proc/cpuinfo')
-  if not f then return '' end
-  local s = f:read('a'):match('flags%s*:%s*([^\n]*)') or ''
-  f:close()
-  local have = {}
-  for _, k in ipairs({ 'avx2', 'avx512f', 'avx512_bf16', 'amx_bf16' }) do
-    if s:find('%f[%w_]' .. k .. '%f[^%w_]') then have[#have + 1] = k end
-  end
-  return table.concat(have, ' ')
-end
+local machine = dofile(here .. '/machine.lua')
 
 -- Runs a command, returns the figures of its RESULT line, or nil and why.
 local function run(cmd)
@@ -181,7 +163,7 @@ local cores = tonumber(io.popen('nproc'):read('l')) or 2
 local threads_list = args.threads ~= '' and list(args.threads) or (cores > 1 and { '1', tostring(cores) } or { '1' })
 local modes = list(args.modes)
 print(fmt('GPT training step, %s (%s), %d cores, device %s; %d timed steps after %d warm-up, median of %d launches',
-  cpu_model(), flags(), cores, args.device, args.steps, args.warmup, args['repeat']))
+  machine.cpu_model(), machine.cpu_flags(), cores, args.device, args.steps, args.warmup, args['repeat']))
 print(fmt('%-7s %-5s %3s %-7s %10s %10s %7s %10s %9s %9s %9s', 'config', 'prec', 'thr', 'zlua', 'zlua ms',
   'torch ms', 'ratio', 'tokens/s', 'GFLOP/s', 'faults/st', 'loss'))
 local torch_note, failed = nil, false

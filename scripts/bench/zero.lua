@@ -123,14 +123,7 @@ local script = arg[0]
 local cores = tonumber(io.popen('nproc'):read('l')) or 2
 local failed = false
 
--- Figures are only comparable on the same processor, so the header names it.
-local function cpu_model()
-  local f = io.open('/proc/cpuinfo')
-  if not f then return 'unknown CPU' end
-  local model = f:read('a'):match('model name%s*:%s*([^\n]-)%s*\n')
-  f:close()
-  return model or 'unknown CPU'
-end
+local machine = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/machine.lua')
 
 local function threads_per_rank(ranks) return args.threads > 0 and args.threads or math.max(1, cores // ranks) end
 
@@ -226,7 +219,7 @@ local batch = args.micro > 0 and fmt('batch %d x %d per rank', args.micro, args.
 local function header(ranks_note)
   print(fmt('GPT %d layers, %d wide, %d heads, vocabulary %d, %s, %s, AdamW; %s, %d threads, %s; median of %d '
     .. 'steps after %d, median of %d launches', args.n_layer, args.n_embd, args.n_head, args.vocab, batch,
-    args.precision, cpu_model(), cores, ranks_note, args.steps, args.warmup, args['repeat']))
+    args.precision, machine.cpu_model(), cores, ranks_note, args.steps, args.warmup, args['repeat']))
   if compare then print(fmt('new: %s   old: %s', exe, args.compare)) end
 end
 

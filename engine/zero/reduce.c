@@ -7,13 +7,38 @@
  * partition only; with reduce_scatter off all-reduced, each keeping its
  * part). With overlap_comm the collective runs while backward goes on, over
  * two buffers used in turn. The sum, divided by the world size, is added into
- * the gradient buffer, so micro-steps accumulate there. */
+ * the gradient buffer, so micro-steps accumulate there; DeepSpeed's
+ * prescale_gradients and gradient_predivide_factor move part or all of that
+ * division before the sum (the same mean, other roundings and range). */
 #include <stdlib.h>
 #include <string.h>
 #include "zero_impl.h"
 
 static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
 static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
+
+/* The factor each rank's gradient is multiplied by before the sum, and the
+ * one the sum is multiplied by after: 1/world before with prescale_gradients,
+ * else 1/f before and f/world after (f the predivide factor; the default f = 1
+ * is the plain sum divided by the world size). */
+static float pre_scale(const zl_zero *z)
+{
+    return (float)(z->cfg.prescale_gradients ? 1.0 / z->world : 1.0 / z->cfg.gradient_predivide_factor);
+}
+static float post_scale(const zl_zero *z)
+{
+    return z->cfg.prescale_gradients ? 1.0f : (float)(z->cfg.gradient_predivide_factor / z->world);
+}
+
+/* n elements of a gradient into the bucket, times the pre-sum factor. */
+static void put(float *dst, const float *src, int64_t n, float scale)
+{
+    if (scale == 1.0f) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i] * scale;
+}
 
 /* Wait for a bucket's collective and add its result into the gradient buffer. */
 static zl_status finish(zl_zero *z, zz_bucket *b)
@@ -28,7 +53,7 @@ static zl_status finish(zl_zero *z, zz_bucket *b)
         z->comm_time += zz_now() - t0;
     }
     if (st) return st;
-    float inv = (float)(1.0 / z->world);
+    float inv = post_scale(z);
     const float *view = zl_tensor_data(b->data);
     const float *out = scatter(z) ? zl_tensor_data(b->out) : view + (int64_t)z->rank * b->len;
     size_t gs = zl_dtype_size(z->gdtype);
@@ -79,6 +104,7 @@ static zl_status flush(zl_zero *z)
     zl_status st = next_bucket(z, L, &b);
     if (st) return st;
     float *view = zl_tensor_data(b->data);
+    float pre = pre_scale(z);
     for (int i = 0; i < z->npending; i++) {
         zz_item *it = &z->pending[i];
         zz_entry *e = it->e;
@@ -87,7 +113,7 @@ static zl_status flush(zl_zero *z)
             int64_t lo, own;
             zz_owned(e->n, e->k, q, &lo, &own);
             float *at = view + q * L + it->boff;
-            if (own > 0) memcpy(at, g + lo, (size_t)own * sizeof(float));
+            if (own > 0) put(at, g + lo, own, pre);
             /* the padding: up to a whole chunk for a parameter smaller than P chunks */
             if (own < e->k) memset(at + own, 0, (size_t)(e->k - own) * sizeof(float));
         }

@@ -238,7 +238,10 @@ function Engine:get_global_grad_norm() return self.global_grad_norm end
 
 function Engine:loss_scale() return self.precision:loss_scale_value() end
 
+--- engine:save_checkpoint(dir [, tag [, client_state [, opts]]]): every rank
+--- calls it; the ranks' tags are compared first (checkpoint.tag_validation).
 function Engine:save_checkpoint(dir, tag, client_state, opts)
+  tag = require('zlua.engine.tag').agree(self, tag or ('global_step' .. self.global_steps))
   return require('zlua.engine.checkpoint').save(self, dir, tag, client_state, opts)
 end
 

@@ -14,6 +14,7 @@ local monitor = require 'zlua.monitor'
 local precision = require 'zlua.engine.precision'
 local zero_state = require 'zlua.zero.state'
 local report = require 'zlua.engine.report'
+local notices = require 'zlua.engine.notices'
 
 local core = zl.core
 local fmt = string.format
@@ -59,6 +60,7 @@ function Engine.new(t, cfg, rank, world_size)
   if type(params) ~= 'table' then
     zl.raise(fmt('zlua.initialize: model_parameters must be an array of tensors or of param groups, got %s', type(params)))
   end
+  notices.say(cfg, rank)
   self.precision = precision.new(cfg, self.module)
 
   -- The optimizer: the script's (an object, or a function of the parameters), else the config's.
@@ -120,10 +122,12 @@ end
 --- engine:forward(...) (also engine(...)): the module's forward; under mixed
 --- precision float tensor inputs are cast to the working dtype first.
 function Engine:forward(...)
+  self.report:memory('Engine before forward')
   local t0 = core.now()
   if self.zero then self.zero:begin_forward() end
   local out = table.pack(self.module(self.precision:cast_inputs(...)))
   self.report:add('forward', core.now() - t0)
+  self.report:memory('Engine after forward')
   return table.unpack(out, 1, out.n)
 end
 
@@ -141,6 +145,7 @@ function Engine:backward(loss, opts)
   if not zl.is_tensor(loss) or loss:numel() ~= 1 then
     zl.raise('engine:backward: the loss must be a one-element tensor')
   end
+  self.report:memory('Engine before backward')
   local t0 = core.now()
   local scaled = loss
   if (opts == nil or opts.scale_wrt_gas ~= false) and self.gas > 1 then
@@ -151,12 +156,14 @@ function Engine:backward(loss, opts)
   to_backprop:backward(nil, opts and opts.retain_graph)
   if self.zero then self.zero:finish_backward() end
   self.report:add('backward', core.now() - t0)
+  self.report:memory('Engine after backward')
   return scaled
 end
 
 --- engine:step(): at an accumulation boundary, clip and apply the optimizer
 --- (skipped on an fp16 overflow), step the scheduler, zero the gradients.
 function Engine:step()
+  self.report:memory('Engine before step')
   local t0 = core.now()
   if self:is_gradient_accumulation_boundary() then
     need_optimizer(self, 'step')
@@ -164,6 +171,7 @@ function Engine:step()
   end
   self.micro_steps = self.micro_steps + 1
   self.report:add('step', core.now() - t0)
+  self.report:memory('Engine after step')
 end
 
 function Engine:take_model_step()

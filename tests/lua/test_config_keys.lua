@@ -262,51 +262,42 @@ test('vocabulary_size_warning', function()
   check_eq(#warned, 0, 'a multiple of 8: no warning')
 end)
 
-test('throughput_in_the_step_line', function()
-  local function step_line(timers)
-    local out = io.tmpfile()
-    local stdout = io.stdout
-    io.stdout = out
-    local ok, err = pcall(function()
-      local e = zl.initialize { model = nn.Linear(2, 1), config = { train_micro_batch_size_per_gpu = 1,
-        steps_per_print = 1, timers = timers, optimizer = { type = 'SGD', params = { lr = 0.1 } } } }
-      e:backward(e(zl.ones(1, 2)):sum())
-      e:step()
-    end)
-    io.stdout = stdout
-    check(ok, tostring(err))
-    out:seek('set')
-    local text = out:read('a')
-    out:close()
-    return text
-  end
-  check(step_line(nil):find('^%[Rank 0%] step=1, skipped=0, lr=%[0%.1%], mom=%[0%], loss=[%d.e+-]+, '
-    .. 'samples/s=[%d.]+\n$') ~= nil, 'by default the step line ends with samples/s')
-  check(step_line({ throughput = { enabled = false } }):find('^%[Rank 0%] step=1, skipped=0, lr=%[0%.1%], '
-    .. 'mom=%[0%], loss=[%d.e+-]+\n$') ~= nil, 'timers.throughput.enabled false: no samples/s')
-end)
-
-test('memory_breakdown', function()
-  local out = io.tmpfile()
-  local stdout = io.stdout
+-- What one step of a Linear(2, 1) SGD engine under the config's extra keys
+-- writes to stdout.
+local function one_step_stdout(extra)
+  local cfg = { train_micro_batch_size_per_gpu = 1, optimizer = { type = 'SGD', params = { lr = 0.1 } } }
+  for k, v in pairs(extra) do cfg[k] = v end
+  local out, stdout = io.tmpfile(), io.stdout
   io.stdout = out
   local ok, err = pcall(function()
-    local e = zl.initialize { model = nn.Linear(2, 1), config = { train_micro_batch_size_per_gpu = 1,
-      memory_breakdown = true, optimizer = { type = 'SGD', params = { lr = 0.1 } } } }
+    local e = zl.initialize { model = nn.Linear(2, 1), config = cfg }
     e:backward(e(zl.ones(1, 2)):sum())
     e:step()
   end)
   io.stdout = stdout
   check(ok, tostring(err))
   out:seek('set')
+  local text = out:read('a')
+  out:close()
+  return text
+end
+
+test('throughput_in_the_step_line', function()
+  check(one_step_stdout({ steps_per_print = 1 }):find('^%[Rank 0%] step=1, skipped=0, lr=%[0%.1%], mom=%[0%], '
+    .. 'loss=[%d.e+-]+, samples/s=[%d.]+\n$') ~= nil, 'by default the step line ends with samples/s')
+  check(one_step_stdout({ steps_per_print = 1, timers = { throughput = { enabled = false } } }):find(
+    '^%[Rank 0%] step=1, skipped=0, lr=%[0%.1%], mom=%[0%], loss=[%d.e+-]+\n$') ~= nil,
+    'timers.throughput.enabled false: no samples/s')
+end)
+
+test('memory_breakdown', function()
   local labels = {}
-  for line in out:lines() do
+  for line in one_step_stdout({ memory_breakdown = true }):gmatch('[^\n]+') do
     local label = line:match('^%[Rank 0%] (Engine %a+ %a+): allocated [%d.]+ MB %(params [%d.]+, grads [%d.]+, '
       .. 'optimizer [%d.]+, activations [%d.]+, comm [%d.]+, other [%d.]+%), peak [%d.]+ MB$')
     check(label ~= nil, 'a memory line: ' .. line)
     labels[#labels + 1] = label
   end
-  out:close()
   check_eq(table.concat(labels, ', '), 'Engine before forward, Engine after forward, Engine before backward, '
     .. 'Engine after backward, Engine before step, Engine after step', "DeepSpeed's six points")
 end)

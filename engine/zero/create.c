@@ -1,6 +1,7 @@
 /* A ZeRO engine's life: the config's defaults, taking the parameters over
  * (their chunks laid out, masters filled, working copies in place, hooks
  * installed) and freeing. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ zl_zero_config zl_zero_config_defaults(void)
         .reduce_scatter = true, .ignore_unused_parameters = true, .prefetch_bucket_size = 50000000,
         .max_live_parameters = 1000000000, .max_reuse_distance = 1000000000,
         .param_persistence_threshold = 100000, .model_persistence_threshold = INT64_MAX,
-        .sub_group_size = 1000000000,
+        .sub_group_size = 1000000000, .gradient_predivide_factor = 1.0,
     };
     c.offload_optimizer = (zl_zero_offload){.device = ZL_OFFLOAD_NONE, .buffer_count = 4, .pipeline_read = false};
     c.offload_param = (zl_zero_offload){.device = ZL_OFFLOAD_NONE, .buffer_count = 5, .buffer_size = 100000000,
@@ -45,6 +46,9 @@ static zl_status check_config(const zl_zero_config *c, int world)
         return zl_error(ZL_EINVAL, "zlua.initialize: Lamb scales each parameter by its own trust ratio, which needs the "
                         "whole parameter; ZeRO stage %d splits parameters over ranks (use stage 0, or Adam/AdamW/SGD)",
                         c->stage);
+    if (!(c->gradient_predivide_factor > 0 && c->gradient_predivide_factor < INFINITY))
+        return zl_error(ZL_EINVAL, "config: gradient_predivide_factor must be a finite number greater than 0, got %g",
+                        c->gradient_predivide_factor);
     if (c->optimizer < ZL_ZERO_ADAM || c->optimizer > ZL_ZERO_SGD) return zl_error(ZL_EINVAL, "ZeRO: unknown optimizer");
     (void)world;
     return ZL_OK;

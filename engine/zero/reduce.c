@@ -7,13 +7,28 @@
  * partition only; with reduce_scatter off all-reduced, each keeping its
  * part). With overlap_comm the collective runs while backward goes on, over
  * two buffers used in turn. The sum, divided by the world size, is added into
- * the gradient buffer, so micro-steps accumulate there. */
+ * the gradient buffer, so micro-steps accumulate there; DeepSpeed's
+ * prescale_gradients and gradient_predivide_factor move part or all of that
+ * division before the sum (the same mean, other roundings and range). */
 #include <stdlib.h>
 #include <string.h>
 #include "zero_impl.h"
 
 static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
 static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
+
+/* The factor each rank's gradient is multiplied by before the sum, and the
+ * one the sum is multiplied by after: 1/world before with prescale_gradients,
+ * else 1/f before and f/world after (f the predivide factor; the default f = 1
+ * is the plain sum divided by the world size). */
+static float pre_scale(const zl_zero *z)
+{
+    return (float)(z->cfg.prescale_gradients ? 1.0 / z->world : 1.0 / z->cfg.gradient_predivide_factor);
+}
+static float post_scale(const zl_zero *z)
+{
+    return z->cfg.prescale_gradients ? 1.0f : (float)(z->cfg.gradient_predivide_factor / z->world);
+}
 
 /* Wait for a bucket's collective and add its result into the gradient
  * buffer. A gradient buffer in host memory (the optimizer offloaded) takes
@@ -25,7 +40,7 @@ static zl_status finish(zl_zero *z, zz_bucket *b)
     zl_status st = zz_wait(z, b->req);
     b->req = NULL;
     if (st) return st;
-    float inv = (float)(1.0 / z->world);
+    float inv = post_scale(z);
     /* src holds the reduced elements; element i of partition q's part is at base + q * L + i */
     zl_tensor *src = scatter(z) ? b->out : b->data;
     int64_t base = scatter(z) ? 0 : partitioned(z) ? (int64_t)z->rank * b->len : 0, L = b->len;
@@ -86,6 +101,7 @@ static zl_status flush(zl_zero *z)
     zz_bucket *b;
     zl_status st = next_bucket(z, L, &b);
     if (st) return st;
+    float pre = pre_scale(z);
     for (int i = 0; i < z->npending && !st; i++) {
         zz_item *it = &z->pending[i];
         zz_entry *e = it->e;
@@ -93,7 +109,8 @@ static zl_status flush(zl_zero *z)
             int64_t lo, own;
             zz_owned(e->n, e->k, q, &lo, &own);
             int64_t at = q * L + it->boff;
-            if (own > 0) st = zz_copy(b->data, at, it->g, lo, own);
+            if (own > 0 && pre == 1.0f) st = zz_copy(b->data, at, it->g, lo, own);
+            else if (own > 0 && !(st = zz_zero(b->data, at, own))) st = zz_add(b->data, at, it->g, lo, own, pre);
             /* the padding: up to a whole chunk for a parameter smaller than P chunks */
             if (!st && own < e->k) st = zz_zero(b->data, at + own, e->k - own);
         }

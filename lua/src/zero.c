@@ -106,6 +106,8 @@ static void read_config(lua_State *L, int idx, zl_zero_config *c)
     c->overlap_comm = boolean(L, idx, "overlap_comm", c->overlap_comm);
     c->reduce_scatter = boolean(L, idx, "reduce_scatter", c->reduce_scatter);
     c->ignore_unused_parameters = boolean(L, idx, "ignore_unused_parameters", c->ignore_unused_parameters);
+    c->prescale_gradients = boolean(L, idx, "prescale_gradients", c->prescale_gradients);
+    c->gradient_predivide_factor = num(L, idx, "gradient_predivide_factor", c->gradient_predivide_factor);
     c->prefetch_bucket_size = integer(L, idx, "prefetch_bucket_size", c->prefetch_bucket_size);
     c->max_live_parameters = integer(L, idx, "max_live_parameters", c->max_live_parameters);
     c->max_reuse_distance = integer(L, idx, "max_reuse_distance", c->max_reuse_distance);

@@ -23,7 +23,11 @@
   offload blocks, aio, the monitors, comms_logger, timers, optimizer and scheduler params)
   and a warning elsewhere (DeepSpeed silently ignores those); both name the full path and
   the nearest known key. A key in UNIMPLEMENTED below set to anything but its default is an
-  error that says the feature is not implemented: nothing is silently ignored. `bfloat16`
+  error that says the feature is not implemented; a key in NOTICED (no meaning in zlua: a
+  layout it always uses, a switch for hardware it does not drive) given with a value whose
+  behaviour zlua does not have adds a line to cfg.notices naming the key and why, which
+  zlua.initialize prints once: nothing is silently ignored (docs/config_keys.md lists
+  every DeepSpeed key and which of the three it is). `bfloat16`
   is an alias of `bf16` (both given: error), `thread_count` of aio's `intra_op_parallelism`,
   and the stage3_ keys have DeepSpeed's short aliases (prefetch_bucket_size ...).
 
@@ -66,7 +70,8 @@
   comms_logger, flops_profiler, activation_checkpointing: each a table with every key;
   optimizer = { type =, params =, legacy_fusion = } or nil (type one of 'Adam', 'AdamW',
   'Lamb', 'SGD'; params complete, betas a two-element list; AdamW has adam_w_mode true);
-  scheduler = { type =, params = } or nil (params complete; optional ones nil). A config
+  scheduler = { type =, params = } or nil (params complete; optional ones nil); notices, a
+  list of lines ("zero_optimization.contiguous_gradients = false: ignored: ..."). A config
   read from a file also has cfg.source (its path).
 
   Divergences from DeepSpeed, each a mistake it lets through: "aio" is also accepted inside
@@ -92,8 +97,7 @@ local config = {}
 -- one removes its line here. "X.enabled" entries gate a whole section on its enabled flag;
 -- the last six are whole sections, errors whenever present with content.
 local UNIMPLEMENTED = {
-  memory_breakdown = 'the memory breakdown report',
-  communication_data_type = 'a separate data type for gradient collectives',
+  communication_data_type = 'gradient collectives in fp16 or bf16 (zlua sums gradients in f32)',
   sparse_gradients = 'sparse (CSR) gradient all-reduce',
   disable_allgather = 'disable_allgather',
   dump_state = 'dump_state',
@@ -102,7 +106,8 @@ local UNIMPLEMENTED = {
   ['fp16.auto_cast'] = 'casting forward inputs to fp16 (auto_cast)',
   ['fp16.fp16_master_weights_and_grads'] = 'fp16 master weights and gradients',
   ['amp.enabled'] = 'Apex AMP',
-  ['zero_optimization.elastic_checkpoint'] = 'elastic checkpoints',
+  ['zero_optimization.offload_optimizer.ratio'] = "partial optimizer offload (DeepSpeed's ZeRO-Offload++ at "
+    .. 'stage 3)',
   ['zero_optimization.zero_hpz_partition_size'] = 'ZeRO++ hierarchical partitioning',
   ['zero_optimization.zero_quantized_weights'] = 'ZeRO++ quantized weights',
   ['zero_optimization.zero_quantized_nontrainable_weights'] = 'ZeRO++ quantized weights',
@@ -143,6 +148,58 @@ local UNIMPLEMENTED = {
   moe = 'mixture of experts',
 }
 config.UNIMPLEMENTED = UNIMPLEMENTED
+
+-- Recognised keys that have no meaning in zlua (a layout or a path it always takes, a
+-- switch for hardware or code it does not have), by canonical path. Given with any value
+-- but `zlua` (the one whose behaviour zlua has; nil: any value), each goes into
+-- cfg.notices as one line naming the key and why, which zlua.initialize prints once.
+local IGNORED = 'ignored: '
+local PIN = IGNORED .. "zlua's ZeRO state lives in host memory and is never copied to a device, so there is "
+  .. "nothing to pin (DeepSpeed's CPU accelerator ignores it too)"
+local NOTICED = {
+  zero_allow_untested_optimizer = { why = IGNORED .. 'zlua runs only the optimizers it has a fused ZeRO step '
+    .. 'for (Adam, AdamW, SGD; Lamb at stage 0) and refuses any other by name, so there is no untested '
+    .. 'optimizer to allow' },
+  zero_force_ds_cpu_optimizer = { zlua = true, why = IGNORED .. "an offloaded step always runs zlua's fused "
+    .. 'CPU kernel (DeepSpeedCPUAdam\'s counterpart), whatever optimizer object the script passes' },
+  ['bf16.immediate_grad_update'] = { zlua = true, why = IGNORED .. 'zlua always adds each gradient into its '
+    .. 'accumulation buffer during backward (the behaviour of true)' },
+  ['optimizer.legacy_fusion'] = { zlua = false, why = IGNORED .. "it chooses between two of DeepSpeed's "
+    .. 'fp16 optimizer implementations; zlua has one' },
+  ['optimizer.params.torch_adam'] = { zlua = false, why = IGNORED .. "zlua's Adam is always its fused kernel, "
+    .. "which computes PyTorch's Adam and AdamW update" },
+  ['checkpoint.load_universal'] = { why = IGNORED .. "zlua's checkpoints load at any world size and stage as "
+    .. 'they are: there is no universal form to convert to and no latest_universal file' },
+  ['timers.throughput.synchronized'] = { zlua = true, why = IGNORED .. "zlua's ZeRO step runs on the host and "
+    .. 'returns when its work is done, so the samples/s timing is always synchronised' },
+  ['zero_optimization.contiguous_gradients'] = { zlua = true, why = IGNORED .. 'zlua always copies each '
+    .. 'gradient into a contiguous bucket as it is produced (the behaviour of true)' },
+  ['zero_optimization.use_multi_rank_bucket_allreduce'] = { zlua = true, why = IGNORED .. 'zlua reduces each '
+    .. 'bucket with one collective (all-reduce at stages 0-1, reduce-scatter at 2-3), never a reduce per owner' },
+  ['zero_optimization.allgather_partitions'] = { zlua = true, why = IGNORED .. 'as in DeepSpeed 0.16.5: '
+    .. 'stages 1-2 always all-gather the updated partitions' },
+  ['zero_optimization.elastic_checkpoint'] = { zlua = true, why = IGNORED .. "zlua's checkpoints always load "
+    .. 'at another world size (the behaviour of true)' },
+  ['zero_optimization.round_robin_gradients'] = { zlua = false, why = IGNORED .. 'zlua cuts every parameter '
+    .. 'over all ranks, so each rank already copies an equal share of every bucket' },
+  ['zero_optimization.stage3_module_granularity_threshold'] = { zlua = 0, why = IGNORED .. 'zlua gathers '
+    .. 'each parameter where an op reads it, not per module, so there are no module hooks to group' },
+  ['zero_optimization.memory_efficient_linear'] = { zlua = true, why = IGNORED .. 'at stage 3 backward '
+    .. 'gathers a weight again where it reads it, so no layer keeps a gathered weight alive (the behaviour '
+    .. 'of true)' },
+  ['zero_optimization.pipeline_loading_checkpoint'] = { zlua = false, why = IGNORED .. "load_checkpoint "
+    .. "reads each rank's part of every parameter straight from the files: there is no whole-model load "
+    .. 'to pipeline' },
+  ['zero_optimization.override_module_apply'] = { zlua = false, why = IGNORED .. 'zlua does not wrap '
+    .. 'module:apply; change stage-3 parameters inside zlua.zero.GatheredParameters' },
+  ['zero_optimization.cpu_offload_use_pin_memory'] = { zlua = false, why = PIN },
+  ['zero_optimization.offload_optimizer.pin_memory'] = { zlua = false, why = PIN },
+  ['zero_optimization.offload_param.pin_memory'] = { zlua = false, why = PIN },
+  ['zero_optimization.offload_optimizer.fast_init'] = { zlua = false, why = IGNORED .. "a shortcut in how "
+    .. "DeepSpeed's NVMe swapper writes the first optimizer state; zlua writes each sub-group's first "
+    .. 'state once at start-up either way' },
+}
+config.NOTICED = NOTICED
 
 -- Optimizer types. DeepSpeed matches its own names case-insensitively and anything else
 -- as a torch.optim class name, case-sensitively.
@@ -236,6 +293,15 @@ function Ctx:warning(raw, key, msg, ...)
   self.warn(self:where(raw, key) .. ': ' .. fmt(msg, ...))
 end
 
+-- A key given as x (written at path) that NOTICED lists under canonical: its line, unless
+-- x is the value whose behaviour zlua has.
+function Ctx:notice(path, canonical, x)
+  local note = NOTICED[canonical]
+  if note and (note.zlua == nil or x ~= note.zlua) then
+    self.notices[#self.notices + 1] = fmt('%s = %s: %s', path, show(x), note.why)
+  end
+end
+
 -- The raw value of args[name] as a number, or fails naming key (the config key it fills).
 function Ctx:arg_number(name, path, integer)
   local a = self.args and self.args[name]
@@ -295,7 +361,8 @@ end
 
 -- Field checkers ---------------------------------------------------------------------------
 -- A schema entry is { name, kind, default, ... options }; options: min, max, gt (exclusive
--- minimum), values (enum), aliases, auto (a filler), keep_auto, required, spec (sections).
+-- minimum), values (enum), aliases, auto (a filler), keep_auto, required, spec (sections),
+-- zlua (for an UNIMPLEMENTED key: the one value besides the default that zlua has).
 -- CHECK[kind](ctx, e, v, raw, key, path) -> the normalised value; v is never nil there.
 
 local CHECK = {}
@@ -580,12 +647,15 @@ function check_section(ctx, spec, v, path, raw, key)
       out[name] = copy_default(e[3])
     end
     ctx.note = nil
-    local what = UNIMPLEMENTED[join(spec.canonical or path, name)]
+    local canonical = join(spec.canonical or path, name)
+    local what = UNIMPLEMENTED[canonical]
     local x = out[name]
-    if what and kind ~= 'gate' and kind ~= 'block' and x ~= nil and x ~= e[3] then
+    local keep = e.zlua ~= nil and e.zlua or e[3]
+    if what and kind ~= 'gate' and kind ~= 'block' and x ~= nil and x ~= e[3] and x ~= e.zlua then
       ctx:fail(v, written, '%s = %s: %s is not implemented in zlua yet (remove the key%s)',
-        full, show(x), what, e[3] ~= nil and ' or set it to ' .. show(e[3]) or '')
+        full, show(x), what, keep ~= nil and ' or set it to ' .. show(keep) or '')
     end
+    if value ~= nil then ctx:notice(full, canonical, x) end
   end
   return out
 end
@@ -933,8 +1003,8 @@ function CHECK.optimizer(ctx, _, v, raw, key, path)
   end
   local params = v.params
   if is_object(params) and params.max_grad_norm ~= nil then
-    ctx:fail(params, 'max_grad_norm', '%s.params.max_grad_norm is not supported: use the '
-      .. 'top-level gradient_clipping instead (DeepSpeed rejects it too)', path)
+    ctx:fail(params, 'max_grad_norm', '%s.params.max_grad_norm = %s is not supported: use the '
+      .. 'top-level gradient_clipping instead (DeepSpeed rejects it too)', path, show(params.max_grad_norm))
   end
   local out = {
     type = name,
@@ -944,6 +1014,7 @@ function CHECK.optimizer(ctx, _, v, raw, key, path)
   if v.legacy_fusion ~= nil then
     out.legacy_fusion = CHECK.bool(ctx, nil, v.legacy_fusion, v, 'legacy_fusion',
       path .. '.legacy_fusion')
+    ctx:notice(path .. '.legacy_fusion', 'optimizer.legacy_fusion', out.legacy_fusion)
   end
   local p = out.params
   if name == 'AdamW' and p.adam_w_mode == false then
@@ -1026,6 +1097,8 @@ function CHECK.zero(ctx, _, v, raw, key, path)
       join(path, 'cpu_offload_use_pin_memory'))
     ctx:warning(v, 'cpu_offload_use_pin_memory', '%s is deprecated: write pin_memory in the '
       .. 'offload blocks', join(path, 'cpu_offload_use_pin_memory'))
+    ctx:notice(join(path, 'cpu_offload_use_pin_memory'), 'zero_optimization.cpu_offload_use_pin_memory',
+      pin)
     z.cpu_offload_use_pin_memory = nil
   end
   if z.aio ~= nil then
@@ -1047,8 +1120,8 @@ function CHECK.zero(ctx, _, v, raw, key, path)
   end
   if out.overlap_comm == nil then out.overlap_comm = out.stage == 3 end
   if out.legacy_stage1 then
-    ctx:fail(z, 'legacy_stage1', '%s.legacy_stage1 = true: the legacy stage 1 was removed '
-      .. '(DeepSpeed 0.5.9); remove the key', path)
+    ctx:fail(z, 'legacy_stage1', '%s.legacy_stage1 = true is not supported: the legacy stage 1 '
+      .. 'was removed in DeepSpeed 0.5.9; remove the key', path)
   end
   return out
 end
@@ -1076,7 +1149,7 @@ local TOP = {
   { 'gradient_clipping', 'num', 0.0, min = 0, auto = fill('max_grad_norm') },
   { 'prescale_gradients', 'bool', false },
   { 'gradient_predivide_factor', 'num', 1.0, gt = 0 },
-  { 'communication_data_type', 'enum', nil, values = { 'fp16', 'bf16', 'fp32' } },
+  { 'communication_data_type', 'enum', nil, values = { 'fp16', 'bf16', 'fp32' }, zlua = 'fp32' },
   { 'sparse_gradients', 'bool', false },
   { 'zero_allow_untested_optimizer', 'bool', false },
   { 'zero_force_ds_cpu_optimizer', 'bool', true },
@@ -1229,9 +1302,10 @@ local function cross_check(ctx, raw, cfg)
     ctx:fail(rz, 'allgather_bucket_size', 'zero_optimization.allgather_bucket_size must be a '
       .. 'multiple of 2, got %d', z.allgather_bucket_size)
   end
-  if z.offload_optimizer.ratio < 1 and z.stage ~= 3 then
-    ctx:fail(rz, 'offload_optimizer', 'zero_optimization.offload_optimizer.ratio = %s '
-      .. '(partial offload) needs stage 3, got stage %d', show(z.offload_optimizer.ratio), z.stage)
+  if cfg.vocabulary_size and cfg.vocabulary_size % 8 ~= 0 then
+    ctx:warning(raw, 'vocabulary_size', 'vocabulary_size = %d is not a multiple of 8: matrix '
+      .. 'multiplies over the vocabulary may run slower on a GPU (DeepSpeed warns the same)',
+      cfg.vocabulary_size)
   end
   local offloading = z.offload_optimizer.device ~= 'none' or z.offload_param.device ~= 'none'
   if z.stage == 0 and offloading then
@@ -1271,7 +1345,7 @@ local function build(raw, meta, source, opts)
   end
   local ctx = setmetatable({
     source = source, meta = meta or {}, args = opts.args, world_size = tointeger(world_size),
-    warn = opts.warn or default_warn,
+    warn = opts.warn or default_warn, notices = {},
   }, Ctx)
   if not is_object(raw) then
     raise(fmt('%s: a DeepSpeed config must be an object, got %s', source or 'config', show(raw)))
@@ -1289,6 +1363,7 @@ local function build(raw, meta, source, opts)
   resolve_batch(ctx, raw, cfg)
   cross_check(ctx, raw, cfg)
   cfg.source = source
+  cfg.notices = ctx.notices
   return cfg
 end
 

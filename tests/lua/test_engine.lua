@@ -126,9 +126,10 @@ test('client_optimizer_and_scheduler_override_config', function()
   check(opt2.__name == 'Lamb' and s2 ~= nil and e2.lr_scheduler == s2, 'callables build the optimizer and scheduler')
   check_error(function() zl.initialize { model = model(7), config = cfg(), optimiser = mine } end,
     'zlua.initialize: unknown argument "optimiser"')
-  check_error(function() zl.initialize { model = model(7) } end, 'no config')
+  check_error(function() zl.initialize { model = model(7) } end,
+    'zlua.initialize: no config: pass config= (a file or a table) or --deepspeed_config FILE')
   check_error(function() zl.initialize { model = model(7), config = cfg { zero_optimization = { stage = 4 } } } end,
-    'zero_optimization.stage')
+    'config: zero_optimization.stage must be in 0..3, got 4')
   check_error(function() zl.initialize { model = model(7), config = cfg {
     zero_optimization = { stage = 3, offload_param = { device = 'nvme', nvme_path = '/proc/version/x' } } } } end,
     NO_AIO and 'zero_optimization.offload_param.device = "nvme": ' .. NO_AIO

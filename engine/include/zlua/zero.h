@@ -66,6 +66,8 @@ typedef struct zl_zero_config {
     bool overlap_comm;                    /* reduce buckets while backward goes on */
     bool reduce_scatter;                  /* stages 2-3: reduce-scatter (else all-reduce, keep own part) */
     bool ignore_unused_parameters;        /* false: a trained parameter without gradient is an error */
+    bool prescale_gradients;              /* divide each rank's gradient by the world size before the sum */
+    double gradient_predivide_factor;     /* else: divide by this before the sum, multiply by it / world after */
     int64_t prefetch_bucket_size;         /* stage 3: elements gathered ahead along the recorded trace */
     int64_t max_live_parameters;          /* stage 3: elements gathered at once */
     int64_t max_reuse_distance;           /* stage 3: keep a parameter read again within this many elements */

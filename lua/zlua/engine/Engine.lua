@@ -15,6 +15,7 @@ local precision = require 'zlua.engine.precision'
 local accelerator = require 'zlua.engine.accelerator'
 local zero_state = require 'zlua.zero.state'
 local report = require 'zlua.engine.report'
+local notices = require 'zlua.engine.notices'
 
 local core = zl.core
 local fmt = string.format
@@ -60,6 +61,7 @@ function Engine.new(t, cfg, rank, world_size)
   if type(params) ~= 'table' then
     zl.raise(fmt('zlua.initialize: model_parameters must be an array of tensors or of param groups, got %s', type(params)))
   end
+  notices.say(cfg, rank)
   self.precision = precision.new(cfg, self.module)
   self.dist = require 'zlua.dist'
   -- DeepSpeed's initialize puts the model on the local rank's accelerator (zlua.engine.accelerator).
@@ -139,10 +141,12 @@ end
 --- inputs in host memory go to engine.device first, and under mixed
 --- precision float ones are cast to the working dtype.
 function Engine:forward(...)
+  self.report:memory('Engine before forward')
   local t0 = core.now()
   if self.zero then self.zero:begin_forward() end
   local out = table.pack(self.module(self.precision:cast_inputs(place_inputs(self.device, ...))))
   self.report:add('forward', core.now() - t0)
+  self.report:memory('Engine after forward')
   return table.unpack(out, 1, out.n)
 end
 
@@ -160,6 +164,7 @@ function Engine:backward(loss, opts)
   if not zl.is_tensor(loss) or loss:numel() ~= 1 then
     zl.raise('engine:backward: the loss must be a one-element tensor')
   end
+  self.report:memory('Engine before backward')
   local t0 = core.now()
   local scaled = loss
   if (opts == nil or opts.scale_wrt_gas ~= false) and self.gas > 1 then
@@ -170,12 +175,14 @@ function Engine:backward(loss, opts)
   to_backprop:backward(nil, opts and opts.retain_graph)
   if self.zero then self.zero:finish_backward() end
   self.report:add('backward', core.now() - t0)
+  self.report:memory('Engine after backward')
   return scaled
 end
 
 --- engine:step(): at an accumulation boundary, clip and apply the optimizer
 --- (skipped on an fp16 overflow), step the scheduler, zero the gradients.
 function Engine:step()
+  self.report:memory('Engine before step')
   local t0 = core.now()
   if self:is_gradient_accumulation_boundary() then
     need_optimizer(self, 'step')
@@ -183,6 +190,7 @@ function Engine:step()
   end
   self.micro_steps = self.micro_steps + 1
   self.report:add('step', core.now() - t0)
+  self.report:memory('Engine after step')
 end
 
 function Engine:take_model_step()
@@ -257,7 +265,10 @@ function Engine:get_global_grad_norm() return self.global_grad_norm end
 
 function Engine:loss_scale() return self.precision:loss_scale_value() end
 
+--- engine:save_checkpoint(dir [, tag [, client_state [, opts]]]): every rank
+--- calls it; the ranks' tags are compared first (checkpoint.tag_validation).
 function Engine:save_checkpoint(dir, tag, client_state, opts)
+  tag = require('zlua.engine.tag').agree(self, tag or ('global_step' .. self.global_steps))
   return require('zlua.engine.checkpoint').save(self, dir, tag, client_state, opts)
 end
 

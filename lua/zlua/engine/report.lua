@@ -1,8 +1,11 @@
 --[[ zlua.engine.report: what the engine tells the user about its steps: the
-  steps_per_print log line (step, skipped, lr, momentum, loss, samples/s), the
-  wall_clock_breakdown timers (forward, backward, step in ms), the monitors'
-  events (train_loss, lr and loss_scale by samples) and, when stderr is a
-  terminal, a one-line progress display. Rank 0 only, as DeepSpeed logs. ]]
+  steps_per_print log line (step, skipped, lr, momentum, loss, and samples/s
+  unless timers.throughput.enabled is false), the wall_clock_breakdown timers
+  (forward, backward, step in ms), the monitors' events (train_loss, lr and
+  loss_scale by samples) and, when stderr is a terminal, a one-line progress
+  display; with memory_breakdown, the allocator's bytes by category before
+  and after each forward, backward and step (DeepSpeed's see_memory_usage
+  lines). Rank 0 only, as DeepSpeed logs. ]]
 
 local zl = require 'zlua'
 local core = zl.core
@@ -18,6 +21,9 @@ function report.new(engine, cfg)
   self.every = cfg.steps_per_print
   self.breakdown = cfg.wall_clock_breakdown
   self.fp16 = cfg.fp16.enabled
+  -- DeepSpeed's throughput timer (timers.throughput.enabled): samples/s in the lines.
+  self.throughput = cfg.timers.throughput.enabled
+  self.memory_breakdown = cfg.memory_breakdown
   self.quiet = engine.rank ~= 0
   -- Drawn on stderr, so a step log on stdout is not overwritten; only when a
   -- person watches (stdout and stderr are terminals).
@@ -29,6 +35,24 @@ function report.new(engine, cfg)
 end
 
 function R:add(name, seconds) self.timers[name] = self.timers[name] + seconds end
+
+local CATEGORIES = { 'params', 'grads', 'optimizer', 'activations', 'comm', 'other' }
+
+--- With memory_breakdown: one line of the allocator's bytes now and at the
+--- peak since the last line, which this line restarts (as DeepSpeed resets
+--- its peak statistics).
+function R:memory(label)
+  if not self.memory_breakdown or self.quiet then return end
+  local m = zl.memory()
+  local now, peak, parts = 0, 0, {}
+  for i, c in ipairs(CATEGORIES) do
+    now, peak = now + m[c].current, peak + m[c].peak
+    parts[i] = fmt('%s %.2f', c, m[c].current / 2 ^ 20)
+  end
+  io.stdout:write(fmt('[Rank 0] %s: allocated %.2f MB (%s), peak %.2f MB\n', label, now / 2 ^ 20,
+    table.concat(parts, ', '), peak / 2 ^ 20))
+  zl.reset_peak_memory()
+end
 
 local function list(xs, f)
   local out = {}
@@ -53,13 +77,14 @@ function R:step_done(loss, overflow)
   local now = core.now()
   local rate = self.window_samples / math.max(now - self.window_start, 1e-9)
   if self.progress then
-    io.stderr:write(fmt('\r\27[Kstep %d  loss %.4g  lr %.3g  %.1f samples/s\r', e.global_steps, loss,
-      e:get_lr()[1], rate))
+    io.stderr:write(fmt('\r\27[Kstep %d  loss %.4g  lr %.3g%s\r', e.global_steps, loss, e:get_lr()[1],
+      self.throughput and fmt('  %.1f samples/s', rate) or ''))
   end
   if self.every and e.global_steps % self.every == 0 then
     if self.progress then io.stderr:write('\r\27[K') end
-    local line = fmt('[Rank 0] step=%d, skipped=%d, lr=%s, mom=%s, loss=%.6g, samples/s=%.2f', e.global_steps,
-      e.skipped_steps, list(e:get_lr(), function(x) return fmt('%g', x) end), list(e:get_mom(), mom_str), loss, rate)
+    local line = fmt('[Rank 0] step=%d, skipped=%d, lr=%s, mom=%s, loss=%.6g%s', e.global_steps,
+      e.skipped_steps, list(e:get_lr(), function(x) return fmt('%g', x) end), list(e:get_mom(), mom_str), loss,
+      self.throughput and fmt(', samples/s=%.2f', rate) or '')
     if self.fp16 then line = line .. fmt(', loss_scale=%g', e:loss_scale()) end
     io.stdout:write(line, '\n')
     if self.breakdown then

@@ -28,6 +28,7 @@ function Z.c_config(cfg, kind, half)
     reduce_bucket_size = math.floor(zc.reduce_bucket_size), allgather_bucket_size = math.floor(zc.allgather_bucket_size),
     overlap_comm = zc.overlap_comm, reduce_scatter = zc.reduce_scatter,
     ignore_unused_parameters = zc.ignore_unused_parameters,
+    prescale_gradients = cfg.prescale_gradients, gradient_predivide_factor = cfg.gradient_predivide_factor,
     prefetch_bucket_size = zc.stage3_prefetch_bucket_size, max_live_parameters = zc.stage3_max_live_parameters,
     max_reuse_distance = zc.stage3_max_reuse_distance,
     param_persistence_threshold = zc.stage3_param_persistence_threshold,

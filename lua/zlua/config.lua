@@ -154,8 +154,9 @@ config.UNIMPLEMENTED = UNIMPLEMENTED
 -- but `zlua` (the one whose behaviour zlua has; nil: any value), each goes into
 -- cfg.notices as one line naming the key and why, which zlua.initialize prints once.
 local IGNORED = 'ignored: '
-local PIN = IGNORED .. "zlua's ZeRO state lives in host memory and is never copied to a device, so there is "
-  .. "nothing to pin (DeepSpeed's CPU accelerator ignores it too)"
+local PIN = IGNORED .. "with the model in host memory zlua's ZeRO state never crosses to a device, so there "
+  .. "is nothing to pin (DeepSpeed's CPU accelerator ignores it too); with the model on a GPU it pins the "
+  .. "offload buffers and this line is not printed"
 local NOTICED = {
   zero_allow_untested_optimizer = { why = IGNORED .. 'zlua runs only the optimizers it has a fused ZeRO step '
     .. 'for (Adam, AdamW, SGD; Lamb at stage 0) and refuses any other by name, so there is no untested '

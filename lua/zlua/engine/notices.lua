@@ -10,10 +10,24 @@ local said = {}
 --- Where the lines go; a test may catch them here.
 function M.write(line) io.stderr:write(line, '\n') end
 
-function M.say(cfg, rank)
+-- Keys that are noticed because the model is in host memory and take effect
+-- when it is on a GPU (page-locked offload buffers).
+local ON_DEVICE = { 'zero_optimization.offload_optimizer.pin_memory', 'zero_optimization.offload_param.pin_memory',
+  'zero_optimization.cpu_offload_use_pin_memory' }
+
+local function takes_effect(line, device)
+  if device == nil or device == 'cpu' then return false end
+  for _, key in ipairs(ON_DEVICE) do
+    if line:sub(1, #key + 1) == key .. ' ' then return true end
+  end
+  return false
+end
+
+--- M.say(cfg, rank [, device]): the lines of cfg.notices, on rank 0, each once.
+function M.say(cfg, rank, device)
   if rank ~= 0 then return end
   for _, line in ipairs(cfg.notices or {}) do
-    if not said[line] then
+    if not said[line] and not takes_effect(line, device) then
       said[line] = true
       M.write('zlua: note: ' .. line)
     end

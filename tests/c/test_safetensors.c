@@ -654,7 +654,7 @@ TEST(full_disk_keeps_old_file)
     int status = 0;
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-        printf("     skipped full_disk: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)\n");
+        zt_skip("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
         return;
     }
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);

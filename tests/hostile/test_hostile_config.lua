@@ -115,6 +115,25 @@ test('config_file_not_a_file', function()
   check(not ok and tostring(err):find("'/dev/zero': it is a character device, not a regular file", 1, true), tostring(err))
 end)
 
+test('monitor_files_not_files', function()
+  local dir = X.dir('monitors')
+  local csv = require 'zlua.monitor.csv'
+  local tb = require 'zlua.monitor.tensorboard'
+  local w = csv.new { output_path = dir, job_name = 'job' }
+  X.mkfifo(dir .. '/job/Train_loss.csv')
+  local ok, err = X.within(10, 'csv row into a FIFO', function() return w:write_events({ { 'Train/loss', 0.5, 1 } }) end)
+  check(not ok and tostring(err):find("csv_monitor: write_events: '" .. dir .. "/job/Train_loss.csv' is a fifo, not a "
+    .. 'regular file', 1, true), tostring(err))
+  check_error(function() w:write_events({ { 'Train/a\0b', 0.5, 1 } }) end,
+    "csv_monitor: write_events: event 1 ('Train/a\\0b'): the name holds a NUL byte")
+  w:write_events({ { 'Train/ok', 0.5, 1 } })
+  check_eq(X.read(dir .. '/job/Train_ok.csv'), 'step,ok\r\n1,0.5\r\n', 'a regular row still goes in')
+  X.mkfifo(dir .. '/runs')
+  ok, err = X.within(10, 'tensorboard under a FIFO', function() return tb.new { output_path = dir .. '/runs' } end)
+  check(not ok and tostring(err):find("cannot create the directory '" .. dir .. "/runs/DeepSpeedJobName'", 1, true),
+    tostring(err))
+end)
+
 test('parsers_are_linear', function()
   -- a 300 KB config on one line: the column of each value is not counted from the line's start
   local parts = {}

@@ -10,7 +10,7 @@
     zlua scripts/zero_to_fp32.lua ckpt/ model_fp32.safetensors -t global_step100 ]]
 
 local zl = require 'zlua'
-local json = require 'zlua.json'
+local verify = require 'zlua.engine.verify'
 
 local function die(msg)
   io.stderr:write('zero_to_fp32: ', msg, '\n')
@@ -31,28 +31,33 @@ end
 local dir, out = positional[1], positional[2]
 if not dir or not out or positional[3] then die('usage: zlua zero_to_fp32.lua CKPT_DIR OUT.safetensors [-t TAG]') end
 
-local function read(path)
-  local f, err = io.open(path, 'rb')
-  if not f then die('cannot read ' .. path .. ': ' .. tostring(err)) end
-  local s = f:read('a')
-  f:close()
-  return s
+-- The same checks as load_checkpoint (zlua.engine.verify): the tag, every field
+-- of engine.json, every file against its CRC-32 in the manifest, regular files
+-- inside the folder only. Any failure names the file and the key.
+local function checked(f, ...)
+  local ok, a, b = pcall(f, ...)
+  if not ok then die(tostring(a):gsub('^[^\n]-:%d+: ', '', 1):gsub('^load_checkpoint: ', '')) end
+  return a, b
 end
 
-if not tag then tag = read(dir .. '/latest'):match('^%s*(.-)%s*$') end
+if not tag then
+  local text = checked(verify.read, dir .. '/latest', verify.LATEST_MAX)
+  if not text then die('cannot read ' .. dir .. '/latest: no checkpoint there (give -t TAG)') end
+  tag = text:match('^%s*(.-)%s*$')
+  checked(verify.tag, tag, 'zero_to_fp32', dir .. '/latest')
+else
+  checked(verify.tag, tag, 'zero_to_fp32')
+end
 local path = dir .. '/' .. tag
-local ok, state = pcall(json.decode, read(path .. '/engine.json'), path .. '/engine.json')
-if not ok then die(tostring(state)) end
-local so = type(state) == 'table' and state.optimizer
-local zi = type(so) == 'table' and so.zero
+if zl.core.path_kind(path) ~= 'folder' then die(path .. ' is not a checkpoint folder') end
+local state = checked(verify.open, path)
+local zi = state.optimizer and state.optimizer.zero
 
 local entries, pieces = {}, {}
 local files = {}
 local function open_file(name)
   if not files[name] then
-    local fpath = path .. '/' .. name
-    if not zl.core.exists(fpath) then die(fpath .. ' is missing') end
-    files[name] = zl.safetensors_open(fpath)
+    files[name] = checked(zl.safetensors_open, path .. '/' .. name)
   end
   return files[name]
 end

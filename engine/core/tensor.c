@@ -16,6 +16,14 @@ int64_t zli_numel(int ndim, const int64_t *shape)
     return n;
 }
 
+bool zli_shape_fits(int ndim, const int64_t *shape)
+{
+    int64_t s = 1;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) return false;
+    return true;
+}
+
 void zli_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
 {
     int64_t s = 1;
@@ -79,16 +87,19 @@ static zl_status check_shape(const char *op, int ndim, const int64_t *shape)
     if (ndim < 0 || ndim > ZL_MAX_DIMS)
         return zl_error(ZL_EINVAL, "%s: %d dimensions requested, at most %d are supported", op,
                         ndim, ZL_MAX_DIMS);
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return zl_error(ZL_EINVAL, "%s: size %lld at dimension %d is negative", op,
                             (long long)shape[i], i);
-        if (__builtin_mul_overflow(n, shape[i], &n)) {
-            char b[256];
-            return zl_error(ZL_EINVAL, "%s: shape %s has more elements than a 64-bit count holds", op,
-                            zl_shape_str(ndim, shape, b, sizeof b));
-        }
+    /* A zero-sized dimension beside huge ones holds nothing, but its strides
+     * would still overflow. */
+    if (!zli_shape_fits(ndim, shape)) {
+        bool empty = false;
+        for (int i = 0; i < ndim; i++) empty = empty || shape[i] == 0;
+        char b[256];
+        return zl_error(ZL_EINVAL, empty ? "%s: shape %s has strides beyond a 64-bit count"
+                                         : "%s: shape %s has more elements than a 64-bit count holds",
+                        op, zl_shape_str(ndim, shape, b, sizeof b));
     }
     return ZL_OK;
 }

@@ -124,6 +124,11 @@ ZLI_HIDDEN zl_tensor *zli_view_of(const zl_tensor *t, int ndim, const int64_t *s
 /* Contiguous row-major strides for shape. */
 ZLI_HIDDEN void zli_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 ZLI_HIDDEN int64_t zli_numel(int ndim, const int64_t *shape);
+/* Whether every size is >= 0 and the product of the sizes, a size of 0
+ * counted as 1, fits int64: then numel, every contiguous stride and every
+ * in-bounds offset do. Shapes from files or callers pass here before a
+ * header is made of them. */
+ZLI_HIDDEN bool zli_shape_fits(int ndim, const int64_t *shape);
 /* Contiguous f32 version of t: t retained when it already is one, else a copy
  * (used by kernels that compute in f32). */
 ZLI_HIDDEN zl_tensor *zli_f32c(const zl_tensor *t);

@@ -63,6 +63,7 @@ static zl_status infer_shape(const char *op, const zl_tensor *t, int ndim, const
     } else if (known != n) {
         goto bad;
     }
+    if (!zli_shape_fits(ndim, out)) goto bad;   /* [0, 2^40, 2^40]: 0 elements, strides beyond int64 */
     return ZL_OK;
 bad:;
     char a[128], b[128];
@@ -147,6 +148,7 @@ zl_tensor *zli_expand(zl_tensor *t, int ndim, const int64_t *shape)
         else if (have == 1 && want >= 0) { sh[i] = want; st[i] = 0; }
         else goto bad;
     }
+    if (!zli_shape_fits(ndim, sh)) goto bad;   /* more elements than int64 counts */
     return zli_view_of(t, ndim, sh, st, t->offset);
 bad:;
     char a[128], b[128];

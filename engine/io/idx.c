@@ -105,13 +105,17 @@ static zl_status read_header(zli_stream *s, idx_header *h)
     unsigned char dims[4 * ZL_MAX_DIMS];
     st = zli_stream_read_exact(s, dims, 4 * (size_t)h->ndim, "idx dims");
     if (st) return st;
-    /* Every dim fits in 32 bits; the product is bounded so that bytes fit in size_t. */
-    uint64_t n = 1, limit = (uint64_t)(SIZE_MAX / 2) / h->esize;
+    /* Every dim fits in 32 bits; the product is bounded so that bytes fit in
+     * size_t, and so is the product of the nonzero dims (the strides of a
+     * tensor with a zero-sized dim beside huge ones). */
+    uint64_t n = 1, span = 1, limit = (uint64_t)(SIZE_MAX / 2) / h->esize;
     bool too_big = false;
     for (int d = 0; d < h->ndim; d++) {
         h->shape[d] = be32(dims + 4 * d);
-        if (h->shape[d] && n > limit / (uint64_t)h->shape[d]) too_big = true;
-        else n *= (uint64_t)h->shape[d];
+        uint64_t s = h->shape[d] ? (uint64_t)h->shape[d] : 1;
+        if (span > limit / s) too_big = true;
+        else span *= s;
+        n *= (uint64_t)h->shape[d];
     }
     if (too_big) {
         char buf[160];

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "atomic.h"
+#include "regular.h"
 #include "zlua/safetensors.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -90,12 +91,14 @@ static bool utf8_valid(const char *s)
 
 static bool mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 
-/* numel and bytes of a shape, false on overflow of int64. */
+/* numel and bytes of a shape, false on overflow of int64, of the bytes or of
+ * the strides (where a size of 0 counts as 1, as core's do: [0, 2^40, 2^40]
+ * holds nothing, yet no tensor can be made of it). */
 static bool shape_bytes(int ndim, const int64_t *shape, size_t esize, int64_t *numel, int64_t *nbytes)
 {
+    if (!zli_shape_fits(ndim, shape)) return false;
     int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        if (shape[d] < 0 || !mul_ok(n, shape[d], &n)) return false;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
     *numel = n;
     return mul_ok(n, (int64_t)esize, nbytes);
 }
@@ -554,17 +557,11 @@ zl_safetensors *zl_safetensors_open(const char *path)
         zl_error(ZL_ENOMEM, "%s: out of memory opening it", path);
         return NULL;
     }
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        zl_error(ZL_EIO, "cannot open '%s': %s", path, strerror(errno));
+    zl_status st = zli_open_regular(path, 0, &f->fd, &f->size);
+    if (st) {
         zl_safetensors_close(f);
         return NULL;
     }
-    struct stat sb;
-    zl_status st = ZL_OK;
-    if (fstat(f->fd, &sb) != 0) st = zl_error(ZL_EIO, "cannot read '%s': %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode)) st = zl_error(ZL_EIO, "cannot read '%s': not a regular file", path);
-    else f->size = (int64_t)sb.st_size;
     unsigned char len[LEN_BYTES];
     if (!st && f->size < LEN_BYTES)
         st = zl_error(ZL_EFORMAT, "%s: %lld bytes is too short for a safetensors file (the header length alone is 8)",

@@ -2,12 +2,11 @@
  * magic, read through zlib (which passes plain files through unchanged), and
  * keep the offset of the content read so far for error messages. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
+#include "regular.h"
 #include "stream.h"
 
 /* zlib's internal buffer; larger ones bring nothing measurable for these files. */
@@ -20,23 +19,39 @@
 #define GZ_READ_MAX (1 << 16)
 /* First buffer for content of unknown length (a gzip file). */
 #define REST_START (1 << 20)
+/* Decompression is bounded: a gzip file gives at most INFLATE_RATIO times its
+ * own size in content (INFLATE_FLOOR at least, for small files). Data files
+ * compress far less (text about 4 times, tokens 2, CSV 10); a file that
+ * inflates beyond is refused before it fills memory (deflate reaches 1000
+ * times on constant bytes, so 1 MB could become 1 GB). A real file that
+ * compresses better is read once gunzipped. */
+#define INFLATE_RATIO 64
+#define INFLATE_FLOOR ((int64_t)64 << 20)
+
+static int64_t inflate_bound(int64_t size)
+{
+    int64_t b = size > INT64_MAX / INFLATE_RATIO ? INT64_MAX : size * INFLATE_RATIO;
+    return b > INFLATE_FLOOR ? b : INFLATE_FLOOR;
+}
 
 zl_status zli_stream_open(zli_stream *s, const char *path, const char *op)
 {
     *s = (zli_stream){.path = path, .op = op, .fd = -1, .size = -1};
     if (!path) return zl_error(ZL_EINVAL, "%s: path is NULL", op);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return zl_error(ZL_EIO, "cannot open '%s': %s", path, strerror(errno));
+    int fd;
+    int64_t size;
+    zl_status st = zli_open_regular(path, 0, &fd, &size);
+    if (st) return st;
     unsigned char magic[2];
     ssize_t got = pread(fd, magic, sizeof magic, 0);
-    struct stat st;
-    if (got < 0 || fstat(fd, &st) != 0) {
+    if (got < 0) {
         zl_status e = zl_error(ZL_EIO, "cannot read '%s': %s", path, strerror(errno));
         close(fd);
         return e;
     }
     s->gzipped = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-    if (!s->gzipped && S_ISREG(st.st_mode)) s->size = (int64_t)st.st_size;
+    if (s->gzipped) s->inflate_max = inflate_bound(size);
+    else s->size = size;
     s->gz = gzdopen(fd, "rb");
     if (!s->gz) {
         close(fd);
@@ -83,6 +98,14 @@ zl_status zli_stream_read(zli_stream *s, void *buf, size_t n, size_t *got)
         }
         size_t cap = s->gzipped ? GZ_READ_MAX : READ_MAX;
         size_t want = n - total < cap ? n - total : cap;
+        if (s->gzipped && s->offset >= s->inflate_max) {
+            st = zl_error(ZL_EFORMAT,
+                          "%s: the gzip data inflates past %lld bytes, %d times the file's size: refused as a "
+                          "decompression bomb (gunzip it first if it is real data)",
+                          s->path, (long long)s->inflate_max, INFLATE_RATIO);
+            break;
+        }
+        if (s->gzipped && (int64_t)want > s->inflate_max - s->offset) want = (size_t)(s->inflate_max - s->offset);
         int r = gzread(s->gz, p + total, (unsigned)want);
         if (r <= 0) {
             /* A gzip stream cut short reads as an end with Z_BUF_ERROR pending. */

@@ -15,17 +15,20 @@ typedef struct zli_stream {
     bool gzipped;          /* starts with the gzip magic 1f 8b */
     int64_t size;          /* a plain regular file's size in bytes, else -1 */
     int64_t offset;        /* bytes of content given out so far */
+    int64_t inflate_max;   /* gzip: the most content the file may give (stream.c) */
 } zli_stream;
 
-/* Open `path` for reading. Errors: "cannot open '<path>': <strerror>", and
- * "cannot read ..." for a directory or unreadable file. On failure *s needs no close. */
+/* Open `path` for reading, a regular file only (regular.h). Errors: "cannot
+ * open '<path>': <strerror>", and "cannot read '<path>': it is a FIFO ..., not
+ * a regular file" (a folder, a device). On failure *s needs no close. */
 ZLI_HIDDEN zl_status zli_stream_open(zli_stream *s, const char *path, const char *op);
 /* Close the file; a zeroed or already closed stream is a no-op. */
 ZLI_HIDDEN void zli_stream_close(zli_stream *s);
 
 /* Up to n bytes into buf; *got < n only at the end of the content. A read
- * error, a corrupt or truncated gzip stream, or Ctrl-C fail with a message
- * naming the file (and the offset where gzip data went bad). */
+ * error, a corrupt or truncated gzip stream, gzip data inflating past its
+ * bound (stream.c), or Ctrl-C fail with a message naming the file (and the
+ * offset where gzip data went bad). */
 ZLI_HIDDEN zl_status zli_stream_read(zli_stream *s, void *buf, size_t n, size_t *got);
 /* Exactly n bytes, else "<path>: truncated at offset N (expected n bytes of <what>)"
  * (or "<path>: the file is empty" when nothing at all was there). */

@@ -144,7 +144,7 @@ static int request_tostring(lua_State *L)
 static int start(lua_State *L, bool write)
 {
     zlb_aio *e = check_aio(L);
-    const char *path = luaL_checkstring(L, 2);
+    const char *path = zlb_check_cstring(L, 2, write ? "aio:write" : "aio:read", "path");
     zl_tensor *t = zlb_check_tensor(L, 3);
     int64_t offset = (int64_t)luaL_optinteger(L, 4, 0);
     zlb_aio_request *u = lua_newuserdatauv(L, sizeof *u, 0);

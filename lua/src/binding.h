@@ -54,6 +54,11 @@ int zlb_error(lua_State *L, const char *fmt, ...);
 zl_dtype zlb_opt_dtype(lua_State *L, int idx, zl_dtype def);
 /* A shape given as a Lua table of sizes (a raw, already normalised list). */
 int zlb_check_shape(lua_State *L, int idx, int64_t *shape);
+/* The string at idx, which reaches C as a C string (a path, a tensor name
+ * written into a file): one holding a NUL byte is refused, naming `what` and
+ * the byte, since C would cut it there and so name another file or tensor.
+ * Raises a Lua argument error for a non-string. */
+const char *zlb_check_cstring(lua_State *L, int idx, const char *op, const char *what);
 /* A generator argument (nil or none: the default generator). */
 zl_generator *zlb_opt_generator(lua_State *L, int idx);
 

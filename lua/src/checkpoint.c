@@ -40,8 +40,8 @@ static zl_safetensors_meta *check_meta(lua_State *L, int idx, const char *op, in
         if (lua_type(L, -1) != LUA_TSTRING)
             zlb_error(L, "%s: metadata must map strings to strings; key '%s' has a %s value", op,
                       lua_tostring(L, -2), luaL_typename(L, -1));
-        m[*n].key = lua_tostring(L, -2);
-        m[*n].value = lua_tostring(L, -1);
+        m[*n].key = zlb_check_cstring(L, -2, op, "metadata key");
+        m[*n].value = zlb_check_cstring(L, -1, op, "metadata value");
         (*n)++;
     }
     qsort(m, (size_t)*n, sizeof *m, meta_cmp);
@@ -73,7 +73,7 @@ static named *check_named(lua_State *L, int idx, const char *op, int *n)
                 zlb_error(L, "%s: entry %d: the name must be a string, got %s", op, i, luaL_typename(L, -2));
             if (!luaL_testudata(L, -1, ZLB_TENSOR_MT))
                 zlb_error(L, "%s: entry %d ('%s'): expected a tensor, got %s", op, i, lua_tostring(L, -2), luaL_typename(L, -1));
-            v[*n].name = lua_tostring(L, -2);
+            v[*n].name = zlb_check_cstring(L, -2, op, "tensor name");
             v[*n].t = zlb_check_tensor(L, lua_gettop(L));
             (*n)++;
             lua_pop(L, 3);
@@ -86,7 +86,7 @@ static named *check_named(lua_State *L, int idx, const char *op, int *n)
                       luaL_typename(L, -2));
         if (!luaL_testudata(L, -1, ZLB_TENSOR_MT))
             zlb_error(L, "%s: '%s' must be a tensor, got %s", op, lua_tostring(L, -2), luaL_typename(L, -1));
-        v[*n].name = lua_tostring(L, -2);
+        v[*n].name = zlb_check_cstring(L, -2, op, "tensor name");
         v[*n].t = zlb_check_tensor(L, lua_gettop(L));
         (*n)++;
     }
@@ -97,7 +97,7 @@ static named *check_named(lua_State *L, int idx, const char *op, int *n)
 /* save_safetensors(path, tensors [, metadata]) */
 static int l_save(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = zlb_check_cstring(L, 1, "save_safetensors", "path");
     lua_settop(L, 3);   /* scratch pushed from here on must not pose as an argument */
     int n, nmeta;
     named *v = check_named(L, 2, "save_safetensors", &n);
@@ -199,7 +199,7 @@ static void read_into_table(lua_State *L, zl_safetensors *f, const char *name, i
 /* load_safetensors(path [, names]) -> {name = tensor}, metadata */
 static int l_load(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = zlb_check_cstring(L, 1, "load_safetensors", "path");
     if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
         return zlb_error(L, "load_safetensors: names must be a list of strings, got %s", luaL_typename(L, 2));
     lua_settop(L, 2);
@@ -214,7 +214,7 @@ static int l_load(lua_State *L)
         for (lua_Integer i = 1; i <= n; i++) {
             if (lua_rawgeti(L, 2, i) != LUA_TSTRING)
                 return zlb_error(L, "load_safetensors: name %d must be a string, got %s", (int)i, luaL_typename(L, -1));
-            read_into_table(L, f, lua_tostring(L, -1), result);
+            read_into_table(L, f, zlb_check_cstring(L, -1, "load_safetensors", "tensor name"), result);
             lua_pop(L, 1);
         }
     }
@@ -226,7 +226,7 @@ static int l_load(lua_State *L)
 /* safetensors_info(path) -> list of {name=, dtype=, shape=, numel=}, metadata */
 static int l_info(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = zlb_check_cstring(L, 1, "safetensors_info", "path");
     zl_safetensors *f = push_open(L, path);
     int file = lua_gettop(L);
     push_info(L, f);
@@ -238,7 +238,7 @@ static int l_info(lua_State *L)
 /* safetensors_open(path) -> file */
 static int l_open(lua_State *L)
 {
-    push_open(L, luaL_checkstring(L, 1));
+    push_open(L, zlb_check_cstring(L, 1, "safetensors_open", "path"));
     return 1;
 }
 
@@ -260,7 +260,7 @@ static int file_metadata(lua_State *L)
 static int file_read(lua_State *L)
 {
     zl_safetensors *f = check_file(L, 1);
-    const char *name = luaL_checkstring(L, 2);
+    const char *name = zlb_check_cstring(L, 2, "read", "tensor name");
     lua_settop(L, 4);
     zl_tensor **slot = zlb_new_tensor(L);
     if (lua_isnoneornil(L, 3)) {
@@ -322,7 +322,7 @@ static zl_safetensors_writer *check_writer(lua_State *L)
  * list of {name=, dtype=, shape=} (as safetensors_info gives). */
 static int l_writer(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = zlb_check_cstring(L, 1, "safetensors_writer", "path");
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 3);
     int n = (int)lua_rawlen(L, 2), nmeta;
@@ -334,7 +334,7 @@ static int l_writer(lua_State *L)
         memset(&e[i], 0, sizeof e[i]);
         if (lua_getfield(L, at, "name") != LUA_TSTRING)
             zlb_error(L, "safetensors_writer: entry %d: name must be a string, got %s", i + 1, luaL_typename(L, -1));
-        e[i].name = lua_tostring(L, -1);
+        e[i].name = zlb_check_cstring(L, -1, "safetensors_writer", "tensor name");
         if (lua_getfield(L, at, "dtype") != LUA_TSTRING)
             zlb_error(L, "safetensors_writer: entry %d ('%s'): dtype must be a string, got %s", i + 1, e[i].name,
                       luaL_typename(L, -1));
@@ -373,7 +373,7 @@ static int writer_commit(lua_State *L)
 /* write_file_atomic(path, bytes) */
 static int l_write_file_atomic(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
+    const char *path = zlb_check_cstring(L, 1, "write_file_atomic", "path");
     size_t n;
     const char *bytes = luaL_checklstring(L, 2, &n);
     if (zl_file_write_atomic(path, bytes, n)) return zlb_raise(L);

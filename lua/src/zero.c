@@ -58,10 +58,11 @@ static bool boolean(lua_State *L, int idx, const char *key, bool def)
     return v;
 }
 
-/* A string field, kept alive by the config table for the duration of the call. */
+/* A string field, kept alive by the config table for the duration of the call;
+ * one with a NUL byte is refused (a path cut there names another folder). */
 static const char *string(lua_State *L, int idx, const char *key)
 {
-    const char *s = lua_getfield(L, idx, key) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    const char *s = lua_getfield(L, idx, key) == LUA_TSTRING ? zlb_check_cstring(L, -1, "zero", key) : NULL;
     lua_pop(L, 1);
     return s;
 }

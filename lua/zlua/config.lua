@@ -417,6 +417,12 @@ function CHECK.str(ctx, _, v, raw, key, path)
   if type(v) ~= 'string' then
     ctx:fail(raw, key, '%s must be a string, got %s', path, show(v))
   end
+  -- A path with a NUL (JSON's \u0000) would be cut there by C and name another folder.
+  local nul = v:find('\0', 1, true)
+  if nul then
+    ctx:fail(raw, key, '%s holds a NUL byte (byte %d of "%s"), which no path or name may hold', path, nul,
+      (v:gsub('%c', function(c) return string.format('\\x%02X', c:byte()) end)))
+  end
   return v
 end
 
@@ -1228,13 +1234,22 @@ local function resolve_batch(ctx, raw, cfg)
     return v
   end
   local MBS_ARG, GAS_ARG = 'per_device_train_batch_size', 'gradient_accumulation_steps'
+  -- micro batch x accumulation x world size, refused where it passes 2^63 (Lua's
+  -- integers wrap, and a wrapped product could even pass the check below).
+  local function product(m, g)
+    if m > math.maxinteger // g or m * g > math.maxinteger // n then
+      fail('train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size = %d * %d * %d does not fit '
+        .. 'a 64-bit integer', m, g, n)
+    end
+    return m * g * n
+  end
 
   if mbs == 'auto' then mbs = arg(MBS_ARG, 'train_micro_batch_size_per_gpu') end
   if gas == 'auto' then gas = arg(GAS_ARG, 'gradient_accumulation_steps') end
   if tbs == 'auto' then
     local m = mbs or arg(MBS_ARG, 'train_batch_size')
     local g = gas or (ctx:arg_given(GAS_ARG) and arg(GAS_ARG, 'train_batch_size')) or 1
-    tbs = n * m * g
+    tbs = product(m, g)
   end
   if tbs == nil and mbs == nil and ctx:arg_given(MBS_ARG) then
     mbs = arg(MBS_ARG, 'train_micro_batch_size_per_gpu')
@@ -1255,7 +1270,7 @@ local function resolve_batch(ctx, raw, cfg)
     derived = fmt('train_micro_batch_size_per_gpu = train_batch_size // world_size // '
       .. 'gradient_accumulation_steps = %d // %d // %d = %d', tbs, n, gas, mbs)
   elseif mbs and gas then
-    tbs = mbs * gas * n
+    tbs = product(mbs, gas)
   elseif tbs then
     gas = 1
     mbs = tbs // n
@@ -1263,7 +1278,7 @@ local function resolve_batch(ctx, raw, cfg)
       .. '= %d', tbs, n, mbs)
   elseif mbs then
     gas = 1
-    tbs = mbs * n
+    tbs = product(mbs, 1)
   else
     fail('Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided '
       .. '(or args.per_device_train_batch_size)')
@@ -1271,7 +1286,7 @@ local function resolve_batch(ctx, raw, cfg)
   if derived and (gas <= 0 or mbs <= 0) then
     fail('%s, which must be greater than 0', derived)
   end
-  if tbs ~= mbs * gas * n then
+  if tbs ~= product(mbs, gas) then
     fail('Check batch related parameters. train_batch_size is not equal to '
       .. 'micro_batch_per_gpu * gradient_acc_step * world_size %d != %d * %d * %d%s',
       tbs, mbs, gas, n, derived and ' (' .. derived .. ')' or '')
@@ -1355,7 +1370,9 @@ local function build(raw, meta, source, opts)
   -- --nvme_path on the command line moves every NVMe offload to that folder.
   local nvme = opts.args and opts.args.nvme_path
   if nvme ~= nil and nvme ~= '' then
-    if type(nvme) ~= 'string' then raise('config.load: args.nvme_path must be a folder path, got ' .. show(nvme)) end
+    if type(nvme) ~= 'string' or nvme:find('\0', 1, true) then
+      raise('config.load: args.nvme_path must be a folder path, got ' .. show(nvme))
+    end
     for _, which in ipairs({ 'offload_optimizer', 'offload_param' }) do
       local o = cfg.zero_optimization[which]
       if o.device == 'nvme' then o.nvme_path = nvme end
@@ -1380,6 +1397,9 @@ function config.parse(text, opts)
   return build(raw, meta, name, opts)
 end
 
+-- The largest config file read: DeepSpeed's are a few KB.
+local CONFIG_MAX = 16 << 20
+
 --- config.load(path_or_table [, opts]) -> cfg. See the top of this file.
 function config.load(source, opts)
   if type(source) == 'table' then
@@ -1388,11 +1408,13 @@ function config.load(source, opts)
   if type(source) ~= 'string' then
     raise('config.load: expected a file name or a table, got ' .. type(source))
   end
-  local f, err = io.open(source, 'rb')
-  if not f then raise('config: cannot read ' .. err) end
-  local text = f:read('a')
-  f:close()
-  local ok, raw, meta = pcall(json.decode, text, source)
+  if source:find('\0', 1, true) then raise('config: the file name holds a NUL byte: ' .. show(source)) end
+  if zl.core.path_kind(source) == nil then raise('config: cannot read ' .. source .. ': No such file or directory') end
+  -- A regular file of bounded size only: a folder, a FIFO or a device is named, never read.
+  local ok, text = pcall(zl.core.read_file, source, CONFIG_MAX)
+  if not ok then raise('config: ' .. tostring(text):gsub('^[^\n]-:%d+: ', '', 1)) end
+  local raw, meta
+  ok, raw, meta = pcall(json.decode, text, source)
   if not ok then raise(raw) end
   return build(raw, meta, source, opts)
 end

@@ -27,8 +27,10 @@ json.array = { __name = 'json.array' }
 local byte, sub, find, fmt = string.byte, string.sub, string.find, string.format
 local mtype = math.type
 
--- Nesting deeper than this is refused with a message rather than left to overflow the stack.
+-- Nesting deeper than this is refused with a message rather than left to overflow the stack,
+-- by decode and by encode alike, so that what encodes decodes.
 local MAX_DEPTH = 200
+json.MAX_DEPTH = MAX_DEPTH
 
 local ESCAPES = {
   [byte('"')] = '"', [byte('\\')] = '\\', [byte('/')] = '/', [byte('b')] = '\b',
@@ -59,8 +61,15 @@ function json.decode(text, name)
   local meta = setmetatable({}, { __mode = 'k' })
   local path, depth = {}, 0
 
+  -- The column of byte p on the current line, counted in characters. The parse moves
+  -- forward, so the count goes on from the last position asked (col_p, column col_n) rather
+  -- than from the line's start: a long line costs its length once, not once per value.
+  local col_start, col_p, col_n = 1, 1, 1
   local function column(p)
-    return (utf8.len(text, line_start, p - 1, true) or (p - line_start)) + 1
+    if col_start ~= line_start or p < col_p then col_start, col_p, col_n = line_start, line_start, 1 end
+    col_n = col_n + (utf8.len(text, col_p, p - 1, true) or (p - col_p))
+    col_p = p
+    return col_n
   end
 
   -- Raises "name:line:col: msg" at byte position p (default: the current position), with
@@ -335,6 +344,15 @@ end
 
 -- Encoding ----------------------------------------------------------------------------------
 
+-- s for a message, at most 60 bytes of it: control bytes as \xNN, and non-ASCII ones too
+-- unless s is valid UTF-8.
+local function printable(s)
+  local cut = #s > 60
+  s = s:sub(1, 60)
+  s = s:gsub(utf8.len(s) and '%c' or '[%c\128-\255]', function(c) return fmt('\\x%02X', byte(c)) end)
+  return cut and s .. '...' or s
+end
+
 local function encode_string(s)
   return '"' .. s:gsub('[\0-\31"\\\127]', function(c)
     local e = ({ ['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\r'] = '\\r',
@@ -346,9 +364,6 @@ end
 -- The shortest decimal that reads back as the same float, with a '.0' on integral values
 -- so the float stays a float when decoded again.
 local function encode_float(x)
-  if x ~= x or x == math.huge or x == -math.huge then
-    error('json.encode: ' .. tostring(x) .. ' has no JSON form', 0)
-  end
   local s
   for digits = 15, 17 do
     s = fmt('%.' .. digits .. 'g', x)
@@ -368,10 +383,33 @@ end
 --- json.encode(value [, indent]) -> text. Tables with string keys become objects (keys
 --- sorted, so the text is the same run to run), sequences and json.array tables become
 --- arrays, an empty plain table {}. Integers stay integers and floats keep a fraction or
---- exponent. indent (a number of spaces) gives one member per line. Raises on NaN, inf,
---- functions, cycles and tables mixing both kinds of keys.
+--- exponent. indent (a number of spaces) gives one member per line. Raises, naming the
+--- value's path ("json.encode: a.b[2]: ..."), on NaN, inf, functions, cycles, tables
+--- mixing both kinds of keys, strings (values and keys) that are not UTF-8, and nesting
+--- deeper than decode reads: what encodes, decodes.
 function json.encode(value, indent)
-  local out, seen = {}, {}
+  local out, seen, path = {}, {}, {}
+  -- The path to the value at fault, its bytes shown safely; a deep one as its two ends.
+  local function fail(level, msg)
+    local at = ''
+    if level > 0 then
+      at = show_path(path, level)
+      if level > 8 then
+        at = fmt('%s...%s (%d levels)', show_path(path, 3), show_path({ table.unpack(path, level - 2, level) }, 3),
+          level)
+      end
+      at = printable(at) .. ': '
+    end
+    error('json.encode: ' .. at .. msg, 0)
+  end
+  local function utf8_string(s, level)
+    local ok, bad = utf8.len(s)
+    if not ok then
+      fail(level, fmt('"%s" is not valid UTF-8 (byte 0x%02X at byte %d), which JSON text must be',
+        printable(s), byte(s, bad), bad))
+    end
+    return encode_string(s)
+  end
   local function put(v, level)
     local t = type(v)
     if v == json.null or v == nil then
@@ -379,11 +417,17 @@ function json.encode(value, indent)
     elseif t == 'boolean' then
       out[#out + 1] = tostring(v)
     elseif t == 'number' then
+      if mtype(v) == 'float' and (v ~= v or v == math.huge or v == -math.huge) then
+        fail(level, tostring(v) .. ' has no JSON form')
+      end
       out[#out + 1] = mtype(v) == 'integer' and fmt('%d', v) or encode_float(v)
     elseif t == 'string' then
-      out[#out + 1] = encode_string(v)
+      out[#out + 1] = utf8_string(v, level)
     elseif t == 'table' then
-      if seen[v] then error('json.encode: a table contains itself', 0) end
+      if seen[v] then fail(level, 'a table contains itself') end
+      if level >= MAX_DEPTH then
+        fail(level, fmt('nesting deeper than %d levels, which json.decode refuses', MAX_DEPTH))
+      end
       seen[v] = true
       local pad = indent and '\n' .. string.rep(' ', indent * (level + 1)) or ''
       local close = indent and '\n' .. string.rep(' ', indent * level) or ''
@@ -393,6 +437,7 @@ function json.encode(value, indent)
         for i = 1, #v do
           if i > 1 then out[#out + 1] = ',' end
           out[#out + 1] = pad
+          path[level + 1] = i
           put(v[i], level + 1)
         end
         out[#out + 1] = #v > 0 and close .. ']' or ']'
@@ -400,7 +445,7 @@ function json.encode(value, indent)
         local keys = {}
         for k in pairs(v) do
           if type(k) ~= 'string' then
-            error('json.encode: object keys must be strings, got ' .. tostring(k), 0)
+            fail(level, 'object keys must be strings, got ' .. tostring(k))
           end
           keys[#keys + 1] = k
         end
@@ -408,14 +453,16 @@ function json.encode(value, indent)
         out[#out + 1] = '{'
         for i, k in ipairs(keys) do
           if i > 1 then out[#out + 1] = ',' end
-          out[#out + 1] = pad .. encode_string(k) .. sep
+          path[level + 1] = k
+          out[#out + 1] = pad .. utf8_string(k, level + 1) .. sep
           put(v[k], level + 1)
         end
         out[#out + 1] = #keys > 0 and close .. '}' or '}'
       end
+      path[level + 1] = nil
       seen[v] = nil
     else
-      error('json.encode: cannot encode a ' .. t, 0)
+      fail(level, 'cannot encode a ' .. t)
     end
   end
   put(value, 0)

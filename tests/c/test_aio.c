@@ -256,12 +256,12 @@ TEST(tmpfs)
 {
     struct stat st;
     if (stat("/dev/shm", &st) != 0 || !S_ISDIR(st.st_mode)) {
-        printf("skip tmpfs: no /dev/shm here\n");
+        zt_skip("no /dev/shm here");
         return;
     }
     char dir[] = "/dev/shm/zlua_aio_XXXXXX";
     if (!mkdtemp(dir)) {
-        printf("skip tmpfs: cannot make a folder under /dev/shm\n");
+        zt_skip("cannot make a folder under /dev/shm");
         return;
     }
     char path[512];
@@ -327,7 +327,7 @@ static void write_dev_full_twice(void *arg)
 TEST(enospc_names_the_file_and_warns_once)
 {
     if (access("/dev/full", W_OK) != 0) {
-        printf("skip: no /dev/full\n");
+        zt_skip("no writable /dev/full");
         return;
     }
     full_writes f = {.a = engine(4096, 4, 2, false, true)};

@@ -111,7 +111,7 @@ TEST(missing_and_directory)
     zl_tensor *t;
     CHECK_ERR(t = zl_read_csv(p, false), want);
     CHECK(t == NULL);
-    snprintf(want, sizeof want, "cannot read '%s': Is a directory", zt_tmp_dir());
+    snprintf(want, sizeof want, "cannot read '%s': it is a folder, not a regular file", zt_tmp_dir());
     CHECK_ERR(t = zl_read_csv(zt_tmp_dir(), false), want);
     CHECK(t == NULL);
     CHECK_ERR(zl_read_csv(NULL, false), "read_csv: path is NULL");

@@ -523,7 +523,7 @@ TEST(missing_directory_null)
     zl_status st;
     CHECK_ERR(st = zl_read_cifar10(p, &img, &lab), want);
     CHECK(st == ZL_EIO);
-    snprintf(want, sizeof want, "cannot read '%s': Is a directory", zt_tmp_dir());
+    snprintf(want, sizeof want, "cannot read '%s': it is a folder, not a regular file", zt_tmp_dir());
     CHECK_ERR(zl_read_idx(zt_tmp_dir()), want);
     CHECK_ERR(zl_read_tokens(zt_tmp_dir(), 4), want);
     CHECK_ERR(zl_read_text(zt_tmp_dir()), want);

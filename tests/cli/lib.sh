@@ -21,7 +21,7 @@ has() { [[ $1 == *"$2"* ]]; }
 
 # mpi_test_setup <zlua> <script name>: $ZLUA made absolute (the tests run in a
 # temporary folder, entered here and removed at exit); without mpirun the test
-# is skipped.
+# is skipped (exit 77, CTest's skip).
 mpi_test_setup() {
     ZLUA=${1:?usage: $2 <path to zlua>}
     case $ZLUA in
@@ -30,7 +30,7 @@ mpi_test_setup() {
     esac
     if ! command -v mpirun >/dev/null; then
         echo "skipped: no mpirun on PATH (Debian package openmpi-bin)"
-        exit 0
+        exit 77
     fi
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT

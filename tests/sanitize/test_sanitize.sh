@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the C unit tests in a separate tree with AddressSanitizer and
-# UndefinedBehaviorSanitizer (-DZLUA_SANITIZE=ON) and runs each of them; any
+# Builds the C unit tests and the hostile-input battery's (tests/hostile) in a
+# separate tree with AddressSanitizer and UndefinedBehaviorSanitizer
+# (-DZLUA_SANITIZE=ON) and runs each of them; any
 # report fails the test. The options after the compiler (-DZLUA_MPI=OFF, ...)
 # configure the tree as the calling build is, and the tests it leaves out
 # (test_aio without libaio) are left out here too.
@@ -17,9 +18,11 @@ cmake -S "$src" -B "$tree" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDe
   || { cat "$tree/configure.log"; exit 1; }
 
 tests=()
-for f in "$src"/tests/c/test_*.c; do
+for f in "$src"/tests/c/test_*.c "$src"/tests/hostile/test_*.c; do
   t=$(basename "$f" .c)
-  if grep -qE "add_test\((\[=\[)?c\.$t[] ]" "$tree/tests/CTestTestfile.cmake"; then tests+=("$t"); fi
+  group=$(basename "$(dirname "$f")")
+  [ "$group" = hostile ] || group=c
+  if grep -qE "add_test\((\[=\[)?$group\.$t[] ]" "$tree/tests/CTestTestfile.cmake"; then tests+=("$t"); fi
 done
 [ ${#tests[@]} -gt 0 ] || { echo "no C tests under $src/tests/c" >&2; exit 1; }
 cmake --build "$tree" -j2 --target "${tests[@]}"

@@ -75,6 +75,29 @@ ZL_API zl_status zl_fs_rename(const char *from, const char *to);
 ZL_API zl_status zl_fs_exchange(const char *a, const char *b);
 /* Whether path exists (any kind of file). */
 ZL_API bool zl_fs_exists(const char *path);
+/* Temporary folders of checkpoint saves, named ".<tag>.tmp-<digits>", each
+ * with a marker "<folder>.owner" beside it naming the host and process that
+ * made it. zl_fs_temp_mark writes the marker (before the folder is made);
+ * zl_fs_temp_unmark removes it (after the folder is renamed into place or
+ * removed). zl_fs_temp_sweep removes, in `dir`, every such folder (if still
+ * there) and marker whose marker names this host and a process that no longer
+ * runs: a save killed midway. A folder without a marker, or of another host,
+ * or of a live process, is left alone. *removed (when not NULL) counts the
+ * folders removed. */
+ZL_API zl_status zl_fs_temp_mark(const char *folder);
+ZL_API zl_status zl_fs_temp_unmark(const char *folder);
+ZL_API zl_status zl_fs_temp_sweep(const char *dir, int *removed);
+/* Every reader here opens only regular files: a FIFO, a device file or a
+ * folder where a file is expected is "cannot read '<path>': it is a FIFO
+ * (named pipe), not a regular file" (the kind named), at once, never a read
+ * that blocks or never ends. With nofollow a symbolic link is refused too
+ * (a checkpoint reads only the files inside its folder). */
+/* A small file whole: at most `max` bytes into a new buffer (*out, *len bytes
+ * followed by a NUL; free() it). A larger file is "'<path>' is N bytes, more
+ * than the M such a file may have", before anything is read. */
+ZL_API zl_status zl_fs_read_file(const char *path, size_t max, bool nofollow, char **out, size_t *len);
+/* zlib's CRC-32 of a file's bytes, and how many there are. */
+ZL_API zl_status zl_fs_file_crc32(const char *path, bool nofollow, uint32_t *crc, int64_t *bytes);
 
 #ifdef __cplusplus
 }

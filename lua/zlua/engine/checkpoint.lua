@@ -21,63 +21,48 @@
   from whichever saved chunks hold them, so a checkpoint saved at one world
   size and stage resumes at any other with no conversion step.
 
-  Crash safety: a checkpoint is written into a hidden temporary folder, every
-  file fsynced, and the folder renamed to TAG (swapped with an existing TAG
-  in one atomic exchange); `latest` is replaced atomically after that. A save
-  killed at any point leaves the previous checkpoint and `latest` as they
-  were. The ranks agree on every outcome, so one rank's failure is every
-  rank's error. Loading parses only JSON and safetensors (nothing is
-  executed) and checks every file against the manifest first, so a truncated
-  or damaged file is named before anything is changed. ]]
+  Crash safety: everything engine.json will hold is checked before any file
+  is written (zlua.engine.verify: the tag, the client state, UTF-8, nesting,
+  size), so a save that could not load is refused up front. A checkpoint is
+  written into a hidden temporary folder (".TAG.tmp-PID", its marker
+  ".TAG.tmp-PID.owner" naming the host and pid that made it), every file fsynced, engine.json read back and
+  checked, and the folder renamed to TAG (swapped with an existing TAG in one
+  atomic exchange); `latest` is replaced atomically after that. A save killed
+  at any point leaves the previous checkpoint and `latest` as they were, and
+  the next save or load in DIR removes the temporary folders of saves killed
+  on this host (only those). The ranks agree on every outcome, so one rank's
+  failure is every rank's error. Loading parses only JSON and safetensors
+  (nothing is executed), opens only regular files inside the folder, checks
+  every field of engine.json and every file against the manifest, and checks
+  the model file against the engine, before anything is changed. ]]
 
 local zl = require 'zlua'
 local json = require 'zlua.json'
 local layout = require 'zlua.zero.layout'
 local wire = require 'zlua.engine.wire'
+local verify = require 'zlua.engine.verify'
 
 local core = zl.core
 local fmt = string.format
 
 local M = {}
 
-local FORMAT = 'zlua-checkpoint-2'
+local FORMAT = verify.FORMAT
 
 local function join(a, b) return a:sub(-1) == '/' and a .. b or a .. '/' .. b end
 
-local function read_file(path)
-  local f, err = io.open(path, 'rb')
-  if not f then return nil, err end
-  local s = f:read('a')
-  f:close()
-  return s
+local function check_dir(dir, op)
+  if type(dir) ~= 'string' or dir == '' then zl.raise(op .. ': dir must be a folder path') end
+  local nul = dir:find('\0', 1, true)
+  if nul then zl.raise(fmt('%s: dir %s holds a NUL byte (byte %d), which would cut the path there', op,
+    verify.show(dir), nul)) end
 end
 
-local function check_tag(tag)
-  if type(tag) ~= 'string' or tag == '' or tag:find('/', 1, true) or tag:sub(1, 1) == '.' then
-    zl.raise(fmt('save_checkpoint: tag must be a non-empty name without "/" that does not start with ".", got %s',
-      tostring(tag)))
-  end
-end
-
-local function check_client_state(v, path)
-  local t = type(v)
-  if t == 'table' then
-    local strings, ints = false, false
-    for k, x in pairs(v) do
-      if type(k) == 'string' then strings = true
-      elseif math.type(k) == 'integer' and k >= 1 and k <= #v then ints = true
-      else zl.raise(fmt('save_checkpoint: %s has the key %s; client_state tables are arrays or have string keys', path, tostring(k))) end
-      check_client_state(x, path .. '.' .. tostring(k))
-    end
-    if strings and ints then
-      zl.raise(fmt('save_checkpoint: %s mixes array entries and string keys (JSON has no such table)', path))
-    end
-  elseif t == 'number' and (v ~= v or v == math.huge or v == -math.huge) then
-    zl.raise(fmt('save_checkpoint: %s is %s, which JSON cannot hold', path, tostring(v)))
-  elseif t ~= 'string' and t ~= 'number' and t ~= 'boolean' then
-    zl.raise(fmt('save_checkpoint: %s is a %s; client_state holds only tables, strings, numbers and booleans '
-      .. '(save tensors in the model)', path, zl.is_tensor(v) and 'tensor' or t))
-  end
+-- Rank 0, before a save or load: the temporaries of saves killed on this host.
+-- A failure to remove one is said, and does not stop the save or load.
+local function sweep(dir, op)
+  local ok, err = pcall(core.temp_sweep, dir)
+  if not ok then io.stderr:write(fmt('zlua: %s: warning: %s\n', op, tostring(err))) end
 end
 
 -- The ranks' agreement: true when ok is true on every rank.
@@ -211,13 +196,49 @@ local function rng_states(engine)
   return out
 end
 
+-- What engine.json says besides the manifest: counters, hyperparameters, the
+-- partition, the schedule, the scaler, every rank's generator, the data position.
+local function engine_state(engine, tag, client_state, rng)
+  local state = {
+    format = FORMAT, tag = tag, world_size = engine.world_size,
+    precision = engine.precision.mode,
+    global_steps = engine.global_steps, global_samples = engine.global_samples,
+    skipped_steps = engine.skipped_steps, micro_steps = engine.micro_steps,
+    client_state = client_state, config = engine.config.source or json.null, rng = rng,
+  }
+  if engine.zero then state.optimizer = optimizer_json(engine) end
+  if engine.lr_scheduler then state.lr_scheduler = engine.lr_scheduler:state_dict() end
+  if engine.precision.scaler then state.loss_scaler = engine.precision.scaler:state() end
+  if engine.training_dataloader then
+    state.dataloader = engine.training_dataloader:state_dict()
+    state.dataloader.micro_batch_size, state.dataloader.world_size = engine.micro_batch_size, engine.world_size
+  end
+  return state
+end
+
+-- engine.json's text, refused unless it decodes back and fits what a load reads.
+local function engine_json(state)
+  local ok, text = pcall(json.encode, state, 1)
+  if not ok then zl.raise('save_checkpoint: engine.json cannot hold the state: ' .. tostring(text)) end
+  text = text .. '\n'
+  if #text > verify.ENGINE_JSON_MAX then
+    zl.raise(fmt('save_checkpoint: engine.json would be %d bytes, more than the %d a load reads (a client_state '
+      .. 'that large belongs in a file of its own)', #text, verify.ENGINE_JSON_MAX))
+  end
+  local back
+  ok, back = pcall(json.decode, text, 'engine.json')
+  if ok then ok, back = pcall(verify.check_state, back, 'engine.json') end
+  if not ok then zl.raise('save_checkpoint: engine.json would not load back: ' .. tostring(back)) end
+  return text
+end
+
 --- engine:save_checkpoint(dir [, tag [, client_state [, {save_latest=true}]]]) -> path
 function M.save(engine, dir, tag, client_state, opts)
-  if type(dir) ~= 'string' or dir == '' then zl.raise('save_checkpoint: dir must be a folder path') end
+  check_dir(dir, 'save_checkpoint')
   tag = tag or ('global_step' .. engine.global_steps)
-  check_tag(tag)
+  verify.tag(tag, 'save_checkpoint')
   client_state = client_state or {}
-  check_client_state(client_state, 'client_state')
+  verify.client_state(client_state)
   -- Gradients of a half-done accumulation window are not saved: a save
   -- there could not resume exactly, so it is refused.
   if engine.micro_steps % engine.gas ~= 0 then
@@ -226,31 +247,52 @@ function M.save(engine, dir, tag, client_state, opts)
   end
   local rank = engine.rank
   local final = join(dir, tag)
-  local ok, err = true, nil
-  if rank == 0 then ok, err = pcall(core.mkdirs, dir) end
+  local rng = rng_states(engine)
+  -- Everything engine.json will hold, checked before any file is written.
+  local ok, err, state = true, nil, nil
+  if rank == 0 then
+    ok, err = pcall(function()
+      state = engine_state(engine, tag, client_state, rng)
+      engine_json(state)
+    end)
+  end
+  if not all_ok(engine, ok) then
+    error(err or 'save_checkpoint: rank 0 refused the state (its message says why)', 0)
+  end
+  if rank == 0 then
+    ok, err = pcall(core.mkdirs, dir)
+    if ok then sweep(dir, 'save_checkpoint') end
+  end
   local token = from_rank0(engine, core.getpid())
   local tmp = join(dir, fmt('.%s.tmp-%d', tag, token))
+  -- The marker (beside the folder) before the folder, and gone only once the
+  -- folder is: a save killed at any moment leaves nothing the sweep misses.
+  local function discard()
+    pcall(core.remove_tree, tmp)
+    pcall(core.temp_unmark, tmp)
+  end
   if rank == 0 and ok then
     ok, err = pcall(function()
       core.remove_tree(tmp)
+      core.temp_mark(tmp)
       core.mkdirs(tmp)
     end)
   end
   if not all_ok(engine, ok) then
+    if rank == 0 then discard() end
     error(err or fmt('save_checkpoint: rank 0 could not create %s', tmp), 0)
   end
-  local rng = rng_states(engine)
   ok, err = write_model(engine, join(tmp, 'model.safetensors'))
   if ok and engine.zero then
     local wrote, e2 = pcall(write_shard, engine, join(tmp, fmt('optim_rank%d.safetensors', rank)))
     ok, err = wrote, (not wrote) and e2 or nil
   end
   if not all_ok(engine, ok) then
-    if rank == 0 then core.remove_tree(tmp) end
+    if rank == 0 then discard() end
     error(err or 'save_checkpoint: another rank failed to write its part of the checkpoint (its message names it)', 0)
   end
   if rank == 0 then
-    ok, err = pcall(M.finish, engine, tmp, tag, client_state, rng)
+    ok, err = pcall(M.finish, engine, tmp, state)
     if ok then
       ok, err = pcall(function()
         if core.exists(final) then
@@ -260,10 +302,11 @@ function M.save(engine, dir, tag, client_state, opts)
         else
           core.rename(tmp, final)
         end
+        core.temp_unmark(tmp)
         if not opts or opts.save_latest ~= false then core.write_file_atomic(join(dir, 'latest'), tag) end
       end)
     end
-    if not ok then core.remove_tree(tmp) end
+    if not ok then discard() end
   end
   if not all_ok(engine, ok) then
     error(err or fmt('save_checkpoint: rank 0 failed to complete %s (its message says why)', final), 0)
@@ -271,96 +314,47 @@ function M.save(engine, dir, tag, client_state, opts)
   return final
 end
 
--- Rank 0: engine.json with the manifest of every file the ranks wrote.
-function M.finish(engine, tmp, tag, client_state, rng)
-  local state = {
-    format = FORMAT, tag = tag, world_size = engine.world_size,
-    precision = engine.precision.mode,
-    global_steps = engine.global_steps, global_samples = engine.global_samples,
-    skipped_steps = engine.skipped_steps, micro_steps = engine.micro_steps,
-    client_state = client_state, config = engine.config.source or json.null, rng = rng,
-  }
+-- Rank 0: engine.json with the manifest of every file the ranks wrote, then
+-- the read-back: engine.json byte for byte and as a checkpoint (every field,
+-- the manifest's files as they are on disk), and each safetensors header.
+function M.finish(engine, tmp, state)
   local files = { 'model.safetensors' }
   if engine.zero then
-    state.optimizer = optimizer_json(engine)
     for r = 0, engine.zero.layout.P - 1 do files[#files + 1] = fmt('optim_rank%d.safetensors', r) end
-  end
-  if engine.lr_scheduler then state.lr_scheduler = engine.lr_scheduler:state_dict() end
-  if engine.precision.scaler then state.loss_scaler = engine.precision.scaler:state() end
-  if engine.training_dataloader then
-    state.dataloader = engine.training_dataloader:state_dict()
-    state.dataloader.micro_batch_size, state.dataloader.world_size = engine.micro_batch_size, engine.world_size
   end
   state.manifest = {}
   for _, f in ipairs(files) do
-    local crc, bytes = core.file_crc32(join(tmp, f))
+    local crc, bytes = core.file_crc32(join(tmp, f), true)
     state.manifest[f] = { crc32 = crc, bytes = bytes }
   end
-  local text = json.encode(state, 1) .. '\n'
-  core.write_file_atomic(join(tmp, 'engine.json'), text)
-  core.write_file_atomic(join(tmp, 'engine.json.crc32'), fmt('%d\n', core.crc32(text)))
-end
-
--- Read and verify engine.json and the files it lists; nothing is changed yet.
-local function open_checkpoint(path)
-  local jpath = join(path, 'engine.json')
-  local text, err = read_file(jpath)
-  if not text then zl.raise(fmt('load_checkpoint: cannot read %s: %s', jpath, err)) end
-  local want = read_file(jpath .. '.crc32')
-  if not want or tonumber(want) ~= core.crc32(text) then
-    zl.raise(fmt('load_checkpoint: %s is damaged (its CRC-32 does not match %s.crc32)', jpath, jpath))
+  local text = engine_json(state)
+  local jpath = join(tmp, 'engine.json')
+  core.write_file_atomic(jpath, text)
+  core.write_file_atomic(jpath .. '.crc32', fmt('%d\n', core.crc32(text)))
+  if verify.read(jpath, verify.ENGINE_JSON_MAX, 'save_checkpoint') ~= text then
+    zl.raise(fmt('save_checkpoint: %s does not read back as written', jpath))
   end
-  local ok, state = pcall(json.decode, text, jpath)
-  if not ok then zl.raise(fmt('load_checkpoint: %s is corrupt: %s', jpath, tostring(state))) end
-  if type(state) ~= 'table' or state.format ~= FORMAT then
-    zl.raise(fmt('load_checkpoint: %s is not a zlua checkpoint (format %s, expected %s)', jpath,
-      type(state) == 'table' and tostring(state.format) or '?', FORMAT))
-  end
-  for _, key in ipairs({ 'global_steps', 'global_samples', 'skipped_steps', 'micro_steps', 'world_size' }) do
-    if math.type(state[key]) ~= 'integer' then zl.raise(fmt('load_checkpoint: %s: %s is missing or not an integer', jpath, key)) end
-  end
-  if type(state.rng) ~= 'table' or #state.rng ~= state.world_size then
-    zl.raise(fmt('load_checkpoint: %s: rng is missing or does not list %d ranks', jpath, state.world_size))
-  end
-  for r, g in ipairs(state.rng) do
-    if type(g) ~= 'table' or math.type(g.seed) ~= 'integer' or math.type(g.offset) ~= 'integer' then
-      zl.raise(fmt('load_checkpoint: %s: rng of rank %d is malformed', jpath, r - 1))
-    end
-  end
-  for f, want in pairs(state.manifest or {}) do
-    local fpath = join(path, f)
-    if not core.exists(fpath) then zl.raise(fmt('load_checkpoint: %s is missing', fpath)) end
-    local crc, bytes = core.file_crc32(fpath)
-    if bytes ~= want.bytes then
-      zl.raise(fmt('load_checkpoint: %s is %d bytes, the checkpoint wrote %d (truncated or replaced)', fpath, bytes,
-        want.bytes))
-    end
-    if crc ~= want.crc32 then
-      zl.raise(fmt('load_checkpoint: %s is damaged (CRC-32 %08x, written as %08x)', fpath, crc, want.crc32))
-    end
-  end
-  return state
+  verify.open(tmp, false)
+  for _, f in ipairs(files) do zl.safetensors_open(join(tmp, f)):close() end
 end
 
 local function bad(path, what, ...) zl.raise(fmt('load_checkpoint: %s: ' .. what, path, ...)) end
 
--- The saved partition against this engine's parameters.
+-- The saved partition against this engine's parameters (engine.json's own
+-- consistency is verify's).
 local function check_partition(path, so, z)
   local zi = so.zero
-  if type(zi) ~= 'table' or math.type(zi.partitions) ~= 'integer' or zi.partitions < 1 or type(zi.params) ~= 'table' then
-    bad(path, 'engine.json has no valid partition description')
-  end
   if #zi.params ~= #z.entries then
     bad(path, 'the optimizer held %d parameters, it has %d now', #zi.params, #z.entries)
   end
   for i, e in ipairs(z.entries) do
     local sp = zi.params[i]
-    if type(sp) ~= 'table' or sp.name ~= e.name then
+    if sp.name ~= e.name then
       bad(path, 'optimizer parameter %d is %s in the checkpoint and %s now (the model defines its parameters in '
-        .. 'another order)', i, tostring(type(sp) == 'table' and sp.name), e.name)
+        .. 'another order)', i, verify.show(sp.name), e.name)
     end
-    if sp.numel ~= e.n or math.type(sp.k) ~= 'integer' or sp.k * zi.partitions < e.n then
-      bad(path, '%s has %s elements in the checkpoint and %d now', e.name, tostring(sp.numel), e.n)
+    if sp.numel ~= e.n then
+      bad(path, '%s has %d elements in the checkpoint and %d now', e.name, sp.numel, e.n)
     end
   end
   return zi
@@ -384,26 +378,47 @@ local function read_range(path, files, zi, i, name, a, b, dst)
   end
 end
 
+-- The optimizer's state against this engine's: nothing is changed.
+local function check_optimizer(engine, path, so)
+  local opt, z = engine.optimizer, engine.zero
+  if so.type ~= opt.__name then
+    bad(path, 'it holds the state of a %s optimizer; this engine has %s', so.type, tostring(opt.__name))
+  end
+  check_partition(path, so, z)
+  if #so.param_groups ~= #opt.param_groups then
+    bad(path, 'the optimizer had %d param groups, it has %d now', #so.param_groups, #opt.param_groups)
+  end
+  -- Each saved hyperparameter replaces one of the group's, of the same kind.
+  for gi, h in ipairs(so.param_groups) do
+    local mine = opt.param_groups[gi]
+    for k, v in pairs(h) do
+      local cur, key = mine[k], fmt('engine.json: optimizer.param_groups[%d].%s', gi, k)
+      if cur == nil or k == 'params' then bad(path, '%s is no hyperparameter of the %s optimizer', key, opt.__name) end
+      if type(v) ~= type(cur) or (type(v) == 'table' and #v ~= #cur) then
+        bad(path, '%s is %s, where the %s optimizer has %s', key, type(v) == 'table' and 'a list of ' .. #v or type(v),
+          opt.__name, type(cur) == 'table' and 'a list of ' .. #cur or type(cur))
+      end
+    end
+  end
+  local mine = {}
+  for _, k in ipairs(z:state_keys()) do mine[k] = true end
+  for _, k in ipairs(so.tensor_keys) do
+    if not mine[k] then bad(path, 'the %s optimizer has no state %q', opt.__name, k) end
+  end
+end
+
 local function load_optimizer(engine, path, state)
   local opt, z, so = engine.optimizer, engine.zero, state.optimizer
-  if so.type ~= opt.__name then
-    bad(path, 'it holds the state of a %s optimizer; this engine has %s', tostring(so.type), tostring(opt.__name))
-  end
-  local zi = check_partition(path, so, z)
-  if type(so.param_groups) ~= 'table' or #so.param_groups ~= #opt.param_groups then
-    bad(path, 'the optimizer had %s param groups, it has %d now', tostring(type(so.param_groups) == 'table'
-      and #so.param_groups), #opt.param_groups)
-  end
+  local zi = so.zero
   local files = {}
   local ok, err = pcall(z.each_master, z, function(e)
     local i = e.index
     if e.own > 0 then read_range(path, files, zi, i, 'param.' .. i, e.lo, e.lo + e.own, e.mv:narrow(1, 1, e.own)) end
     local sc = so.state[tostring(i)]
-    if type(sc) == 'table' then
+    if sc then
       local st = z:ensure_state(e)
-      for k, v in pairs(sc) do st[k] = v end
+      st.step = sc.step
       for _, key in ipairs(so.tensor_keys) do
-        if not zl.is_tensor(st[key]) then bad(path, 'the %s optimizer has no state %q', opt.__name, key) end
         st[key]:zero_()
         if e.own > 0 then
           read_range(path, files, zi, i, fmt('state.%d.%s', i, key), e.lo, e.lo + e.own, st[key]:narrow(1, 1, e.own))
@@ -421,31 +436,45 @@ local function load_optimizer(engine, path, state)
   z:sync_working()
 end
 
--- The working weights from model.safetensors: this rank's chunks of the
--- trained parameters into their masters, everything else whole.
--- From model.safetensors: with masters = true, this rank's chunks of the
--- trained parameters into their masters; always, everything else whole
--- (buffers, frozen parameters, parameters outside the optimizer).
-local function load_module(engine, path, strict, masters)
+-- model.safetensors against the module: every tensor that will be read is
+-- there with the element count it needs. Returns the open file and its
+-- entries by name; nothing is changed.
+local function open_module(engine, path, strict, masters)
   local z = engine.zero
-  local fpath = join(path, 'model.safetensors')
-  if not z then
-    engine.module:load_state_dict(zl.load_safetensors(fpath), strict)
-    return
-  end
-  local f = zl.safetensors_open(fpath)
+  local f = zl.safetensors_open(join(path, 'model.safetensors'))
   local have = {}
   for _, it in ipairs(f:info()) do have[it.name] = it end
   local owned = {}
-  for _, e in ipairs(z.entries) do owned[e.name] = true end
-  local ok, err = true, nil
-  if masters then
-    ok, err = pcall(z.each_master, z, function(e)
-      local it = have[e.name]
-      if not it then bad(path, 'model.safetensors has no %s', e.name) end
-      if it.numel ~= e.n then
-        bad(path, 'model.safetensors holds %d elements of %s, the parameter has %d', it.numel, e.name, e.n)
+  if z then for _, e in ipairs(z.entries) do owned[e.name] = e end end
+  local sd, order = engine.module:state_dict()
+  local ok, err = pcall(function()
+    for _, name in ipairs(order) do
+      local it, e = have[name], owned[name]
+      local n = e and e.n or sd[name]:numel()
+      if (e and masters) or (not e and (it or strict)) then
+        if not it then bad(path, 'model.safetensors has no %s', name) end
+        if it.numel ~= n then
+          bad(path, 'model.safetensors holds %d elements of %s, the %s has %d', it.numel, name,
+            e and 'parameter' or 'tensor', n)
+        end
       end
+    end
+  end)
+  if not ok then
+    f:close()
+    error(err, 0)
+  end
+  return f, have, owned
+end
+
+-- From model.safetensors: with masters = true, this rank's chunks of the
+-- trained parameters into their masters; always, everything else whole
+-- (buffers, frozen parameters, parameters outside the optimizer).
+local function load_module(engine, f, have, owned, masters)
+  local z = engine.zero
+  local ok, err = true, nil
+  if masters and z then
+    ok, err = pcall(z.each_master, z, function(e)
       if e.own > 0 then zl.core.copy_range(e.mv, 0, f:read(e.name, e.lo, e.own), 0, e.own) end
     end, true)
   end
@@ -453,60 +482,77 @@ local function load_module(engine, path, strict, masters)
     ok, err = pcall(zl.no_grad, function()
       local sd, order = engine.module:state_dict()
       for _, name in ipairs(order) do
-        local t = sd[name]
-        if not owned[name] then
-          if have[name] then
-            t:copy_(f:read(name):reshape(t:shape()):to(t:device()))
-          elseif strict then
-            bad(path, 'model.safetensors has no %s', name)
-          end
+        if not owned[name] and have[name] then
+          local t = sd[name]
+          t:copy_(f:read(name):reshape(t:shape()):to(t:device()))
         end
       end
     end)
   end
   f:close()
   if not ok then error(err, 0) end
-  if masters then z:sync_working() end
+  if masters and z then z:sync_working() end
 end
 
--- The dataloader's position, converted to this run's ranks and micro-batch.
-local function load_dataloader(engine, path, sd)
-  local ws, mb = sd.world_size or engine.world_size, sd.micro_batch_size or engine.micro_batch_size
+-- The dataloader's position in this run's ranks and micro-batch.
+local function dataloader_batches(engine, path, sd)
+  local ws, mb = sd.world_size, sd.micro_batch_size
   local samples = (sd.batches or 0) * ws * mb
   local per = engine.world_size * engine.micro_batch_size
   if samples % per ~= 0 then
     bad(path, 'the dataloader had given %d samples of its pass (%d ranks x %d per batch); this run takes %d per '
       .. 'step of its %d ranks, which does not divide it', samples, ws, mb, per, engine.world_size)
   end
-  engine.training_dataloader:load_state_dict { epoch = sd.epoch, batches = samples // per }
+  return samples // per
 end
 
---- engine:load_checkpoint(dir [, tag [, {load_optimizer_states=true,
---- load_lr_scheduler_states=true, load_module_only=false, load_module_strict=true}]])
---- -> path, client_state (nil, nil when dir has no `latest` and no tag is given).
---- Any world size and stage loads a checkpoint of any other.
-function M.load(engine, dir, tag, opts)
-  opts = opts or {}
+-- The checkpoint folder to load: DIR/TAG, a tag from `latest` when none is
+-- given; nil when there is neither.
+local function find(dir, tag)
   if tag == nil then
-    local latest = read_file(join(dir, 'latest'))
+    local lpath = join(dir, 'latest')
+    local latest = verify.read(lpath, verify.LATEST_MAX)
     if not latest then
       io.stderr:write(fmt('zlua: load_checkpoint: no checkpoint in %s (no "latest" file); starting fresh\n', dir))
-      return nil, nil
+      return nil
     end
     tag = latest:match('^%s*(.-)%s*$')
+    verify.tag(tag, 'load_checkpoint', lpath)
+  else
+    verify.tag(tag, 'load_checkpoint')
   end
   local path = join(dir, tag)
-  if not core.exists(path) then zl.raise(fmt('load_checkpoint: %s does not exist', path)) end
-  local state = open_checkpoint(path)
-  local strict = opts.load_module_strict ~= false
-  if opts.load_module_only or not (engine.optimizer and state.optimizer and opts.load_optimizer_states ~= false) then
-    load_module(engine, path, strict, true)
-    if opts.load_module_only then return path, state.client_state end
-  else
-    load_optimizer(engine, path, state)
-    -- load_from_fp32_weights = false: the masters restart from the 16-bit weights.
-    load_module(engine, path, strict, engine.config.zero_optimization.load_from_fp32_weights == false)
+  local kind = core.path_kind(path)
+  if kind == nil then zl.raise(fmt('load_checkpoint: %s does not exist', path)) end
+  if kind ~= 'folder' then
+    zl.raise(fmt('load_checkpoint: %s is a %s, not a checkpoint folder', path, kind))
   end
+  return path
+end
+
+-- Every check first, then the changes: a refused checkpoint leaves the engine as it was.
+local function load(engine, path, opts)
+  local state = verify.open(path)
+  local strict = opts.load_module_strict ~= false
+  local with_optimizer = not opts.load_module_only and engine.optimizer and state.optimizer
+    and opts.load_optimizer_states ~= false
+  -- load_from_fp32_weights = false: the masters restart from the 16-bit weights.
+  local masters = not with_optimizer or engine.config.zero_optimization.load_from_fp32_weights == false
+  if with_optimizer then check_optimizer(engine, path, state.optimizer) end
+  local batches
+  if not opts.load_module_only and engine.training_dataloader and state.dataloader then
+    batches = dataloader_batches(engine, path, state.dataloader)
+  end
+  local f, have, owned = open_module(engine, path, strict, masters)
+  if with_optimizer then
+    local ok, err = pcall(load_optimizer, engine, path, state)
+    if not ok then
+      f:close()
+      error(err, 0)
+    end
+  end
+  load_module(engine, f, have, owned, masters)
+  if opts.load_module_only then return state end
   if engine.lr_scheduler and state.lr_scheduler and opts.load_lr_scheduler_states ~= false then
     engine.lr_scheduler:load_state_dict(state.lr_scheduler)
   end
@@ -516,7 +562,28 @@ function M.load(engine, dir, tag, opts)
   local g = state.rng[engine.rank + 1] or state.rng[1]
   core.generator_seed(nil, g.seed)
   core.generator_set_offset(nil, g.offset)
-  if engine.training_dataloader and state.dataloader then load_dataloader(engine, path, state.dataloader) end
+  if batches then engine.training_dataloader:load_state_dict { epoch = state.dataloader.epoch, batches = batches } end
+  return state
+end
+
+--- engine:load_checkpoint(dir [, tag [, {load_optimizer_states=true,
+--- load_lr_scheduler_states=true, load_module_only=false, load_module_strict=true}]])
+--- -> path, client_state (nil, nil when dir has no `latest` and no tag is given).
+--- Any world size and stage loads a checkpoint of any other. Every error
+--- names the checkpoint's folder or file.
+function M.load(engine, dir, tag, opts)
+  check_dir(dir, 'load_checkpoint')
+  opts = opts or {}
+  if engine.rank == 0 then sweep(dir, 'load_checkpoint') end
+  local path = find(dir, tag)
+  if not path then return nil, nil end
+  local ok, state = pcall(load, engine, path, opts)
+  if not ok then
+    local msg = tostring(state)
+    -- A message of the loaders below (the scheduler's, the scaler's) gets the folder it came from.
+    if not msg:find('load_checkpoint: ', 1, true) then msg = fmt('load_checkpoint: %s: %s', path, msg) end
+    error(msg, 0)
+  end
   return path, state.client_state
 end
 

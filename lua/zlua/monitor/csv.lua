@@ -78,6 +78,7 @@ function Writer:write_events(events)
     local name, value, step = util.event(who, events, i)
     local base = csv.file_name(name)
     local path = self.dir .. '/' .. base .. '.csv'
+    util.check_file(who, path)
     local f, err = io.open(path, 'ab')
     if not f then util.raise(fmt('%s: cannot open %s', who, err)) end
     if not self.headed[base] then

@@ -1,7 +1,9 @@
 --[[ zlua.monitor.util: what the monitors share (private): the log directory
   (DeepSpeed's os.path.join(output_path, job_name), created as os.makedirs
   would), the host name, and the check of an event list that names the
-  event at fault. Pure Lua: the directory is made with `mkdir -p`. ]]
+  event at fault. Paths are looked at without being opened (a FIFO there
+  would block an open), and a name with a NUL byte, which C would cut, is
+  refused. ]]
 
 local zl = require 'zlua'
 
@@ -19,23 +21,28 @@ function util.join(a, b)
   return a .. '/' .. b
 end
 
-local function exists(path)
-  local f = io.open(path, 'r')
-  if f then f:close() end
-  return f ~= nil
-end
+--- util.exists(path): whether anything is there (a link not followed, nothing opened).
+local function exists(path) return zl.core.path_kind(path) ~= nil end
 util.exists = exists
-
-local function shell_quote(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
 
 --- util.make_dir(who, dir): creates dir and its parents unless it exists;
 --- an error names the directory.
 function util.make_dir(who, dir)
-  if dir == '' or exists(dir) then return end
-  os.execute('mkdir -p -- ' .. shell_quote(dir) .. ' 2>/dev/null')
-  if not exists(dir) then util.raise(fmt("%s: cannot create the directory '%s'", who, dir)) end
+  if dir == '' then return end
+  if dir:find('\0', 1, true) then util.raise(fmt("%s: the directory '%s' holds a NUL byte", who, dir:gsub('%z', '\\0'))) end
+  local ok, err = pcall(zl.core.mkdirs, dir)
+  if not ok then
+    util.raise(fmt("%s: cannot create the directory '%s': %s", who, dir, tostring(err):gsub('^[^\n]-:%d+: ', '', 1)))
+  end
+end
+
+--- util.check_file(who, path): raises unless path is nothing yet or a regular
+--- file: a FIFO, a device, a folder or a link there is named, never opened.
+function util.check_file(who, path)
+  local kind = zl.core.path_kind(path)
+  if kind and kind ~= 'file' then
+    util.raise(fmt("%s: '%s' is a %s, not a regular file", who, path, kind))
+  end
 end
 
 --- util.hostname(): the kernel's host name, as socket.gethostname() gives it.
@@ -61,6 +68,10 @@ function util.event(who, events, i)
   if type(name) ~= 'string' or name == '' then
     util.raise(fmt('%s: event %d: the name must be a non-empty string, got %s', who, i,
                    type(name) == 'string' and "''" or type(name)))
+  end
+  if name:find('\0', 1, true) then
+    util.raise(fmt("%s: event %d ('%s'): the name holds a NUL byte, which would cut its file name there", who, i,
+                   (name:gsub('%z', '\\0'))))
   end
   if type(value) ~= 'number' then
     util.raise(fmt("%s: event %d ('%s'): the value must be a number, got %s", who, i, name, type(value)))

@@ -3,6 +3,9 @@
 
 local nearest = {}
 
+-- Longer than any key, option or parameter name a hint could point at.
+local MAX_KEY = 128
+
 local function edit_distance(a, b)
   local prev = {}
   for j = 0, #b do prev[j] = j end
@@ -27,9 +30,14 @@ end
 --- nearest.find(key, keys) -> the entry of the array keys sharing the most words
 --- (split at '_', '-', '.') with key, then the closest by edit distance, case ignored;
 --- the first such entry on a tie, so the answer follows the order of keys. nil when
---- keys is empty. 'warmup_steps' finds 'warmup_num_steps' rather than 'warmup_type'.
+--- keys is empty or key is longer than 128 bytes. 'warmup_steps' finds 'warmup_num_steps'
+--- rather than 'warmup_type'.
 function nearest.find(key, keys)
-  key = tostring(key):lower()
+  key = tostring(key)
+  -- The distance costs #key x #name per name: a key far longer than any name
+  -- (a 100 KB one) gets no hint rather than seconds of work.
+  if #key > MAX_KEY then return nil end
+  key = key:lower()
   local mine = words(key)
   local best, best_shared, best_d = nil, -1, math.huge
   for _, k in ipairs(keys) do

@@ -405,6 +405,31 @@ local function check_optimizer(engine, path, so)
   for _, k in ipairs(so.tensor_keys) do
     if not mine[k] then bad(path, 'the %s optimizer has no state %q', opt.__name, k) end
   end
+  -- Every shard holds the chunks engine.json says it does, f32, of their lengths.
+  local zi = so.zero
+  for q = 0, zi.partitions - 1 do
+    local name = fmt('optim_rank%d.safetensors', q)
+    local f = verify.call('load_checkpoint', zl.safetensors_open, join(path, name))
+    local have = {}
+    for _, it in ipairs(f:info()) do have[it.name] = it end
+    f:close()
+    for i, sp in ipairs(zi.params) do
+      local _, own = layout.owned(sp.numel, sp.k, q)
+      if own > 0 then
+        local want = { 'param.' .. i }
+        if so.state[tostring(i)] then
+          for _, k in ipairs(so.tensor_keys) do want[#want + 1] = fmt('state.%d.%s', i, k) end
+        end
+        for _, t in ipairs(want) do
+          local it = have[t]
+          if not it or it.dtype ~= 'f32' or it.numel ~= own then
+            bad(path, '%s should hold %s, f32 of %d elements (%s), and %s', name, t, own, sp.name,
+              it and fmt('has %s of %d', it.dtype, it.numel) or 'has no such tensor')
+          end
+        end
+      end
+    end
+  end
 end
 
 local function load_optimizer(engine, path, state)

@@ -70,6 +70,18 @@ test('refused_before_anything_is_written', function()
   check_eq(#X.entries(dir, '.'), 0, 'no temporary folder is left')
 end)
 
+test('a_config_file_name_not_utf8_does_not_stop_saves', function()
+  local dir = X.dir('cfgname')
+  local cfg = dir .. '/ds\255.json'
+  X.write(cfg, '{"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "AdamW"}}')
+  zl.manual_seed(1)
+  local e = zl.initialize { model = nn.Linear(4, 2), config = cfg }
+  e:save_checkpoint(dir, 'one')
+  local e2 = zl.initialize { model = nn.Linear(4, 2), config = cfg }
+  local path = e2:load_checkpoint(dir)
+  check_eq(path, dir .. '/one', 'saved and loaded')
+end)
+
 test('what_saves_loads_deep_client_state', function()
   local dir, want, x, y = with_good('deep')
   local e = X.engine(2, 1)

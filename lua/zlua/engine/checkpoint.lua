@@ -204,7 +204,10 @@ local function engine_state(engine, tag, client_state, rng)
     precision = engine.precision.mode,
     global_steps = engine.global_steps, global_samples = engine.global_samples,
     skipped_steps = engine.skipped_steps, micro_steps = engine.micro_steps,
-    client_state = client_state, config = engine.config.source or json.null, rng = rng,
+    client_state = client_state, rng = rng,
+    -- Where the config came from, for the reader: a file name that is not
+    -- UTF-8 (which JSON cannot hold) is left out rather than refusing the save.
+    config = engine.config.source and utf8.len(engine.config.source) and engine.config.source or json.null,
   }
   if engine.zero then state.optimizer = optimizer_json(engine) end
   if engine.lr_scheduler then state.lr_scheduler = engine.lr_scheduler:state_dict() end

@@ -24,10 +24,11 @@
   Crash safety: everything engine.json will hold is checked before any file
   is written (zlua.engine.verify: the tag, the client state, UTF-8, nesting,
   size), so a save that could not load is refused up front. A checkpoint is
-  written into a hidden temporary folder (".TAG.tmp-PID", its marker
-  ".TAG.tmp-PID.owner" naming the host and pid that made it), every file fsynced, engine.json read back and
-  checked, and the folder renamed to TAG (swapped with an existing TAG in one
-  atomic exchange); `latest` is replaced atomically after that. A save killed
+  written into a hidden temporary folder (".TAG.tmp-PID", with a marker
+  ".TAG.tmp-PID.owner" beside it naming the host and pid that made it),
+  every file fsynced, engine.json read back and checked, and the folder
+  renamed to TAG (swapped with an existing TAG in one atomic exchange);
+  `latest` is replaced atomically after that. A save killed
   at any point leaves the previous checkpoint and `latest` as they were, and
   the next save or load in DIR removes the temporary folders of saves killed
   on this host (only those). The ranks agree on every outcome, so one rank's

@@ -24,10 +24,11 @@
   Crash safety: everything engine.json will hold is checked before any file
   is written (zlua.engine.verify: the tag, the client state, UTF-8, nesting,
   size), so a save that could not load is refused up front. A checkpoint is
-  written into a hidden temporary folder (".TAG.tmp-PID", its marker
-  ".TAG.tmp-PID.owner" naming the host and pid that made it), every file fsynced, engine.json read back and
-  checked, and the folder renamed to TAG (swapped with an existing TAG in one
-  atomic exchange); `latest` is replaced atomically after that. A save killed
+  written into a hidden temporary folder (".TAG.tmp-PID", with a marker
+  ".TAG.tmp-PID.owner" beside it naming the host and pid that made it),
+  every file fsynced, engine.json read back and checked, and the folder
+  renamed to TAG (swapped with an existing TAG in one atomic exchange);
+  `latest` is replaced atomically after that. A save killed
   at any point leaves the previous checkpoint and `latest` as they were, and
   the next save or load in DIR removes the temporary folders of saves killed
   on this host (only those). The ranks agree on every outcome, so one rank's
@@ -204,7 +205,10 @@ local function engine_state(engine, tag, client_state, rng)
     precision = engine.precision.mode,
     global_steps = engine.global_steps, global_samples = engine.global_samples,
     skipped_steps = engine.skipped_steps, micro_steps = engine.micro_steps,
-    client_state = client_state, config = engine.config.source or json.null, rng = rng,
+    client_state = client_state, rng = rng,
+    -- Where the config came from, for the reader: a file name that is not
+    -- UTF-8 (which JSON cannot hold) is left out rather than refusing the save.
+    config = engine.config.source and utf8.len(engine.config.source) and engine.config.source or json.null,
   }
   if engine.zero then state.optimizer = optimizer_json(engine) end
   if engine.lr_scheduler then state.lr_scheduler = engine.lr_scheduler:state_dict() end
@@ -404,6 +408,31 @@ local function check_optimizer(engine, path, so)
   for _, k in ipairs(z:state_keys()) do mine[k] = true end
   for _, k in ipairs(so.tensor_keys) do
     if not mine[k] then bad(path, 'the %s optimizer has no state %q', opt.__name, k) end
+  end
+  -- Every shard holds the chunks engine.json says it does, f32, of their lengths.
+  local zi = so.zero
+  for q = 0, zi.partitions - 1 do
+    local name = fmt('optim_rank%d.safetensors', q)
+    local f = verify.call('load_checkpoint', zl.safetensors_open, join(path, name))
+    local have = {}
+    for _, it in ipairs(f:info()) do have[it.name] = it end
+    f:close()
+    for i, sp in ipairs(zi.params) do
+      local _, own = layout.owned(sp.numel, sp.k, q)
+      if own > 0 then
+        local want = { 'param.' .. i }
+        if so.state[tostring(i)] then
+          for _, k in ipairs(so.tensor_keys) do want[#want + 1] = fmt('state.%d.%s', i, k) end
+        end
+        for _, t in ipairs(want) do
+          local it = have[t]
+          if not it or it.dtype ~= 'f32' or it.numel ~= own then
+            bad(path, '%s should hold %s, f32 of %d elements (%s), and %s', name, t, own, sp.name,
+              it and fmt('has %s of %d', it.dtype, it.numel) or 'has no such tensor')
+          end
+        end
+      end
+    end
   end
 end
 

@@ -297,8 +297,22 @@ function M.check_state(state, file, path, check_files)
   end
   if state.client_state ~= nil then c:table('client_state', state.client_state) end
   if state.optimizer ~= nil then check_optimizer(c, state.optimizer, steps) end
-  if state.lr_scheduler ~= nil then c:table('lr_scheduler', state.lr_scheduler) end
-  if state.loss_scaler ~= nil then c:table('loss_scaler', state.loss_scaler) end
+  -- The scheduler's position and the loss scaler's state, as their loaders
+  -- check them, so that neither refuses after the weights were changed.
+  if state.lr_scheduler ~= nil then
+    c:table('lr_scheduler', state.lr_scheduler)
+    c:int('lr_scheduler.last_batch_iteration', state.lr_scheduler.last_batch_iteration, -1)
+  end
+  local ls = state.loss_scaler
+  if ls ~= nil then
+    c:table('loss_scaler', ls)
+    if type(ls.cur_scale) ~= 'number' or not (ls.cur_scale > 0 and ls.cur_scale < math.huge) then
+      c:fail('loss_scaler.cur_scale', 'must be a finite number > 0, got %s', tostring(ls.cur_scale))
+    end
+    local it = c:int('loss_scaler.cur_iter', ls.cur_iter, 0)
+    c:int('loss_scaler.last_overflow_iter', ls.last_overflow_iter, -1, it - 1)
+    c:int('loss_scaler.cur_hysteresis', ls.cur_hysteresis, 1, (1 << 31) - 1)
+  end
   local dl = state.dataloader
   if dl ~= nil then
     c:table('dataloader', dl)

@@ -74,13 +74,18 @@ void zli_context_retain(zl_context *ctx) { atomic_fetch_add_explicit(&ctx->refs,
 
 void zli_context_release(zl_context *ctx)
 {
-    if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) == 1) free(ctx);
+    if (atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) == 1) {
+        zli_cache_drain(&ctx->cache);
+        free(ctx);
+    }
 }
 
 void zl_context_free(zl_context *ctx)
 {
     if (!ctx || ctx == &default_ctx) return;
     if (current == ctx) zl_context_set_current(NULL);
+    /* A closed context lingering for its live blocks keeps no spare ones. */
+    zli_cache_drain(&ctx->cache);
     zli_context_release(ctx);
 }
 

@@ -8,6 +8,7 @@
 #include "zlua/context.h"
 #include "zlua/memory.h"
 #include "zlua/rng.h"
+#include "cache_impl.h"
 
 #ifndef ZLI_HIDDEN
 #define ZLI_HIDDEN __attribute__((visibility("hidden")))
@@ -37,6 +38,7 @@ struct zl_context {
     void *pressure_user;
     zl_generator rng;
     int num_threads;       /* 0: the count the process started with */
+    zli_cache cache;       /* freed large blocks for reuse (cache.c) */
     void *user;
 };
 

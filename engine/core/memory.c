@@ -1,7 +1,8 @@
-/* The allocator every tensor goes through: aligned memory, per-category
- * accounting (how ZeRO's memory formulas are checked), a host hook, a pressure
- * callback before failing, and fault injection for the error-path tests; all
- * of it held by a context (context_impl.h), the current one for the public calls. */
+/* The allocator every tensor goes through: aligned memory (large blocks
+ * through the context's cache, cache.c), per-category accounting (how ZeRO's
+ * memory formulas are checked), a host hook, a pressure callback before
+ * failing, and fault injection for the error-path tests; all of it held by a
+ * context (context_impl.h), the current one for the public calls. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
@@ -98,8 +99,6 @@ void zl_mem_set_release_threshold(size_t nbytes)
  * Otherwise posix_memalign whatever the hook. */
 static void *raw_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_category cat)
 {
-    int64_t c = atomic_load(&ctx->fail_countdown);
-    if (c > 0 && atomic_fetch_sub(&ctx->fail_countdown, 1) == 1) return NULL;
     if (align) {
         if (release_on_free(ctx, nbytes)) return map_block(nbytes);
         void *p = NULL;
@@ -107,6 +106,7 @@ static void *raw_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_cate
     }
     if (ctx->host_alloc) return ctx->host_alloc(nbytes, cat, ctx->host_user);
     if (release_on_free(ctx, nbytes)) return map_block(nbytes);
+    if (zli_cache_serves(nbytes)) return zli_cache_take(&ctx->cache, nbytes);
     size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
     return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
 }
@@ -120,10 +120,18 @@ void *zli_mem_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_categor
         return NULL;
     }
     if (align && align < ZL_ALIGNMENT) align = ZL_ALIGNMENT;
-    void *p = raw_alloc(ctx, nbytes, align, cat);
-    if (!p && ctx->pressure_fn) {
-        ctx->pressure_fn(nbytes, ctx->pressure_user);
-        p = raw_alloc(ctx, nbytes, align, cat);
+    /* An injected failure stands for the system's refusal, but stays a
+     * failure unless a host's pressure handler asks for the retry: the error
+     * paths it tests are then reached whatever the cache holds. */
+    int64_t c = atomic_load(&ctx->fail_countdown);
+    bool injected = c > 0 && atomic_fetch_sub(&ctx->fail_countdown, 1) == 1;
+    void *p = injected ? NULL : raw_alloc(ctx, nbytes, align, cat);
+    /* The host frees what it can (its collector), which lands in the cache;
+     * then every cached block goes back to the system before the one retry. */
+    if (!p) {
+        if (ctx->pressure_fn) ctx->pressure_fn(nbytes, ctx->pressure_user);
+        bool freed = zli_cache_drain(&ctx->cache) > 0;
+        if (ctx->pressure_fn || (freed && !injected)) p = raw_alloc(ctx, nbytes, align, cat);
     }
     if (!p) {
         zl_error(ZL_ENOMEM, "out of memory allocating %zu bytes for %s", nbytes, cat_names[cat]);
@@ -141,6 +149,7 @@ void zli_mem_free(zl_context *ctx, void *p, size_t nbytes, bool aligned, zl_mem_
     charge(ctx, cat, -(int64_t)nbytes);
     if (!unmap_block(p, nbytes)) {
         if (!aligned && ctx->host_free) ctx->host_free(p, nbytes, cat, ctx->host_user);
+        else if (!aligned && zli_cache_serves(nbytes)) zli_cache_give(&ctx->cache, p, nbytes);
         else free(p);
     }
     zli_context_release(ctx);
@@ -210,5 +219,11 @@ void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user)
     ctx->pressure_fn = fn;
     ctx->pressure_user = user;
 }
+
+void zl_mem_set_cache_limit(size_t nbytes) { zli_cache_set_limit(&zl_context_current()->cache, nbytes); }
+
+size_t zl_mem_empty_cache(void) { return zli_cache_drain(&zl_context_current()->cache); }
+
+zl_mem_cache_stats zl_mem_cache_info(void) { return zli_cache_stats(&zl_context_current()->cache); }
 
 void zl_mem_fail_after(int64_t n) { atomic_store(&zl_context_current()->fail_countdown, n > 0 ? n : 0); }

@@ -29,6 +29,41 @@ static int set_memory_release(lua_State *L)
     return 0;
 }
 
+/* memory_cache(): {cached, hits, misses, limit} of the block cache. */
+static int memory_cache(lua_State *L)
+{
+    zl_mem_cache_stats s = zl_mem_cache_info();
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, s.cached);
+    lua_setfield(L, -2, "cached");
+    lua_pushinteger(L, s.hits);
+    lua_setfield(L, -2, "hits");
+    lua_pushinteger(L, s.misses);
+    lua_setfield(L, -2, "misses");
+    lua_pushinteger(L, s.limit);
+    lua_setfield(L, -2, "limit");
+    return 1;
+}
+
+static int empty_cache(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)zl_mem_empty_cache());
+    return 1;
+}
+
+/* set_cache_limit(bytes | nil): nil restores the default, 0 turns the cache off. */
+static int set_cache_limit(lua_State *L)
+{
+    if (lua_isnoneornil(L, 1)) {
+        zl_mem_set_cache_limit(SIZE_MAX);
+        return 0;
+    }
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n >= 0, 1, "a byte count >= 0, or nil for the default");
+    zl_mem_set_cache_limit((size_t)n);
+    return 0;
+}
+
 static int reset_peak(lua_State *L)
 {
     (void)L;
@@ -165,6 +200,7 @@ void zlb_open_engine(lua_State *L)
     static const luaL_Reg fns[] = {
         {"now", now}, {"wall_time", wall_time}, {"isatty", is_tty}, {"getpid", get_pid},
         {"memory", memory}, {"reset_peak", reset_peak}, {"set_memory_release", set_memory_release}, {"mem_fail_after", mem_fail_after},
+        {"memory_cache", memory_cache}, {"empty_cache", empty_cache}, {"set_cache_limit", set_cache_limit},
         {"manual_seed", manual_seed}, {"generator_new", generator_new},
         {"generator_seed", generator_seed}, {"generator_state", generator_state},
         {"generator_set_offset", generator_set_offset}, {"randint", randint},

@@ -823,6 +823,16 @@ zl.reset_peak_memory = core.reset_peak
 --- faster). For runs under a memory limit; about a third slower on a step
 --- that allocates gigabytes, from the page faults.
 zl.set_memory_release = core.set_memory_release
+--- Freed tensors of 64 KiB and more wait in a cache for the next tensor of
+--- their size class, so a training step takes no fresh pages from the system
+--- after its first run. zl.memory_cache(): {cached =, hits =, misses =,
+--- limit =} (bytes, counts); zl.empty_cache() gives the cached blocks back
+--- (as torch.cuda.empty_cache) and returns the bytes; zl.set_cache_limit(bytes)
+--- caps what the cache holds (default half the machine's memory, 0 turns it
+--- off, nil restores the default). Cached bytes count in no zl.memory() category.
+zl.memory_cache = core.memory_cache
+zl.empty_cache = core.empty_cache
+zl.set_cache_limit = core.set_cache_limit
 zl.manual_seed = core.manual_seed
 zl.set_num_threads = core.set_num_threads
 zl.get_num_threads = core.get_num_threads

@@ -220,7 +220,7 @@ static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const fl
 {
     CHECK(index == FAKE_INDEX);
     for (int64_t r = 0; r < rows; r++)
-        zlm_ce_row(ncls, x + r * ncls, ZLM_F32, target[r], ignore, lse + r, loss + r);
+        zlm_ce_row(ncls, x + r * ncls, target[r], ignore, lse + r, loss + r);
     return ZL_OK;
 }
 
@@ -230,7 +230,7 @@ static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const f
 {
     CHECK(index == FAKE_INDEX);
     for (int64_t r = 0; r < rows; r++)
-        zlm_ce_row_backward(ncls, x + r * ncls, ZLM_F32, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k),
+        zlm_ce_row_backward(ncls, x + r * ncls, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k),
                             gx + r * ncls);
     return ZL_OK;
 }

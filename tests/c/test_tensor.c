@@ -132,6 +132,62 @@ TEST(memory_release_threshold)
     zl_mem_set_release_threshold(0);
 }
 
+TEST(memory_cache)
+{
+    const size_t mib = (size_t)1 << 20;
+    zl_mem_empty_cache();
+    zl_mem_cache_stats s0 = zl_mem_cache_info();
+    CHECK(s0.cached == 0 && s0.limit > 0);
+    int64_t acts = zl_mem_stats_of(ZL_MEM_ACTIVATIONS).current;
+    zl_tensor *a = zl_tensor_full(ZL_DTYPE_F32, SHAPE(mib / 4 + 100), 5.0);
+    void *block = zl_tensor_data(a);
+    zl_tensor_release(a);
+    /* Held for reuse, but charged to no category. */
+    zl_mem_cache_stats s1 = zl_mem_cache_info();
+    CHECK(s1.cached >= (int64_t)mib && s1.cached <= (int64_t)(mib + mib / 8));
+    CHECK(zl_mem_stats_of(ZL_MEM_ACTIVATIONS).current == acts);
+    /* A size of the same class (an eighth of a MiB wide) takes the same block,
+     * and zeros() still zeroes it. */
+    zl_tensor *b = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(mib / 4 + 1000));
+    zl_mem_cache_stats s2 = zl_mem_cache_info();
+    CHECK(zl_tensor_data(b) == block && s2.hits == s1.hits + 1 && s2.cached == 0);
+    CHECK(zl_tensor_get(b, 0) == 0.0 && zl_tensor_get(b, mib / 4 + 999) == 0.0);
+    zl_tensor_release(b);
+    /* An allocation the system refuses empties the cache (an injected
+     * failure is not retried: the error path is what it tests). */
+    CHECK(zl_mem_cache_info().cached > 0);
+    zl_mem_fail_after(1);
+    CHECK(zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(mib)) == NULL);
+    CHECK(strstr(zl_last_error(), "out of memory") != NULL);
+    CHECK(zl_mem_cache_info().cached == 0);
+    /* A lower limit empties the cache and keeps nothing above it. */
+    zl_mem_set_cache_limit(mib / 2);
+    CHECK(zl_mem_cache_info().cached == 0 && zl_mem_cache_info().limit == (int64_t)(mib / 2));
+    zl_tensor_release(zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(mib / 4)));
+    CHECK(zl_mem_cache_info().cached == 0);
+    zl_tensor_release(zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(mib / 16)));
+    CHECK(zl_mem_cache_info().cached >= (int64_t)(mib / 4));
+    /* Off: nothing is kept, nothing counted; blocks made while it was on go
+     * back to the system. */
+    zl_tensor *kept = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(mib / 4));
+    zl_mem_set_cache_limit(0);
+    zl_mem_cache_stats off = zl_mem_cache_info();
+    CHECK(off.limit == 0 && off.cached == 0);
+    zl_tensor_release(kept);
+    zl_tensor_release(zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(mib / 4)));
+    CHECK(zl_mem_cache_info().cached == 0 && zl_mem_cache_info().misses == off.misses);
+    /* Back to the default; a context's cache goes with it. */
+    zl_mem_set_cache_limit(SIZE_MAX);
+    CHECK(zl_mem_cache_info().limit == s0.limit);
+    zl_context *ctx = zl_context_new();
+    zl_context *prev = zl_context_set_current(ctx);
+    zl_tensor_release(zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(mib)));
+    CHECK(zl_mem_cache_info().cached >= (int64_t)(4 * mib));
+    zl_context_set_current(prev);
+    zl_context_free(ctx);
+    CHECK(zl_mem_cache_info().cached == 0);
+}
+
 TEST(rng_independent_of_threads)
 {
     zl_set_num_threads(1);

@@ -2,7 +2,7 @@
 # ZeRO across real ranks (CTest: dist.test_zero). For each mode (f32, gradient
 # accumulation 2, clipping, bf16, fp16, fp16 overflowing): stages 0-3 on 2 ranks give
 # byte-identical per-step losses over 50 steps and match one rank on the same
-# global batch to 1e-5 relative; stage 3 with zero.Init gives the same losses
+# global batch to 1e-5 relative (3e-5 in fp16); stage 3 with zero.Init gives the same losses
 # as without; a checkpoint saved at 2 ranks stage 2 resumes at 1 rank stage 0
 # and at 2 ranks stage 3 with the uninterrupted run's losses (1e-6 relative).
 # Model-state bytes per rank within 5% of the ZeRO paper's figures (bf16,
@@ -42,7 +42,11 @@ for mode in f32 gas2 clip bf16 fp16 overflow; do
     run "$TMP/${mode}_$stage" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage "$stage" --mode "$mode"
   done
   for stage in 1 2 3; do same "$TMP/${mode}_0" "$TMP/${mode}_$stage" "$mode: 2 ranks, stage $stage == stage 0 bit for bit"; done
-  close "$TMP/ref_$mode" "$TMP/${mode}_0" 1e-5 "$mode: 2 ranks vs 1 rank, same global batch"
+  # fp16 gradients of 8 rows and of 4 + 4 differ in the last bit now and then,
+  # and Adam over 50 steps carries such a flip to about 1e-5 of the loss.
+  tol=1e-5
+  [ "$mode" = fp16 ] && tol=3e-5
+  close "$TMP/ref_$mode" "$TMP/${mode}_0" $tol "$mode: 2 ranks vs 1 rank, same global batch"
 done
 
 # A width of 17 pads chunks by more than 16 (a whole empty chunk for the biases of

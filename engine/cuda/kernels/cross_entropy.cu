@@ -20,7 +20,7 @@ __global__ void ce_forward(int64_t ncls, const void *x, int xdt, const int64_t *
     for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x) m = zlm_softmax_max(m, zlm_load(x, xdt, base + c));
     m = zlk_block_reduce(m, zlk_ce_max(), -INFINITY);
     double s = 0;
-    for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x) s += zlm_softmax_exp(zlm_load(x, xdt, base + c), m);
+    for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x) s += zlm_ce_exp(zlm_load(x, xdt, base + c), m);
     s = zlk_block_reduce(s, zlk_sum(), 0.0);
     if (threadIdx.x == 0) {
         float l = zlm_ce_lse(m, s);

@@ -56,7 +56,26 @@ ZL_API void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user);
  * process's resident memory at its high-water mark). For runs under a memory
  * limit; costs page faults each time such a block is used anew. */
 ZL_API void zl_mem_set_release_threshold(size_t nbytes);
-/* Testing: make the n-th allocation from now fail (1 = the next one); 0 disables. */
+/* The cache of freed blocks (64 KiB and more) each context keeps, so that a
+ * training step that repeats its shapes takes no fresh pages from the system
+ * (page faults, kernel zero fills) after its first run. Cached bytes are not
+ * counted in any category: they belong to no tensor. The limit caps what the
+ * cache holds (default half the machine's memory; 0 turns it off, SIZE_MAX
+ * restores the default); an allocation that fails empties it and tries again. */
+typedef struct zl_mem_cache_stats {
+    int64_t cached;    /* bytes held for reuse now */
+    int64_t hits;      /* allocations served from the cache */
+    int64_t misses;    /* allocations of cacheable size it could not serve */
+    int64_t limit;     /* the most it holds; 0 while off */
+} zl_mem_cache_stats;
+ZL_API void zl_mem_set_cache_limit(size_t nbytes);
+/* Give every cached block back to the system; the bytes given back. */
+ZL_API size_t zl_mem_empty_cache(void);
+ZL_API zl_mem_cache_stats zl_mem_cache_info(void);
+
+/* Testing: make the n-th allocation from now fail (1 = the next one); 0 disables.
+ * The failure stands even when the cache could be emptied; a pressure handler
+ * still gets its one retry. */
 ZL_API void zl_mem_fail_after(int64_t n);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../device_kernels.h"
+#include "../../cuda/math/cross_entropy.h"
 
 static zl_status check_reduction(const char *op, zl_reduction red)
 {
@@ -37,22 +38,14 @@ static ce_ctx *ce_ctx_new(int64_t n)
     return c;
 }
 
-/* x [n, ncls] contiguous; target [n]; lse, loss [n] [out]. Ignored rows get loss 0. */
+/* x [n, ncls] contiguous; target [n]; lse, loss [n] [out]. Ignored rows get
+ * loss 0. The rows are the CUDA kernels' (cuda/math/cross_entropy.h): a row's
+ * bits do not depend on the thread count or the vector width. */
 static void ce_forward_kernel(int64_t n, int64_t ncls, const float *restrict x, const int64_t *restrict target,
                               int64_t ignore, float *restrict lse, float *restrict loss)
 {
     #pragma omp parallel for schedule(static) if (n * ncls > ZLI_PAR_MIN && n > 1)
-    for (int64_t r = 0; r < n; r++) {
-        if (target[r] == ignore) { lse[r] = 0.0f; loss[r] = 0.0f; continue; }
-        const float *xr = x + r * ncls;
-        float m = -INFINITY;
-        for (int64_t c = 0; c < ncls; c++) m = fmaxf(m, xr[c]);
-        double s = 0;
-        for (int64_t c = 0; c < ncls; c++) s += expf(xr[c] - m);
-        float l = m + (float)log(s);
-        lse[r] = l;
-        loss[r] = l - xr[target[r]];
-    }
+    for (int64_t r = 0; r < n; r++) zlm_ce_row(ncls, x + r * ncls, target[r], ignore, &lse[r], &loss[r]);
 }
 
 /* gx[r, c] = scale_r * (exp(x[r, c] - lse[r]) - (c == target[r])); zero on ignored rows.
@@ -61,18 +54,9 @@ static void ce_backward_kernel(int64_t n, int64_t ncls, const float *restrict x,
                                const float *restrict g, int64_t g_stride, float k, float *restrict gx)
 {
     #pragma omp parallel for schedule(static) if (n * ncls > ZLI_PAR_MIN && n > 1)
-    for (int64_t r = 0; r < n; r++) {
-        float *gr = gx + r * ncls;
-        int64_t t = ctx->target[r];
-        if (t == ignore) {
-            for (int64_t c = 0; c < ncls; c++) gr[c] = 0.0f;
-            continue;
-        }
-        const float *xr = x + r * ncls;
-        float scale = g[r * g_stride] * k, l = ctx->lse[r];
-        for (int64_t c = 0; c < ncls; c++) gr[c] = scale * expf(xr[c] - l);
-        gr[t] -= scale;
-    }
+    for (int64_t r = 0; r < n; r++)
+        zlm_ce_row_backward(ncls, x + r * ncls, ctx->target[r], ignore, ctx->lse[r], zlm_ce_scale(g[r * g_stride], k),
+                            gx + r * ncls);
 }
 
 /* On a device the targets and log-sum-exps the kernels read are device
@@ -88,7 +72,7 @@ static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *gx = gc ? zli_new_f32_like(logits, logits->ndim, logits->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
     if (gx && rows * ncls > 0) {
-        float k = red == ZL_REDUCE_MEAN ? (float)(1.0 / (double)ctx->count) : 1.0f;
+        float k = red == ZL_REDUCE_MEAN ? zlm_ce_mean_factor(ctx->count) : 1.0f;
         if (kern)
             st = kern->ce_backward(logits->storage->dev_index, rows, ncls, zl_tensor_data(xf),
                                    zl_tensor_data(n->saved[0]), ignore, zl_tensor_data(n->saved[1]),

@@ -67,11 +67,24 @@ static zl_status add_pending(zl_tensor *t, zl_tensor *g, const char *op)
     return st;
 }
 
+/* A leaf's first gradient: the pending buffer itself when nothing else
+ * holds it and it is already the gradient's dtype and whole storage (the
+ * common case: saves a copy of every parameter's gradient each step). */
+static zl_tensor *first_grad(zl_tensor *g, zl_dtype dt)
+{
+    if (g->dtype == dt && g->refcount == 1 && g->storage->refcount == 1 && g->offset == 0 &&
+        zl_tensor_is_contiguous(g) && (size_t)zl_tensor_numel(g) * zl_dtype_size(dt) == g->storage->nbytes) {
+        zl_tensor_set_category(g, ZL_MEM_GRADS);
+        return zl_tensor_retain(g);
+    }
+    return zli_copy_as(g, dt, ZL_MEM_GRADS);
+}
+
 static zl_status accumulate_leaf(zl_tensor *leaf, zl_tensor *g)
 {
     zli_grad_meta *m = zli_meta(leaf);
     if (!m->grad) {
-        m->grad = zli_copy_as(g, m->grad_f32 ? ZL_DTYPE_F32 : leaf->dtype, ZL_MEM_GRADS);
+        m->grad = first_grad(g, m->grad_f32 ? ZL_DTYPE_F32 : leaf->dtype);
         return m->grad ? ZL_OK : ZL_ENOMEM;
     }
     return accumulate_into(m->grad, g);

@@ -434,3 +434,43 @@ TEST(attention_large_rows_split_across_threads)
     free(qv); free(kv); free(vv);
     zl_tensor_release(q); zl_tensor_release(k); zl_tensor_release(v);
 }
+
+/* Heads sliced out of a fused qkv [B, T, 3C] (strided views, as the GPT's
+ * attention passes them) give the bits of their contiguous copies, forward
+ * and backward. */
+static zl_tensor *heads(zl_tensor *qkv, int i, bool copy)
+{
+    zl_tensor *part = zl_tensor_narrow(qkv, 2, i * 8, 8);
+    zl_tensor *split = zl_tensor_reshape(part, SHAPE(2, 5, 2, 4));
+    zl_tensor *h = zl_tensor_transpose(split, 1, 2);
+    zl_tensor *out = copy ? zl_tensor_contiguous(h) : zl_tensor_retain(h);
+    zl_tensor_release(part);
+    zl_tensor_release(split);
+    zl_tensor_release(h);
+    return out;
+}
+
+TEST(attention_reads_strided_heads)
+{
+    zl_tensor *qkv = leaf(SHAPE(2, 5, 24)), *w = zt_randn(SHAPE(2, 2, 5, 4));
+    float *out[2], *grad[2];
+    for (int copy = 0; copy < 2; copy++) {
+        zl_tensor *q = heads(qkv, 0, copy), *k = heads(qkv, 1, copy), *v = heads(qkv, 2, copy);
+        CHECK(copy || !zl_tensor_is_contiguous(q));
+        zl_tensor *o = zl_attention(q, k, v, true, 0);
+        zl_tensor *ow = zl_mul(o, w), *loss = zl_sum(ow, ZL_ALL_DIMS, false);
+        CHECK(o && loss && zl_backward(loss, NULL, false) == ZL_OK);
+        out[copy] = malloc(80 * sizeof(float));
+        grad[copy] = malloc(240 * sizeof(float));
+        memcpy(out[copy], zl_tensor_data(o), 80 * sizeof(float));
+        memcpy(grad[copy], zl_tensor_data(zl_tensor_grad(qkv)), 240 * sizeof(float));
+        zl_tensor_set_grad(qkv, NULL);
+        zl_tensor *all[] = {q, k, v, o, ow, loss};
+        for (int i = 0; i < 6; i++) zl_tensor_release(all[i]);
+    }
+    CHECK(memcmp(out[0], out[1], 80 * sizeof(float)) == 0);
+    CHECK(memcmp(grad[0], grad[1], 240 * sizeof(float)) == 0);
+    for (int i = 0; i < 2; i++) free(out[i]), free(grad[i]);
+    zl_tensor_release(qkv);
+    zl_tensor_release(w);
+}

@@ -1,17 +1,19 @@
 /* attention: softmax(q kᵀ · scale, causal mask) v, forward and backward. Forward
- * keeps the probabilities P [B, Tq, Tk] and backward rebuilds dS from P; GEMMs
- * run batch by batch (BLAS threads them), softmax rows split across threads.
- * On a device the same steps run as strided-batched GEMMs, all batches at once. */
+ * keeps the probabilities P [B, Tq, Tk] and backward rebuilds dS from P. On the
+ * host the batches (heads) run in parallel, each one's GEMMs single-threaded,
+ * reading q, k and v where they lie (a head sliced out of a fused qkv is a
+ * strided view, not a copy). On a device the same steps run as
+ * strided-batched GEMMs, all batches at once. */
 #include <math.h>
 #include <string.h>
 #include "gemm.h"
 #include "../device_kernels.h"
 
 /* s [rows, tk] [in/out]: scores to probabilities, row by row. Row r is query
- * r % tq; with `causal` it sees keys 0..r % tq and the rest get 0. */
+ * r % tq; with `causal` it sees keys 0..r % tq and the rest get 0. Called
+ * for one batch at a time, from a thread of the batches' loop. */
 static void softmax_rows(float *restrict s, int64_t rows, int64_t tq, int64_t tk, bool causal)
 {
-    #pragma omp parallel for schedule(static) if (rows * tk > ZLI_PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
         float *row = s + r * tk;
         int64_t lim = causal ? r % tq + 1 : tk;
@@ -31,7 +33,6 @@ static void softmax_rows(float *restrict s, int64_t rows, int64_t tq, int64_t tk
 /* dp [rows, tk] [in/out]: dP to dS = P * (dP - Σ_j dP·P), p [rows, tk]. */
 static void softmax_rows_backward(float *restrict dp, const float *restrict p, int64_t rows, int64_t tk)
 {
-    #pragma omp parallel for schedule(static) if (rows * tk > ZLI_PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
         float *d = dp + r * tk;
         const float *pr = p + r * tk;
@@ -42,6 +43,53 @@ static void softmax_rows_backward(float *restrict dp, const float *restrict p, i
 }
 
 enum { A_B, A_TQ, A_TK, A_D, A_DV };
+
+/* An operand [..., T, D] as B matrices [T, D] for BLAS: f32 in host memory
+ * with unit column stride; matrix b starts at base + off(b), rows ld apart. */
+typedef struct {
+    zl_tensor *owner;      /* the tensor read, or its f32 copy (released by bmat_done) */
+    const float *base;
+    int nb;
+    int64_t shape[ZL_MAX_DIMS], stride[ZL_MAX_DIMS];
+    int64_t ld;
+} bmat;
+
+static bool bmat_fits(const zl_tensor *t)
+{
+    int nb = t->ndim - 2;
+    int64_t rows = t->shape[nb], cols = t->shape[nb + 1];
+    return t->dtype == ZL_DTYPE_F32 && !t->storage->dev && (t->stride[nb + 1] == 1 || cols == 1) &&
+           (t->stride[nb] >= cols || rows == 1) && t->stride[nb] > 0;
+}
+
+/* t as it lies when BLAS can read it so, else its contiguous f32 copy. */
+static bool bmat_of(zl_tensor *t, bmat *m)
+{
+    m->owner = bmat_fits(t) ? zl_tensor_retain(t) : zli_f32c(t);
+    if (!m->owner) return false;
+    const zl_tensor *o = m->owner;
+    m->nb = o->ndim - 2;
+    m->base = zl_tensor_data(m->owner);
+    memcpy(m->shape, o->shape, sizeof m->shape);
+    memcpy(m->stride, o->stride, sizeof m->stride);
+    m->ld = o->stride[m->nb] > 0 ? o->stride[m->nb] : 1;
+    return true;
+}
+
+static const float *bmat_at(const bmat *m, int64_t b)
+{
+    int64_t off = 0;
+    for (int i = m->nb - 1; i >= 0; i--) {
+        off += b % m->shape[i] * m->stride[i];
+        b /= m->shape[i];
+    }
+    return m->base + off;
+}
+
+static void bmat_done(bmat *m) { zl_tensor_release(m->owner); }
+
+/* Batches in parallel when there is more than one and enough work. */
+#define BATCH_PARALLEL(B, work) if ((B) > 1 && (B) * (work) > ZLI_PAR_MIN)
 
 /* The backward's GEMMs over all batches at once, dS [B, tq, tk] in one
  * scratch; P and g are on the device. */
@@ -90,38 +138,40 @@ static zl_status attention_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     if (g->storage->dev)
         return attention_backward_device(g->storage->dev->kernels, g->storage->dev_index, n, g, gin);
     const float *pp = zl_tensor_data(n->saved[0]), *pg = zl_tensor_data(g);
-    zl_tensor *qf = zli_f32c(q), *kf = zli_f32c(k), *vf = zli_f32c(v);
+    bmat mq = {0}, mk = {0}, mv = {0};
+    bool ok = bmat_of(q, &mq) && bmat_of(k, &mk) && bmat_of(v, &mv);
     bool need_ds = zli_requires_grad(q) || zli_requires_grad(k);
-    zl_tensor *ds = qf && kf && vf && need_ds ? zli_new_f32(2, (int64_t[]){tq, tk}) : NULL;
+    zl_tensor *ds = ok && need_ds ? zli_new_f32(3, (int64_t[]){B, tq, tk}) : NULL;
     if (zli_requires_grad(q)) gin[0] = zli_new_f32(q->ndim, q->shape);
     if (zli_requires_grad(k)) gin[1] = zli_new_f32(k->ndim, k->shape);
     if (zli_requires_grad(v)) gin[2] = zli_new_f32(v->ndim, v->shape);
     zl_status st = ZL_OK;
-    if (!qf || !kf || !vf || (need_ds && !ds) || (zli_requires_grad(q) && !gin[0]) ||
-        (zli_requires_grad(k) && !gin[1]) || (zli_requires_grad(v) && !gin[2]))
+    if (!ok || (need_ds && !ds) || (zli_requires_grad(q) && !gin[0]) || (zli_requires_grad(k) && !gin[1]) ||
+        (zli_requires_grad(v) && !gin[2]))
         st = ZL_ENOMEM;
-    const float *pq = qf ? zl_tensor_data(qf) : NULL, *pk = kf ? zl_tensor_data(kf) : NULL;
-    const float *pv = vf ? zl_tensor_data(vf) : NULL;
     float *pds = ds ? zl_tensor_data(ds) : NULL;
-    for (int64_t b = 0; b < B && !st; b++) {
-        const float *pb = pp + b * tq * tk, *gb = pg + b * tq * dv;
-        if (gin[2])   /* dV [tk, dv] = Pᵀ · dO */
-            zli_sgemm(true, false, tk, dv, tq, 1.0f, pb, tk, gb, dv, 0.0f,
-                      (float *)zl_tensor_data(gin[2]) + b * tk * dv, dv);
-        if (!need_ds) continue;
-        /* dP [tq, tk] = dO · Vᵀ, then dS in place */
-        zli_sgemm(false, true, tq, tk, dv, 1.0f, gb, dv, pv + b * tk * dv, dv, 0.0f, pds, tk);
-        softmax_rows_backward(pds, pb, tq, tk);
-        if (gin[0])   /* dQ [tq, d] = dS · K · scale */
-            zli_sgemm(false, false, tq, d, tk, scale, pds, tk, pk + b * tk * d, d, 0.0f,
-                      (float *)zl_tensor_data(gin[0]) + b * tq * d, d);
-        if (gin[1])   /* dK [tk, d] = dSᵀ · Q · scale */
-            zli_sgemm(true, false, tk, d, tq, scale, pds, tk, pq + b * tq * d, d, 0.0f,
-                      (float *)zl_tensor_data(gin[1]) + b * tk * d, d);
+    float *gq = gin[0] ? zl_tensor_data(gin[0]) : NULL, *gk = gin[1] ? zl_tensor_data(gin[1]) : NULL;
+    float *gv = gin[2] ? zl_tensor_data(gin[2]) : NULL;
+    if (!st) {
+        #pragma omp parallel for schedule(static) BATCH_PARALLEL(B, tq * tk * (d + dv))
+        for (int64_t b = 0; b < B; b++) {
+            const float *pb = pp + b * tq * tk, *gb = pg + b * tq * dv;
+            if (gv)   /* dV [tk, dv] = Pᵀ · dO */
+                zli_sgemm(true, false, tk, dv, tq, 1.0f, pb, tk, gb, dv, 0.0f, gv + b * tk * dv, dv);
+            if (!need_ds) continue;
+            /* dP [tq, tk] = dO · Vᵀ, then dS in place */
+            float *db = pds + b * tq * tk;
+            zli_sgemm(false, true, tq, tk, dv, 1.0f, gb, dv, bmat_at(&mv, b), mv.ld, 0.0f, db, tk);
+            softmax_rows_backward(db, pb, tq, tk);
+            if (gq)   /* dQ [tq, d] = dS · K · scale */
+                zli_sgemm(false, false, tq, d, tk, scale, db, tk, bmat_at(&mk, b), mk.ld, 0.0f, gq + b * tq * d, d);
+            if (gk)   /* dK [tk, d] = dSᵀ · Q · scale */
+                zli_sgemm(true, false, tk, d, tq, scale, db, tk, bmat_at(&mq, b), mq.ld, 0.0f, gk + b * tk * d, d);
+        }
     }
-    zl_tensor_release(qf);
-    zl_tensor_release(kf);
-    zl_tensor_release(vf);
+    bmat_done(&mq);
+    bmat_done(&mk);
+    bmat_done(&mv);
     zl_tensor_release(ds);
     return st;
 }
@@ -153,26 +203,26 @@ static zl_status attention_check(const zl_tensor *q, const zl_tensor *k, const z
     return ZL_OK;
 }
 
-/* P [B, tq, tk] [out] and out [B, tq, dv] [out] on the host, batch by batch. */
+/* P [B, tq, tk] [out] and out [B, tq, dv] [out] on the host, the batches in
+ * parallel. */
 static zl_status attention_host(zl_tensor *const *in, bool causal, float scale, int64_t B, int64_t tq, int64_t tk,
                                 int64_t d, int64_t dv, zl_tensor *p, zl_tensor *out)
 {
-    zl_tensor *qf = zli_f32c(in[0]), *kf = zli_f32c(in[1]), *vf = zli_f32c(in[2]);
-    zl_status st = qf && kf && vf ? ZL_OK : ZL_ENOMEM;
+    bmat mq = {0}, mk = {0}, mv = {0};
+    zl_status st = bmat_of(in[0], &mq) && bmat_of(in[1], &mk) && bmat_of(in[2], &mv) ? ZL_OK : ZL_ENOMEM;
     if (!st) {
-        const float *pq = zl_tensor_data(qf), *pk = zl_tensor_data(kf), *pv = zl_tensor_data(vf);
         float *pp = zl_tensor_data(p), *po = zl_tensor_data(out);
-        for (int64_t b = 0; b < B; b++)
-            zli_sgemm(false, true, tq, tk, d, scale, pq + b * tq * d, d, pk + b * tk * d, d, 0.0f, pp + b * tq * tk,
-                      tk);
-        softmax_rows(pp, B * tq, tq, tk, causal);
-        for (int64_t b = 0; b < B; b++)
-            zli_sgemm(false, false, tq, dv, tk, 1.0f, pp + b * tq * tk, tk, pv + b * tk * dv, dv, 0.0f,
-                      po + b * tq * dv, dv);
+        #pragma omp parallel for schedule(static) BATCH_PARALLEL(B, tq * tk * (d + dv))
+        for (int64_t b = 0; b < B; b++) {
+            float *pb = pp + b * tq * tk;
+            zli_sgemm(false, true, tq, tk, d, scale, bmat_at(&mq, b), mq.ld, bmat_at(&mk, b), mk.ld, 0.0f, pb, tk);
+            softmax_rows(pb, tq, tq, tk, causal);
+            zli_sgemm(false, false, tq, dv, tk, 1.0f, pb, tk, bmat_at(&mv, b), mv.ld, 0.0f, po + b * tq * dv, dv);
+        }
     }
-    zl_tensor_release(qf);
-    zl_tensor_release(kf);
-    zl_tensor_release(vf);
+    bmat_done(&mq);
+    bmat_done(&mk);
+    bmat_done(&mv);
     return st;
 }
 

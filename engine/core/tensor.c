@@ -461,29 +461,34 @@ static bool has_shared_elements(const zl_tensor *t)
     return false;
 }
 
-/* dst = src element by element, both `es` bytes an element and of one
- * shape, any strides: a row (the last dim) at a time, a row of unit strides
- * in one memcpy, so a strided copy pays one index computation a row rather
- * than one an element. The two must not overlap. */
-static void copy_rows(char *db, const zl_tensor *dst, const char *sb, const zl_tensor *src, size_t es)
+/* dst = src element by element, one shape, any strides and dtypes: a row
+ * (the last dim) at a time, a row of unit strides in one memcpy or one
+ * zl_convert, so a strided copy pays one index computation a row rather than
+ * one an element. The two must not overlap. */
+static void copy_rows(zl_tensor *dst, const zl_tensor *src)
 {
     int64_t n = zl_tensor_numel(dst);
     if (n == 0) return;
     int nd = dst->ndim;
     int64_t inner = nd ? dst->shape[nd - 1] : 1, rows = n / inner;
     int64_t dstep = nd ? dst->stride[nd - 1] : 1, sstep = nd ? src->stride[nd - 1] : 1;
+    const zl_dtype_traits *dt = zl_dtype_traits_of(dst->dtype), *st = zl_dtype_traits_of(src->dtype);
+    int64_t des = (int64_t)dt->size, ses = (int64_t)st->size;
+    char *db = zl_tensor_data(dst);
+    const char *sb = zl_tensor_data(src);
+    bool same = dst->dtype == src->dtype, dense = (dstep == 1 && sstep == 1) || inner == 1;
     #pragma omp parallel for schedule(static) if (n > 65536 && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
-        char *d = db + zli_linear_offset(dst, r * inner) * (int64_t)es;
-        const char *s = sb + zli_linear_offset(src, r * inner) * (int64_t)es;
-        if ((dstep == 1 && sstep == 1) || inner == 1) {
-            memcpy(d, s, (size_t)inner * es);
-        } else if (es == 4) {
-            for (int64_t j = 0; j < inner; j++) memcpy(d + j * dstep * 4, s + j * sstep * 4, 4);
-        } else if (es == 2) {
-            for (int64_t j = 0; j < inner; j++) memcpy(d + j * dstep * 2, s + j * sstep * 2, 2);
+        char *d = db + zli_linear_offset(dst, r * inner) * des;
+        const char *s = sb + zli_linear_offset(src, r * inner) * ses;
+        if (dense && same) {
+            memcpy(d, s, (size_t)(inner * des));
+        } else if (dense) {
+            zl_convert(s, src->dtype, d, dst->dtype, (size_t)inner);
+        } else if (same) {
+            for (int64_t j = 0; j < inner; j++) memcpy(d + j * dstep * des, s + j * sstep * ses, (size_t)des);
         } else {
-            for (int64_t j = 0; j < inner; j++) memcpy(d + j * dstep * (int64_t)es, s + j * sstep * (int64_t)es, es);
+            for (int64_t j = 0; j < inner; j++) dt->from_f64(d + j * dstep * des, st->to_f64(s + j * sstep * ses));
         }
     }
 }
@@ -514,7 +519,6 @@ zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
         return st;
     }
     int64_t n = zl_tensor_numel(dst);
-    const zl_dtype_traits *st = zl_dtype_traits_of(e->dtype), *dt = zl_dtype_traits_of(dst->dtype);
     const char *sb = zl_tensor_data(e);
     char *db = zl_tensor_data(dst);
     if (zl_tensor_is_contiguous(e) && zl_tensor_is_contiguous(dst) && e->storage != dst->storage) {
@@ -527,12 +531,8 @@ zl_status zli_copy(zl_tensor *dst, const zl_tensor *src)
         zl_tensor_release(tmp);
         zl_tensor_release(e);
         return st2;
-    } else if (e->dtype == dst->dtype) {
-        copy_rows(db, dst, sb, e, st->size);
     } else {
-        for (int64_t i = 0; i < n; i++)
-            dt->from_f64(db + zli_linear_offset(dst, i) * (int64_t)dt->size,
-                         st->to_f64(sb + zli_linear_offset(e, i) * (int64_t)st->size));
+        copy_rows(dst, e);
     }
     zl_tensor_release(e);
     return ZL_OK;
@@ -591,16 +591,7 @@ zl_tensor *zli_copy_as(const zl_tensor *t, zl_dtype dt, zl_mem_category cat)
         zl_convert(zl_tensor_data(t), t->dtype, out->storage->data, dt, (size_t)n);
         return out;
     }
-    size_t ss = zl_dtype_size(t->dtype);
-    const char *src = zl_tensor_data(t);
-    if (t->dtype == dt) {
-        copy_rows(out->storage->data, out, src, t, ss);
-        return out;
-    }
-    const zl_dtype_traits *st = zl_dtype_traits_of(t->dtype), *dtr = zl_dtype_traits_of(dt);
-    char *d = out->storage->data;
-    for (int64_t i = 0; i < n; i++)
-        dtr->from_f64(d + i * (int64_t)dtr->size, st->to_f64(src + zli_linear_offset(t, i) * (int64_t)ss));
+    copy_rows(out, t);
     return out;
 }
 

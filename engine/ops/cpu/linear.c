@@ -7,6 +7,7 @@
 #include "gemm.h"
 #include "gemm_bf16.h"
 #include "../device_kernels.h"
+#include "../../cuda/math/convert.h"
 
 /* t as a contiguous tensor of dtype dt: t itself when it is one, else a copy. */
 static zl_tensor *operand(zl_tensor *t, zl_dtype dt)
@@ -72,9 +73,29 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
     if (g->storage->dev) return linear_backward_device(g->storage->dev->kernels, g->storage->dev_index, n, g, gin);
     bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
-    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     const float *pg = zl_tensor_data(g);
-    zl_tensor *xc = operand(x, wdt), *wc = operand(w, wdt), *gc = operand(g, wdt);
+    zl_tensor *xc, *wc, *gc;
+    if (half && strcmp(zli_gemm_bf16_path(), "f32") == 0) {
+        /* Without bf16 dot products the bf16 GEMM widens its operands to f32:
+         * widen x and w once and round g to bf16's precision in f32 once,
+         * rather than rounding g to bf16 and widening it again in each of
+         * the two GEMMs. The same products, the same bits. */
+        half = false;
+        xc = operand(x, ZL_DTYPE_F32);
+        wc = xc ? operand(w, ZL_DTYPE_F32) : NULL;
+        gc = wc ? zli_new_f32(g->ndim, g->shape) : NULL;
+        if (gc) {
+            float *d = zl_tensor_data(gc);
+            int64_t ng = zl_tensor_numel(g);
+            #pragma omp parallel for schedule(static) if (ng > ZLI_PAR_MIN)
+            for (int64_t i = 0; i < ng; i++) d[i] = zlm_bf16_to_f32(zlm_f32_to_bf16(pg[i]));
+        }
+    } else {
+        zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+        xc = operand(x, wdt);
+        wc = operand(w, wdt);
+        gc = operand(g, wdt);
+    }
     zl_status st = xc && wc && gc ? ZL_OK : ZL_ENOMEM;
     if (!st && zli_requires_grad(x)) {
         gin[0] = zli_new_f32(x->ndim, x->shape);   /* gx[rows, in] = g[rows, out] · w[out, in] */

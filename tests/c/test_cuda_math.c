@@ -12,6 +12,7 @@
 #include "cuda/math/cross_entropy.h"
 #include "cuda/math/dropout.h"
 #include "cuda/math/embedding.h"
+#include "cuda/math/erf.h"
 #include "cuda/math/grad.h"
 #include "cuda/math/index_select.h"
 #include "cuda/math/layer_norm.h"
@@ -537,6 +538,32 @@ TEST(expf_within_two_ulp)
     CHECK(zlm_expf(0.0f) == 1.0f && zlm_expf(-INFINITY) == 0.0f && zlm_expf(-88.0f) == 0.0f);
     CHECK(isinf(zlm_expf(88.8f)) && isinf(zlm_expf(INFINITY)) && isnan(zlm_expf(NAN)));
     CHECK(isfinite(zlm_expf(88.72f)) && zlm_expf(88.72f) > 3.3e38f);
+}
+
+TEST(erf_and_normal_cdf)
+{
+    /* erf to 3 ulp; the normal CDF (the exact GELU's) to 40 ulp for |v| < 5,
+     * and to 2e-4 relative in the lower tail, where 1 + erf(v / sqrt 2)
+     * would cancel to nothing. */
+    double worst_erf = 0, worst_cdf = 0, worst_tail = 0;
+    for (int i = 0; i < 2000000; i++) {
+        float x = (float)(uniform01() * 10 - 5);
+        if (i % 3 == 1) x *= 1e-3f;
+        double e = erf((double)x), c = 0.5 * erfc(-(double)x / sqrt(2.0));
+        float ef = (float)e, cf = (float)c;
+        if (ef != 0.0f)
+            worst_erf = fmax(worst_erf, fabs(zlm_erff(x) - e) / (nextafterf(fabsf(ef), INFINITY) - fabsf(ef)));
+        worst_cdf = fmax(worst_cdf, fabs(zlm_normal_cdf(x) - c) / (nextafterf(cf, INFINITY) - cf));
+        float t = (float)(-5 - uniform01() * 8);
+        double ct = 0.5 * erfc(-(double)t / sqrt(2.0));
+        worst_tail = fmax(worst_tail, fabs(zlm_normal_cdf(t) - ct) / ct);
+    }
+    CHECK(worst_erf <= 3.0);
+    CHECK(worst_cdf <= 40.0);
+    CHECK(worst_tail <= 2e-4);
+    CHECK(zlm_erff(0.0f) == 0.0f && zlm_erff(INFINITY) == 1.0f && zlm_erff(-INFINITY) == -1.0f);
+    CHECK(isnan(zlm_erff(NAN)) && isnan(zlm_normal_cdf(NAN)));
+    CHECK(zlm_normal_cdf(-INFINITY) == 0.0f && zlm_normal_cdf(INFINITY) == 1.0f && zlm_normal_cdf(-14.0f) == 0.0f);
 }
 
 /* A row as the CUDA kernel computes it, from the same element functions with

@@ -4,7 +4,7 @@
 #ifndef ZL_CUDA_MATH_UNARY_H
 #define ZL_CUDA_MATH_UNARY_H
 
-#include "hd.h"
+#include "erf.h"
 
 /* The CPU's order: ZLM_U_GELU is the erf form, ZLM_U_GELU_TANH the tanh one. */
 enum {
@@ -31,7 +31,7 @@ static inline ZL_HD float zlm_unary_forward(int kind, float v, float p0, float p
     case ZLM_U_ABS: return fabsf(v);
     case ZLM_U_POW: return powf(v, p0);
     case ZLM_U_AFFINE: return v * p0 + p1;
-    case ZLM_U_GELU: return 0.5f * v * (1.0f + erff(v * ZLM_INV_SQRT_2));
+    case ZLM_U_GELU: return v * zlm_normal_cdf(v);
     default: return 0.5f * v * (1.0f + tanhf(ZLM_SQRT_2_OVER_PI * (v + ZLM_GELU_C * v * v * v)));
     }
 }
@@ -53,8 +53,8 @@ static inline ZL_HD float zlm_unary_backward(int kind, float v, float y, float g
     case ZLM_U_POW: d = p0 == 0.0f ? 0.0f : p0 * powf(v, p0 - 1.0f); break;
     case ZLM_U_AFFINE: d = p0; break;
     case ZLM_U_GELU: {
-        float cdf = 0.5f * (1.0f + erff(v * ZLM_INV_SQRT_2));
-        float pdf = expf(-0.5f * v * v) * ZLM_INV_SQRT_2PI;
+        float cdf = zlm_normal_cdf(v);
+        float pdf = zlm_expf(-0.5f * v * v) * ZLM_INV_SQRT_2PI;
         d = cdf + v * pdf;
         break;
     }

@@ -3,72 +3,44 @@
 #include <math.h>
 #include <string.h>
 #include "../device_kernels.h"
+#include "../../cuda/math/unary.h"
 
-enum { U_NEG, U_EXP, U_LOG, U_SQRT, U_TANH, U_SIGMOID, U_RELU, U_ABS, U_POW, U_AFFINE, U_GELU, U_GELU_TANH };
+/* The per-element math is the CUDA kernels' (cuda/math/unary.h), whose
+ * enum is this file's kinds. The exact GELU gets a loop of its own: with the
+ * kind a constant the switch folds away and the loop vectorizes (its erf and
+ * exp are branch-free arithmetic); the other kinds share one loop. */
+enum {
+    U_NEG = ZLM_U_NEG, U_EXP = ZLM_U_EXP, U_LOG = ZLM_U_LOG, U_SQRT = ZLM_U_SQRT, U_TANH = ZLM_U_TANH,
+    U_SIGMOID = ZLM_U_SIGMOID, U_RELU = ZLM_U_RELU, U_ABS = ZLM_U_ABS, U_POW = ZLM_U_POW, U_AFFINE = ZLM_U_AFFINE,
+    U_GELU = ZLM_U_GELU, U_GELU_TANH = ZLM_U_GELU_TANH
+};
 
 static const char *const names[] = {"neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
                                     "pow", "affine", "gelu", "gelu"};
 
-#define SQRT_2_OVER_PI 0.7978845608028654f
-#define INV_SQRT_2 0.7071067811865476f
-
 static void forward_kernel(int kind, int64_t n, const float *restrict x, float *restrict y, float p0, float p1)
 {
-    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i], r;
-        switch (kind) {
-        case U_NEG: r = -v; break;
-        case U_EXP: r = expf(v); break;
-        case U_LOG: r = logf(v); break;
-        case U_SQRT: r = sqrtf(v); break;
-        case U_TANH: r = tanhf(v); break;
-        case U_SIGMOID: r = 1.0f / (1.0f + expf(-v)); break;
-        case U_RELU: r = v > 0.0f ? v : 0.0f; break;
-        case U_ABS: r = fabsf(v); break;
-        case U_POW: r = powf(v, p0); break;
-        case U_AFFINE: r = v * p0 + p1; break;
-        case U_GELU: r = 0.5f * v * (1.0f + erff(v * INV_SQRT_2)); break;
-        default: r = 0.5f * v * (1.0f + tanhf(SQRT_2_OVER_PI * (v + 0.044715f * v * v * v))); break;
-        }
-        y[i] = r;
+    if (kind == U_GELU) {
+        #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) y[i] = zlm_unary_forward(ZLM_U_GELU, x[i], 0.0f, 0.0f);
+        return;
     }
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] = zlm_unary_forward(kind, x[i], p0, p1);
 }
 
-/* gx = g * dy/dx, from x (input), y (output) and the op's parameters. */
+/* gx = g * dy/dx, from x (input), y (output; NULL when the kind does not
+ * read it) and the op's parameters. */
 static void backward_kernel(int kind, int64_t n, const float *restrict x, const float *restrict y,
                             const float *restrict g, float *restrict gx, float p0)
 {
-    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i], d;
-        switch (kind) {
-        case U_NEG: d = -1.0f; break;
-        case U_EXP: d = y[i]; break;
-        case U_LOG: d = 1.0f / v; break;
-        case U_SQRT: d = 0.5f / y[i]; break;
-        case U_TANH: d = 1.0f - y[i] * y[i]; break;
-        case U_SIGMOID: d = y[i] * (1.0f - y[i]); break;
-        case U_RELU: d = v > 0.0f ? 1.0f : 0.0f; break;
-        case U_ABS: d = v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); break;
-        case U_POW: d = p0 == 0.0f ? 0.0f : p0 * powf(v, p0 - 1.0f); break;
-        case U_AFFINE: d = p0; break;
-        case U_GELU: {
-            float cdf = 0.5f * (1.0f + erff(v * INV_SQRT_2));
-            float pdf = expf(-0.5f * v * v) * 0.3989422804014327f;
-            d = cdf + v * pdf;
-            break;
-        }
-        default: {
-            float u = SQRT_2_OVER_PI * (v + 0.044715f * v * v * v);
-            float t = tanhf(u);
-            float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * v * v);
-            d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
-            break;
-        }
-        }
-        gx[i] = g[i] * d;
+    if (kind == U_GELU) {
+        #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(ZLM_U_GELU, x[i], 0.0f, g[i], 0.0f);
+        return;
     }
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(kind, x[i], y ? y[i] : 0.0f, g[i], p0);
 }
 
 static zl_status unary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -124,7 +96,7 @@ static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
         else if (n) {
             n->i[0] = kind;
             n->f[0] = p0;
-            bool needs_y = kind == U_EXP || kind == U_SQRT || kind == U_TANH || kind == U_SIGMOID;
+            bool needs_y = zlm_unary_needs_output(kind);
             if (needs_y && zli_node_save(n, 0, y, true)) { zl_tensor_release(y); y = NULL; }
         }
     }

@@ -3,8 +3,11 @@
 # missing ones; otherwise it prints the apt-get line to run and exits 1.
 # Called by setup.sh and test.sh.
 set -euo pipefail
+# clang, libclang-rt-14-dev (libFuzzer, the sanitizer runtimes) and libomp-dev
+# (clang's OpenMP) build the fuzz targets (tests/fuzz), which the suite runs.
 packages=(liblua5.4-dev libopenblas-dev libopenmpi-dev openmpi-bin libaio-dev zlib1g-dev
-          libreadline-dev cmake pkg-config gcc libc6-dev make libdnnl-dev libcjson-dev)
+          libreadline-dev cmake pkg-config gcc libc6-dev make libdnnl-dev libcjson-dev
+          clang libclang-rt-14-dev libomp-dev)
 if ! command -v dpkg-query >/dev/null; then
   echo "zlua: this setup expects Debian (dpkg-query not found); install the equivalents of:" >&2
   echo "  ${packages[*]}" >&2

@@ -1,5 +1,6 @@
 /* Which optimizer kernel runs (CPU features, ZLUA_SIMD, zl_optim_set_kernel),
  * the argument checks every optimizer shares, and zl_optim_buf_from_tensors. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,24 @@ static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
  * run beside a step, so relaxed atomics are all the ordering needed. */
 static int chosen = -1;
 
+#ifdef ZLI_OPTIM_X86
+#include <cpuid.h>
+
+/* F16C by CPUID (leaf 1, ECX): clang before 16 has no "f16c" for
+ * __builtin_cpu_supports, and the fuzz build (tests/fuzz) is clang's. */
+static bool has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 static int best_supported(void)
 {
 #ifdef ZLI_OPTIM_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return ZLI_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return ZLI_ISA_AVX2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) return ZLI_ISA_AVX2;
 #endif
     return ZLI_ISA_SCALAR;
 }

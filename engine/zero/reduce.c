@@ -80,7 +80,11 @@ static zl_status next_bucket(zl_zero *z, int64_t len, zz_bucket **out)
         if (st) return st;
     }
     if (!b->data || b->cap < len) {
-        int64_t want = len > z->bucket_cap ? len : z->bucket_cap;
+        /* Never more than the partition's gradients (S elements) ever fill:
+         * DeepSpeed's default reduce_bucket_size, 5e8, would otherwise take
+         * 2 GB per bucket for any model, however small. */
+        int64_t want = z->bucket_cap < z->S ? z->bucket_cap : z->S;
+        if (want < len) want = len;
         zl_tensor_release(b->data);
         zl_tensor_release(b->out);
         b->out = NULL;

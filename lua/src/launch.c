@@ -318,6 +318,10 @@ static int run_mpirun(char **cmd)
     return 128 + WTERMSIG(wstatus);
 }
 
+/* "-x NAME" forwards a variable; each NAME is a copy of its own, freed by
+ * free_command, which tells the flag from any other "-x" by its address. */
+static char export_flag[] = "-x";
+
 /* Builds the mpirun command into cmd (room for argc + environ + 32 words).
  * exe is this executable, hostfile NULL for a run on this host alone. */
 static void build_command(char **cmd, const zlx_launch *l, int np, bool oversubscribe,
@@ -350,7 +354,7 @@ static void build_command(char **cmd, const zlx_launch *l, int np, bool oversubs
         if (!forwarded(*e)) continue;
         char *name = strndup(*e, strcspn(*e, "="));
         if (name == NULL) continue;
-        cmd[n++] = "-x";
+        cmd[n++] = export_flag;
         cmd[n++] = name;
     }
     cmd[n++] = exe;
@@ -368,6 +372,14 @@ static void build_command(char **cmd, const zlx_launch *l, int np, bool oversubs
     }
     for (int i = end; i < argc; i++) cmd[n++] = argv[i];
     cmd[n] = NULL;
+}
+
+/* The command and the variable names build_command copied. */
+static void free_command(char **cmd)
+{
+    for (int i = 0; cmd[i]; i++)
+        if (cmd[i] == export_flag) free(cmd[++i]);
+    free(cmd);
 }
 
 static int online_cores(void)
@@ -448,7 +460,7 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
     }
     build_command(cmd, l, np, np > slots, *hostfile ? hostfile : NULL, exe, argc, argv, end);
     int status = run_mpirun(cmd);
-    free(cmd);
+    free_command(cmd);
     if (*hostfile) unlink(hostfile);
     return status;
 }

@@ -2,11 +2,16 @@
   zlua: the same network (conv-pool-conv-pool-fc-fc-fc), transform, loop and
   test, with the seeds' DeepSpeed config (train_batch_size 4, Adam lr 0.001,
   betas 0.8/0.999, weight_decay 3e-7, WarmupLR to 0.001 over 1000 steps)
-  given to zlua.initialize (or --config ds_config.json for another; --out,
-  --save_every and --resume for checkpoints). Reads the binary CIFAR-10 batches
+  given to zlua.initialize (or --deepspeed_config ds_config.json, the seeds'
+  file beside this script; --out, --save_every and --resume for checkpoints).
+  As in the seed, the training set goes to zlua.initialize as training_data:
+  the engine's loader gives each rank its own share (a DistributedSampler)
+  in micro batches of the config's size. Reads the binary CIFAR-10 batches
   (cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html):
     zlua examples/cifar10/train.lua --data path/to/cifar-10-batches-bin [--epochs 2]
-  Output: `step <n> loss <loss>` per optimizer step, the seeds' running loss
+    zlua --num_gpus 2 examples/cifar10/train.lua --deepspeed --deepspeed_config ds_config.json
+  Output: `step <n> loss <loss>` per optimizer step (at several ranks each
+  rank's own, as `rank <r> step <n> loss <loss>`), the seeds' running loss
   every --log_interval steps, and `accuracy <fraction>` on test_batch.bin. ]]
 
 local zl = require 'zlua'
@@ -20,7 +25,7 @@ local args = options.parse('cifar10', arg, options.with_engine {
   { 'epochs', 2, 'passes over the training set', min = 1 },
   { 'steps', 0, 'stop after this many optimizer steps (0: run every epoch)', min = 0 },
   { 'seed', 1, 'seed of the initialisation and the shuffling' },
-  { 'batch', 4, 'images per optimizer step (the config\'s train_batch_size)', min = 1 },
+  { 'batch', 4, 'images per optimizer step over all ranks (the config\'s train_batch_size)', min = 1 },
   { 'lr', 0.001, 'the warmup\'s final learning rate (warmup_max_lr)' },
   { 'warmup', 1000, 'warmup_num_steps of WarmupLR', min = 1 },
   { 'log_interval', 2000, 'steps between running-loss reports', min = 1 },
@@ -63,7 +68,6 @@ end
 
 local trainset = load{ 'data_batch_1.bin', 'data_batch_2.bin', 'data_batch_3.bin', 'data_batch_4.bin',
                        'data_batch_5.bin' }
-local trainloader = data.DataLoader(trainset, { batch_size = args.batch, shuffle = true, seed = args.seed })
 local testset = load{ 'test_batch.bin' }
 local testloader = data.DataLoader(testset, { batch_size = 4, shuffle = false })
 
@@ -96,22 +100,26 @@ local ds_config = args.config ~= '' and args.config or args.deepspeed_config ~= 
                                               warmup_num_steps = args.warmup } },
   wall_clock_breakdown = false,
 }
-local model_engine = zl.initialize { model = net, model_parameters = net:parameters(), config = ds_config,
+local model_engine, _, trainloader = zl.initialize { model = net, model_parameters = net:parameters(),
+  config = ds_config, training_data = trainset,
   args = { learning_rate = args.lr, per_device_train_batch_size = args.batch, nvme_path = args.nvme_path } }
 model_engine:set_progress(false)   -- a line per step is printed below
+local rank, world = model_engine.rank, model_engine.world_size
+local function say(...) if rank == 0 then print(...) end end
+-- At several ranks each prints the loss of its own micro batch.
+local step_line = world > 1 and ('rank ' .. rank .. ' step %d loss %.9g') or 'step %d loss %.9g'
 
-print(('cifar10: %d training images, %d test images; %d parameters'):format(
-  #trainset, #testset, net:num_parameters()))
+say(('cifar10: %d training images, %d test images; %d parameters; %d rank%s x %d images a micro batch'):format(
+  #trainset, #testset, net:num_parameters(), world, world > 1 and 's' or '', model_engine.micro_batch_size))
 local step, first_epoch = 0, 1
 if args.resume then
+  -- The engine keeps the loader's place in the checkpoint and restores it.
   local path, state = model_engine:load_checkpoint(args.out)
-  if path then
-    step, first_epoch = state.step, state.epoch
-    trainloader:load_state_dict(state.loader)
-  end
+  if path then step, first_epoch = state.step, state.epoch end
 end
 local epoch = first_epoch
 while epoch <= args.epochs do
+  trainloader:set_epoch(epoch)   -- a new order each pass, the same on every rank
   local running_loss = 0.0
   local i = 0
   for inputs, labels in trainloader() do
@@ -122,14 +130,14 @@ while epoch <= args.epochs do
 
     -- print statistics
     step, i = step + 1, i + 1
-    print(('step %d loss %.9g'):format(step, loss:item()))
+    print(step_line:format(step, loss:item()))
     running_loss = running_loss + loss:item()
     if i % args.log_interval == 0 then
-      print(('[%d, %5d] loss: %.3f'):format(epoch, i, running_loss / args.log_interval))
+      say(('[%d, %5d] loss: %.3f'):format(epoch, i, running_loss / args.log_interval))
       running_loss = 0.0
     end
     if args.out ~= '' and args.save_every > 0 and step % args.save_every == 0 then
-      model_engine:save_checkpoint(args.out, nil, { step = step, epoch = epoch, loader = trainloader:state_dict() })
+      model_engine:save_checkpoint(args.out, nil, { step = step, epoch = epoch })
     end
     if step == args.steps then break end
   end
@@ -137,7 +145,7 @@ while epoch <= args.epochs do
   epoch = epoch + 1
 end
 if args.out ~= '' then
-  model_engine:save_checkpoint(args.out, nil, { step = step, epoch = epoch, loader = trainloader:state_dict() })
+  model_engine:save_checkpoint(args.out, nil, { step = step, epoch = epoch })
 end
 
 local correct, total = 0, 0
@@ -149,4 +157,4 @@ zl.no_grad(function()
     correct = correct + predicted:eq(labels):sum():item()
   end
 end)
-print(('accuracy %.9g'):format(correct / total))
+say(('accuracy %.9g'):format(correct / total))

@@ -17,7 +17,8 @@
   below min is refused. options.ENGINE lists the options every example that
   trains through zlua.initialize takes: --config (and DeepSpeed's name
   --deepspeed_config), --out, --save_every, --resume, --nvme_path, and
-  --local_rank, accepted and ignored (ranks come from the launcher). ]]
+  DeepSpeed's --deepspeed and --local_rank, accepted and ignored (the engine
+  is always on; ranks come from the launcher). ]]
 
 local options = {}
 
@@ -37,6 +38,7 @@ options.ENGINE = {
   { 'out', '', 'folder for checkpoints (empty: none saved)' },
   { 'save_every', 0, 'save a checkpoint every N optimizer steps (0: only at the end, with --out)', min = 0 },
   { 'resume', false, 'continue from the latest checkpoint in --out' },
+  { 'deepspeed', false, 'accepted for DeepSpeed scripts and ignored: the engine is always on' },
   { 'local_rank', -1, 'accepted for DeepSpeed scripts and ignored: ranks come from the launcher' },
   { 'nvme_path', '', 'the folder for NVMe offload, over the config\'s offload nvme_path (empty: the config\'s)' },
 }

@@ -1,6 +1,7 @@
 /* The launcher: `zlua --nprocs N script` and `zlua --hostfile FILE script`
  * become one mpirun command that starts this executable once per rank. It
- * owns DeepSpeed's hostfile and --include/--exclude syntax, their conversion
+ * owns DeepSpeed's launcher options (hostfile, --include/--exclude,
+ * --num_gpus, --num_nodes, --master_addr/--master_port), their conversion
  * into an Open MPI hostfile, and the rank variables each rank sets at start. */
 #include <errno.h>
 #include <limits.h>
@@ -49,6 +50,15 @@ static int parse_count(const char *s, int min)
     return (int)n;
 }
 
+/* DeepSpeed's launcher options that take a count; where each one goes. */
+static int *count_option(const char *a, zlx_launch *l)
+{
+    if (strcmp(a, "--nprocs") == 0) return &l->nprocs;
+    if (strcmp(a, "--num_gpus") == 0 || strcmp(a, "--num_accelerators") == 0) return &l->num_gpus;
+    if (strcmp(a, "--num_nodes") == 0) return &l->num_nodes;
+    return NULL;
+}
+
 int zlx_launch_option(int argc, char **argv, int *i, zlx_launch *l)
 {
     const char *a = argv[*i];
@@ -58,20 +68,29 @@ int zlx_launch_option(int argc, char **argv, int *i, zlx_launch *l)
     }
     const char **value = strcmp(a, "--hostfile") == 0 ? &l->hostfile
                        : strcmp(a, "--include") == 0 ? &l->include
-                       : strcmp(a, "--exclude") == 0 ? &l->exclude : NULL;
-    if (value == NULL && strcmp(a, "--nprocs") != 0) return 0;
+                       : strcmp(a, "--exclude") == 0 ? &l->exclude
+                       : strcmp(a, "--master_addr") == 0 ? &l->master_addr
+                       : strcmp(a, "--master_port") == 0 ? &l->master_port : NULL;
+    int *count = count_option(a, l);
+    if (value == NULL && count == NULL) return 0;
     if (*i + 1 >= argc) {
         fail("'%s' needs a value", a);
         return -1;
     }
     const char *v = argv[++*i];
     if (value) {
+        int port = value == &l->master_port ? parse_count(v, 1) : 1;
+        if (port < 0 || port > 65535) {
+            fail("--master_port needs a port from 1 to 65535, got '%s'", v);
+            return -1;
+        }
         *value = v;
         return 1;
     }
-    l->nprocs = parse_count(v, 1);
-    if (l->nprocs < 0) {
-        fail("--nprocs needs a number of processes from 1 to 65536, got '%s'", v);
+    *count = parse_count(v, 1);
+    if (*count < 0) {
+        fail("%s needs a number of %s from 1 to %d, got '%s'", a,
+             count == &l->num_nodes ? "hosts" : "processes", MAX_SLOTS, v);
         return -1;
     }
     return 1;
@@ -79,7 +98,8 @@ int zlx_launch_option(int argc, char **argv, int *i, zlx_launch *l)
 
 bool zlx_launch_wanted(const zlx_launch *l)
 {
-    return l->nprocs > 0 || l->hostfile || l->include || l->exclude || l->bind_cores;
+    return l->nprocs > 0 || l->hostfile || l->include || l->exclude || l->bind_cores || l->num_gpus > 0
+        || l->num_nodes > 0 || l->master_addr || l->master_port;
 }
 
 void zlx_launch_rank_env(void)
@@ -220,6 +240,47 @@ static int chosen_slots(const host *h)
     return n;
 }
 
+/* --num_nodes and --num_gpus as DeepSpeed's runner applies them after
+ * --include/--exclude: the first num_nodes hosts that still have slots, and
+ * on each the first num_gpus of its chosen slots. 0 leaves a limit off.
+ * Returns 0, or -1 with a message when the hostfile has too few. */
+static int limit_pool(pool *p, const char *path, int num_nodes, int num_gpus)
+{
+    int nodes = 0;
+    for (int k = 0; k < p->n; k++) {
+        host *h = &p->hosts[k];
+        if (chosen_slots(h) == 0) continue;
+        if (num_nodes > 0 && nodes == num_nodes) {
+            memset(h->chosen, 0, (size_t)h->slots);
+            continue;
+        }
+        nodes++;
+        if (num_gpus == 0) continue;
+        if (chosen_slots(h) < num_gpus) {
+            fprintf(stderr, "%s: --num_gpus %d: host '%s' has %d slot%s left in '%s'\n", progname, num_gpus,
+                    h->name, chosen_slots(h), chosen_slots(h) == 1 ? "" : "s", path);
+            return -1;
+        }
+        for (int slot = 0, kept = 0; slot < h->slots; slot++)
+            if (h->chosen[slot] && ++kept > num_gpus) h->chosen[slot] = 0;
+    }
+    if (num_nodes > nodes) {
+        fprintf(stderr, "%s: --num_nodes %d: '%s' has %d host%s with slots left\n", progname, num_nodes, path,
+                nodes, nodes == 1 ? "" : "s");
+        return -1;
+    }
+    return 0;
+}
+
+/* The first host that keeps a slot: the rendezvous DeepSpeed names
+ * MASTER_ADDR when --master_addr is not given. */
+static const char *first_host(const pool *p)
+{
+    for (int k = 0; k < p->n; k++)
+        if (chosen_slots(&p->hosts[k]) > 0) return p->hosts[k].name;
+    return NULL;
+}
+
 /* Writes the chosen hosts as an Open MPI hostfile into a new temporary file
  * whose name goes into path. Returns the total of the slots, or -1. */
 static int write_mpi_hostfile(const pool *p, char *path, size_t size)
@@ -275,7 +336,8 @@ static char *find_mpirun(void)
  * ranks inherit the whole environment anyway). */
 static bool forwarded(const char *var)
 {
-    static const char *const prefixes[] = {"ZLUA_", "OMP_", "LUA_PATH", "LUA_CPATH", "OPENBLAS_"};
+    static const char *const prefixes[] = {"ZLUA_", "OMP_", "LUA_PATH", "LUA_CPATH", "OPENBLAS_",
+                                           "MASTER_ADDR=", "MASTER_PORT="};
     for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++)
         if (strncmp(var, prefixes[k], strlen(prefixes[k])) == 0) return true;
     return false;
@@ -398,14 +460,25 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
         fail("%s needs --hostfile", l->include ? "--include" : "--exclude");
         return EXIT_FAILURE;
     }
-    if (!l->hostfile && l->nprocs == 0) {
-        fail("--bind_cores_to_rank needs --nprocs or --hostfile");
+    if (l->nprocs > 0 && l->num_gpus > 0 && (l->hostfile || l->nprocs != l->num_gpus)) {
+        fail(l->hostfile ? "--nprocs and --num_gpus cannot be used together with --hostfile"
+                         : "--nprocs %d and --num_gpus %d disagree: give one of them",
+             l->nprocs, l->num_gpus);
+        return EXIT_FAILURE;
+    }
+    if (!l->hostfile && l->num_nodes > 1) {
+        fail("--num_nodes %d needs --hostfile naming the hosts", l->num_nodes);
+        return EXIT_FAILURE;
+    }
+    int nprocs = l->nprocs > 0 ? l->nprocs : l->hostfile ? 0 : l->num_gpus;
+    if (!l->hostfile && nprocs == 0) {
+        fail("the launcher needs --nprocs N (or --num_gpus N) or --hostfile");
         return EXIT_FAILURE;
     }
     /* The ranks would each open the mpi communicator, so a build without it stops here. */
     const char *why = zl_comm_unavailable("mpi");
     if (why) {
-        fail("%s: %s needs it", why, l->nprocs > 0 ? "--nprocs" : "--hostfile");
+        fail("%s: %s needs it", why, l->nprocs > 0 ? "--nprocs" : l->num_gpus > 0 ? "--num_gpus" : "--hostfile");
         return EXIT_FAILURE;
     }
     if (find_mpirun() == NULL) {
@@ -423,10 +496,13 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
     pool p = {0};
     char hostfile[PATH_MAX] = "";
     int slots = online_cores(), per_host = slots;
+    char master[256] = "127.0.0.1";
     if (l->hostfile) {
         int ok = read_hostfile(l->hostfile, &p) == 0
               && (!l->include || apply_filter(&p, "--include", l->include, true) == 0)
-              && (!l->exclude || apply_filter(&p, "--exclude", l->exclude, false) == 0);
+              && (!l->exclude || apply_filter(&p, "--exclude", l->exclude, false) == 0)
+              && limit_pool(&p, l->hostfile, l->num_nodes, l->num_gpus) == 0;
+        if (ok && first_host(&p)) snprintf(master, sizeof master, "%s", first_host(&p));
         slots = ok ? write_mpi_hostfile(&p, hostfile, sizeof hostfile) : -1;
         per_host = 1;
         for (int k = 0; k < p.n; k++)
@@ -434,7 +510,7 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
         pool_free(&p);
         if (slots < 0) return EXIT_FAILURE;
     }
-    int np = l->nprocs > 0 ? l->nprocs : slots;
+    int np = nprocs > 0 ? nprocs : slots;
     int ranks_here = l->hostfile ? (np < per_host ? np : per_host) : np;
     if (l->bind_cores) {
         char threads[16];
@@ -448,6 +524,10 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
     unsetenv("LOCAL_RANK");
     unsetenv("WORLD_SIZE");
     unsetenv("LOCAL_SIZE");
+    /* DeepSpeed's rendezvous variables: MPI needs none, but scripts and
+     * libraries written for torch.distributed read them. */
+    setenv("MASTER_ADDR", l->master_addr ? l->master_addr : master, 1);
+    setenv("MASTER_PORT", l->master_port ? l->master_port : "29500", 1);
 
     extern char **environ;
     size_t nenv = 0;

@@ -13,6 +13,10 @@ typedef struct zlx_launch {
     const char *include;   /* --include NODE[:slot,slot]@NODE... */
     const char *exclude;   /* --exclude, same syntax */
     bool bind_cores;       /* --bind_cores_to_rank */
+    int num_gpus;          /* --num_gpus N (--num_accelerators): ranks per host */
+    int num_nodes;         /* --num_nodes N: the first N hosts of the hostfile */
+    const char *master_addr;  /* --master_addr, MASTER_ADDR of every rank */
+    const char *master_port;  /* --master_port, MASTER_PORT of every rank */
 } zlx_launch;
 
 /* If argv[*i] is a launcher option, reads it and its value (advancing *i past
@@ -20,7 +24,7 @@ typedef struct zlx_launch {
  * with a message on stderr when the value is missing or bad. */
 int zlx_launch_option(int argc, char **argv, int *i, zlx_launch *l);
 
-/* Whether the command line asked for the launcher (--nprocs or --hostfile). */
+/* Whether the command line asked for the launcher (any of its options). */
 bool zlx_launch_wanted(const zlx_launch *l);
 
 /* Runs argv, less the launcher's options, as ranks under mpirun and waits for

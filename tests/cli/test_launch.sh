@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The launcher (lua/src/launch.c): `zlua --nprocs N` and plain `mpirun zlua`
 # give each rank RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE and the script's
-# arguments; hostfile, --include/--exclude and exit-status errors.
+# arguments; DeepSpeed's launcher options (--num_gpus, --num_nodes,
+# --master_addr/--master_port, hostfile, --include/--exclude) and their errors.
 # Usage: test_launch.sh <path to zlua>. Each run is bounded by `timeout`.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -94,6 +95,58 @@ check "--bind_cores_to_rank gives each rank its share of the cores" \
 run env PATH=/nonexistent "$ZLUA" --nprocs 2 env.lua
 check "a missing mpirun says which package has it" \
     eval '[ "$rc" = 1 ] && has "$err" "--nprocs needs mpirun (Debian package openmpi-bin)"'
+
+cat >master.lua <<'LUA'
+print(string.format('rank=%s world=%s master=%s:%s', os.getenv('RANK'), os.getenv('WORLD_SIZE'),
+    os.getenv('MASTER_ADDR'), os.getenv('MASTER_PORT')))
+LUA
+run env MASTER_ADDR=stale "$ZLUA" --num_gpus 2 master.lua
+check "--num_gpus 2 on one host runs two ranks, MASTER_ADDR/PORT as DeepSpeed's defaults" \
+    [ "$rc" = 0 -a "$out" = "$(printf 'rank=0 world=2 master=127.0.0.1:29500\nrank=1 world=2 master=127.0.0.1:29500')" ]
+
+run "$ZLUA" --num_gpus 1 --master_addr 10.1.2.3 --master_port 6000 master.lua
+check "--master_addr and --master_port reach the ranks" \
+    [ "$rc" = 0 -a "$out" = "rank=0 world=1 master=10.1.2.3:6000" ]
+
+run "$ZLUA" --hostfile hosts --num_gpus 1 master.lua
+check "--num_gpus with a hostfile keeps that many slots of each host, MASTER_ADDR its first host" \
+    [ "$rc" = 0 -a "$out" = "rank=0 world=1 master=localhost:29500" ]
+
+run "$ZLUA" --hostfile hosts --num_nodes 1 env.lua a
+check "--num_nodes 1 runs every slot of the first host" \
+    [ "$rc" = 0 -a "$out" = "$(two_ranks a)" ]
+
+run "$ZLUA" --hostfile hosts --num_nodes 2 env.lua
+check "--num_nodes beyond the hostfile's hosts names the file and the count" \
+    eval '[ "$rc" = 1 ] && has "$err" "--num_nodes 2: '"'"'hosts'"'"' has 1 host with slots left"'
+
+run "$ZLUA" --hostfile hosts --num_gpus 3 env.lua
+check "--num_gpus beyond a host's slots names the host" \
+    eval '[ "$rc" = 1 ] && has "$err" "--num_gpus 3: host '"'"'localhost'"'"' has 2 slots left in '"'"'hosts'"'"'"'
+
+run "$ZLUA" --num_nodes 2 --num_gpus 1 env.lua
+check "--num_nodes above 1 without a hostfile is an error" \
+    eval '[ "$rc" = 1 ] && has "$err" "--num_nodes 2 needs --hostfile naming the hosts"'
+
+run "$ZLUA" --nprocs 2 --num_gpus 1 env.lua
+check "--nprocs and --num_gpus that disagree are an error" \
+    eval '[ "$rc" = 1 ] && has "$err" "--nprocs 2 and --num_gpus 1 disagree"'
+
+run "$ZLUA" --num_gpus 1 --master_port 70000 env.lua
+check "a --master_port out of range is refused" \
+    eval '[ "$rc" = 1 ] && has "$err" "--master_port needs a port from 1 to 65535, got '"'"'70000'"'"'"'
+
+run "$ZLUA" --master_port 6000 env.lua
+check "--master_port alone says what the launcher needs" \
+    eval '[ "$rc" = 1 ] && has "$err" "the launcher needs --nprocs N (or --num_gpus N) or --hostfile"'
+
+cat >dsargs.lua <<'LUA'
+local a = require('zlua.args').parse(arg, { epochs = 1 })
+print(string.format('rank=%s deepspeed=%s config=%s', os.getenv('RANK'), tostring(a.deepspeed), a.deepspeed_config))
+LUA
+run "$ZLUA" --num_gpus 2 dsargs.lua --deepspeed --deepspeed_config ds.json
+check "the seeds' line: zlua --num_gpus 2 script --deepspeed --deepspeed_config ds.json" \
+    [ "$rc" = 0 -a "$out" = "$(printf 'rank=0 deepspeed=true config=ds.json\nrank=1 deepspeed=true config=ds.json')" ]
 
 echo "test_launch: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -110,14 +110,15 @@ static zl_reduction check_reduction(lua_State *L, int idx)
     return values[luaL_checkoption(L, idx, "mean", names)];
 }
 
-/* cross_entropy(logits, target, ignore_index, reduction) */
+/* cross_entropy(logits, target, ignore_index, reduction [, dtype of the loss]) */
 static int cross_entropy(lua_State *L)
 {
     zl_tensor *x = zlb_check_tensor_any(L, 1), *y = zlb_check_tensor_any(L, 2);
     lua_Integer ignore = luaL_optinteger(L, 3, -100);
     zl_reduction red = check_reduction(L, 4);
+    zl_dtype dt = zlb_opt_dtype(L, 5, zl_tensor_dtype(x));
     zl_tensor **out = zlb_new_tensor(L);
-    *out = zl_cross_entropy(x, y, ignore, red);
+    *out = zl_cross_entropy_as(x, y, ignore, red, dt);
     return zlb_result(L, *out);
 }
 

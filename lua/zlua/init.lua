@@ -663,10 +663,12 @@ local function reduction_of(op, o)
 end
 
 --- zl.cross_entropy(logits [N, C] or [C], target [N] or [] of 0-based class ids
---- [, {ignore_index = -100, reduction = 'mean'}]).
+--- [, {ignore_index = -100, reduction = 'mean', dtype = the logits'}]). dtype
+--- is the loss's: 'f32' from bf16 logits is cross_entropy(logits:float())
+--- bit for bit, without the f32 copy of the logits (as autocast does).
 function zl.cross_entropy(logits, target, opts)
   local o = opts_or_empty('cross_entropy', opts)
-  return core.cross_entropy(logits, target, o.ignore_index or -100, reduction_of('cross_entropy', o))
+  return core.cross_entropy(logits, target, o.ignore_index or -100, reduction_of('cross_entropy', o), o.dtype)
 end
 
 --- zl.mse_loss(input, target [, {reduction = 'mean'}]) (or the reduction name).

@@ -3,6 +3,7 @@
  * gradients against finite differences, reductions and ignore_index, dropout
  * statistics and reproducibility, bf16 inputs, and every bad-input message. */
 #include <stdlib.h>
+#include <string.h>
 #include "gradcheck.h"
 
 #define GC_H 1e-3
@@ -238,6 +239,62 @@ TEST(cross_entropy_forward_reductions_and_ignore)
     }
     free(x);
     zl_tensor_release(logits);
+}
+
+/* bf16 and f16 logits are read a row at a time (no f32 copy of the whole
+ * [N, C]) and their gradient rounded from the row's f32 values: the loss in
+ * f32 and the gradient must be exactly those of the f32 copy's path, at every
+ * reduction, with ignored rows, on one thread and on several. */
+TEST(cross_entropy_half_rows_match_the_f32_copy)
+{
+    zl_dtype dts[2] = {ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    zl_reduction reds[3] = {ZL_REDUCE_MEAN, ZL_REDUCE_SUM, ZL_REDUCE_NONE};
+    int64_t tv[6] = {3, -100, 40, 0, 99, 3};
+    zl_tensor *t = indices_of(ZL_DTYPE_I64, SHAPE(6), tv);
+    for (int d = 0; d < 2; d++)
+        for (int r = 0; r < 3; r++) {
+            zl_tensor *x = leaf(dts[d], SHAPE(6, 100));
+            CHECK(zl_tensor_set_grad_dtype(x, ZL_DTYPE_F32) == ZL_OK);   /* the rounding shows */
+            zl_tensor *xt = zl_tensor_to(x, ZL_DTYPE_F32), *xc = zl_tensor_detach(xt);
+            zl_tensor_release(xt);
+            zl_tensor_set_requires_grad(xc, true);
+            zl_tensor *fused = zl_cross_entropy_as(x, t, -100, reds[r], ZL_DTYPE_F32);
+            zl_tensor *ref = zl_cross_entropy(xc, t, -100, reds[r]);
+            CHECK(fused && ref && zl_tensor_dtype(fused) == ZL_DTYPE_F32);
+            int64_t n = fused ? zl_tensor_numel(fused) : 0;
+            for (int64_t i = 0; fused && ref && i < n; i++)
+                CHECK(zl_tensor_get(fused, i) == zl_tensor_get(ref, i));
+            zl_tensor *s1 = fused ? zl_sum(fused, ZL_ALL_DIMS, false) : NULL, *s2 = ref ? zl_sum(ref, ZL_ALL_DIMS, false) : NULL;
+            CHECK(s1 && s2 && zl_backward(s1, NULL, false) == ZL_OK && zl_backward(s2, NULL, false) == ZL_OK);
+            zl_tensor *g = zl_tensor_grad(x), *gref = zl_tensor_grad(xc);
+            zl_tensor *gr = gref ? zl_tensor_to(gref, dts[d]) : NULL;
+            CHECK(g && gr && zl_tensor_dtype(g) == ZL_DTYPE_F32);
+            for (int64_t i = 0; g && gr && i < zl_tensor_numel(g); i++)
+                CHECK(zl_tensor_get(g, i) == zl_tensor_get(gr, i));
+            zl_tensor_release(gr); zl_tensor_release(s1); zl_tensor_release(s2);
+            zl_tensor_release(fused); zl_tensor_release(ref); zl_tensor_release(xc); zl_tensor_release(x);
+        }
+    zl_tensor *x = leaf(ZL_DTYPE_BF16, SHAPE(6, 100));
+    /* A strided view takes the copy's path, and rounds the same way. */
+    zl_tensor *wide = leaf(ZL_DTYPE_BF16, SHAPE(6, 120)), *view = zl_tensor_narrow(wide, 1, 10, 100);
+    zl_tensor *vc = zl_tensor_contiguous(view), *dense = zl_tensor_detach(vc);
+    zl_tensor_set_requires_grad(dense, true);
+    /* f32 gradients on the leaves, so that the rounding shows. */
+    CHECK(zl_tensor_set_grad_dtype(wide, ZL_DTYPE_F32) == ZL_OK && zl_tensor_set_grad_dtype(dense, ZL_DTYPE_F32) == ZL_OK);
+    CHECK(!zl_tensor_is_contiguous(view));
+    zl_tensor *a = zl_cross_entropy_as(view, t, -100, ZL_REDUCE_SUM, ZL_DTYPE_F32);
+    zl_tensor *b = zl_cross_entropy_as(dense, t, -100, ZL_REDUCE_SUM, ZL_DTYPE_F32);
+    CHECK(a && b && zl_tensor_get(a, 0) == zl_tensor_get(b, 0));
+    CHECK(a && b && zl_backward(a, NULL, false) == ZL_OK && zl_backward(b, NULL, false) == ZL_OK);
+    zl_tensor *gw = zl_tensor_grad(wide), *gd = zl_tensor_grad(dense);
+    for (int64_t r = 0; gw && gd && r < 6; r++)
+        for (int64_t c = 0; c < 100; c++) CHECK(zl_tensor_get(gw, r * 120 + 10 + c) == zl_tensor_get(gd, r * 100 + c));
+    zl_tensor_release(a); zl_tensor_release(b); zl_tensor_release(dense); zl_tensor_release(vc);
+    zl_tensor_release(view); zl_tensor_release(wide);
+    CHECK(zl_cross_entropy_as(x, t, -100, ZL_REDUCE_MEAN, ZL_DTYPE_I64) == NULL);
+    CHECK(strstr(zl_last_error(), "the loss's dtype must be f32, bf16 or f16, got i64") != NULL);
+    zl_tensor_release(x);
+    zl_tensor_release(t);
 }
 
 TEST(cross_entropy_large_logits_and_bf16)

@@ -67,6 +67,12 @@ ZL_API zl_tensor *zl_log_softmax(zl_tensor *x, int dim);
  * ignore_index contribute nothing and are left out of the mean. */
 ZL_API zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore_index,
                                    zl_reduction red);
+/* The same with the loss in `dtype` (f32, bf16 or f16), whatever the logits'
+ * dtype; the gradient of the logits keeps theirs. The math is f32 throughout,
+ * so bf16 logits give an f32 loss bit for bit as zl_cross_entropy of their f32
+ * copy, without making the copy (as autocast runs cross-entropy in f32). */
+ZL_API zl_tensor *zl_cross_entropy_as(zl_tensor *logits, zl_tensor *target, int64_t ignore_index,
+                                      zl_reduction red, zl_dtype dtype);
 ZL_API zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red);
 /* Normalise over the last `nnorm` dims; weight and bias (shape of those dims) may be NULL. */
 ZL_API zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *bias,

@@ -5,7 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include "../device_kernels.h"
+#include "../../cuda/math/convert.h"
 #include "../../cuda/math/cross_entropy.h"
 
 static zl_status check_reduction(const char *op, zl_reduction red)
@@ -59,6 +61,82 @@ static void ce_backward_kernel(int64_t n, int64_t ncls, const float *restrict x,
                             gx + r * ncls);
 }
 
+/* bf16 and f16 logits on the host are read where they lie, a row at a time
+ * widened into a thread's own f32 row (a vocabulary's row stays in cache):
+ * the same bits as widening the whole [N, C] first, without that copy, which
+ * a 50257-word vocabulary makes one of the largest tensors of a step. The
+ * gradient is f32, as every pending gradient is; when the loss was asked for
+ * in f32 (zl_cross_entropy_as) it is rounded to the logits' precision, as the
+ * backward of an explicit conversion to f32 would round it. */
+static bool is_half(zl_dtype dt) { return dt == ZL_DTYPE_BF16 || dt == ZL_DTYPE_F16; }
+
+static void widen_row(const uint16_t *restrict h, zl_dtype dt, int64_t n, float *restrict f)
+{
+    if (dt == ZL_DTYPE_BF16)
+        for (int64_t c = 0; c < n; c++) f[c] = zlm_bf16_to_f32(h[c]);
+    else
+        for (int64_t c = 0; c < n; c++) f[c] = zlm_f16_to_f32(h[c]);
+}
+
+/* f rounded to dt's precision, in place. */
+static void round_row(float *f, zl_dtype dt, int64_t n)
+{
+    if (dt == ZL_DTYPE_BF16)
+        for (int64_t c = 0; c < n; c++) f[c] = zlm_bf16_to_f32(zlm_f32_to_bf16(f[c]));
+    else
+        for (int64_t c = 0; c < n; c++) f[c] = zlm_f16_to_f32(zlm_f32_to_f16(f[c]));
+}
+
+/* Room for one f32 row per thread, or NULL with the error set. */
+static float *half_rows(const char *op, int64_t ncls, int *threads)
+{
+    *threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    float *rows = zl_mem_alloc((size_t)*threads * (size_t)ncls * sizeof(float), ZL_MEM_ACTIVATIONS);
+    if (!rows) zl_error(ZL_ENOMEM, "%s: out of memory for %d rows of %lld floats", op, *threads, (long long)ncls);
+    return rows;
+}
+
+static zl_status ce_forward_half(int64_t n, int64_t ncls, const uint16_t *x, zl_dtype dt, const int64_t *target,
+                                 int64_t ignore, float *lse, float *loss)
+{
+    int threads;
+    float *rows = half_rows("cross_entropy", ncls, &threads);
+    if (!rows) return ZL_ENOMEM;
+    #pragma omp parallel num_threads(threads) if (threads > 1 && n * ncls > ZLI_PAR_MIN && n > 1)
+    {
+        float *f = rows + (size_t)omp_get_thread_num() * (size_t)ncls;
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < n; r++) {
+            widen_row(x + r * ncls, dt, ncls, f);
+            zlm_ce_row(ncls, f, target[r], ignore, &lse[r], &loss[r]);
+        }
+    }
+    zl_mem_free(rows, (size_t)threads * (size_t)ncls * sizeof(float), ZL_MEM_ACTIVATIONS);
+    return ZL_OK;
+}
+
+static zl_status ce_backward_half(int64_t n, int64_t ncls, const uint16_t *x, zl_dtype dt, const ce_ctx *ctx,
+                                  int64_t ignore, const float *g, int64_t g_stride, float k, bool round,
+                                  float *gx)
+{
+    int threads;
+    float *rows = half_rows("cross_entropy backward", ncls, &threads);
+    if (!rows) return ZL_ENOMEM;
+    #pragma omp parallel num_threads(threads) if (threads > 1 && n * ncls > ZLI_PAR_MIN && n > 1)
+    {
+        float *f = rows + (size_t)omp_get_thread_num() * (size_t)ncls;
+        #pragma omp for schedule(static)
+        for (int64_t r = 0; r < n; r++) {
+            widen_row(x + r * ncls, dt, ncls, f);
+            zlm_ce_row_backward(ncls, f, ctx->target[r], ignore, ctx->lse[r], zlm_ce_scale(g[r * g_stride], k),
+                                gx + r * ncls);
+            if (round) round_row(gx + r * ncls, dt, ncls);
+        }
+    }
+    zl_mem_free(rows, (size_t)threads * (size_t)ncls * sizeof(float), ZL_MEM_ACTIVATIONS);
+    return ZL_OK;
+}
+
 /* On a device the targets and log-sum-exps the kernels read are device
  * tensors, kept in the node's saved slots 0 and 1. */
 static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -68,11 +146,25 @@ static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_reduction red = (zl_reduction)n->i[0];
     int64_t ignore = n->i[1], rows = n->i[2], ncls = n->i[3];
     const zli_dev_kernels *kern = logits->storage->dev ? logits->storage->dev->kernels : NULL;
+    float k = red == ZL_REDUCE_MEAN ? zlm_ce_mean_factor(ctx->count) : 1.0f;
+    if (!kern && is_half(logits->dtype) && zl_tensor_is_contiguous(logits)) {
+        zl_tensor *gc = zli_f32c(g);
+        zl_tensor *gx = gc ? zli_new_f32(logits->ndim, logits->shape) : NULL;
+        zl_status st = gx ? ZL_OK : ZL_ENOMEM;
+        if (gx && rows * ncls > 0)
+            st = ce_backward_half(rows, ncls, zl_tensor_data(logits), logits->dtype, ctx, ignore,
+                                  zl_tensor_data(gc), red == ZL_REDUCE_NONE ? 1 : 0, k, n->i[4] != 0,
+                                  zl_tensor_data(gx));
+        zl_tensor_release(gc);
+        if (st) { zl_tensor_release(gx); return st; }
+        gin[0] = gx;
+        gin[1] = NULL;
+        return ZL_OK;
+    }
     zl_tensor *xf = zli_f32c(logits), *gc = xf ? zli_f32c(g) : NULL;
     zl_tensor *gx = gc ? zli_new_f32_like(logits, logits->ndim, logits->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
     if (gx && rows * ncls > 0) {
-        float k = red == ZL_REDUCE_MEAN ? zlm_ce_mean_factor(ctx->count) : 1.0f;
         if (kern)
             st = kern->ce_backward(logits->storage->dev_index, rows, ncls, zl_tensor_data(xf),
                                    zl_tensor_data(n->saved[0]), ignore, zl_tensor_data(n->saved[1]),
@@ -83,6 +175,12 @@ static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     }
     zl_tensor_release(xf);
     zl_tensor_release(gc);
+    if (!st && n->i[4] && is_half(logits->dtype)) {
+        zl_tensor *rounded = zli_copy_as(gx, logits->dtype, ZL_MEM_ACTIVATIONS);
+        zl_tensor_release(gx);
+        gx = rounded;
+        st = gx ? ZL_OK : ZL_ENOMEM;
+    }
     if (st) { zl_tensor_release(gx); return st; }
     gin[0] = gx;
     gin[1] = NULL;
@@ -113,6 +211,13 @@ static zl_status ce_device(const zli_dev_kernels *kern, int index, zl_tensor *lo
 
 zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red)
 {
+    return logits ? zl_cross_entropy_as(logits, target, ignore_index, red, logits->dtype)
+                  : zl_cross_entropy_as(logits, target, ignore_index, red, ZL_DTYPE_F32);
+}
+
+zl_tensor *zl_cross_entropy_as(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red,
+                               zl_dtype dtype)
+{
     const char *op = "cross_entropy";
     zl_tensor *in[2] = {logits, target};
     const zli_dev_kernels *kern = NULL;
@@ -120,6 +225,10 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
     if (zli_op_begin(op, 2, in)) return NULL;
     if ((on = zli_op_device(op, 2, in, &kern, &index)) < 0) return zli_op_end(op, 2, in, NULL);
     if (zli_need_float(op, "logits", logits) || check_reduction(op, red)) return zli_op_end(op, 2, in, NULL);
+    if (dtype != ZL_DTYPE_F32 && !is_half(dtype)) {
+        zl_error(ZL_EINVAL, "%s: the loss's dtype must be f32, bf16 or f16, got %s", op, zl_dtype_name(dtype));
+        return zli_op_end(op, 2, in, NULL);
+    }
     bool batched = logits->ndim == 2;
     if (!((batched && target->ndim == 1 && target->shape[0] == logits->shape[0]) ||
           (logits->ndim == 1 && target->ndim == 0))) {
@@ -150,7 +259,8 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
     }
     free(tv);
 
-    zl_tensor *xf = on ? NULL : zli_f32c(logits), *tdev = NULL, *lse = NULL, *loss = NULL, *out = NULL;
+    bool rowwise = !on && is_half(logits->dtype) && zl_tensor_is_contiguous(logits);
+    zl_tensor *xf = on || rowwise ? NULL : zli_f32c(logits), *tdev = NULL, *lse = NULL, *loss = NULL, *out = NULL;
     float *pl = NULL;
     if (on) {
         /* The per-row losses come back to the host, a float a row, to be summed
@@ -161,9 +271,17 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
             free(pl);
             pl = NULL;
         }
-    } else if (xf && (loss = zli_new_f32(batched ? 1 : 0, logits->shape))) {
+    } else if ((xf || rowwise) && (loss = zli_new_f32(batched ? 1 : 0, logits->shape))) {
         pl = zl_tensor_data(loss);
-        ce_forward_kernel(rows, ncls, zl_tensor_data(xf), ctx->target, ignore_index, ctx->lse, pl);
+        if (!rowwise)
+            ce_forward_kernel(rows, ncls, zl_tensor_data(xf), ctx->target, ignore_index, ctx->lse, pl);
+        else if (rows * ncls > 0 &&
+                 ce_forward_half(rows, ncls, zl_tensor_data(logits), logits->dtype, ctx->target, ignore_index,
+                                 ctx->lse, pl)) {
+            zl_tensor_release(loss);
+            loss = NULL;
+            pl = NULL;
+        }
     }
     if (loss && red == ZL_REDUCE_NONE) {
         out = zl_tensor_retain(loss);
@@ -176,7 +294,7 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
     if (on) free(pl);
     zl_tensor_release(loss);
     zl_tensor_release(xf);
-    out = zli_cast_result(out, logits->dtype);
+    out = zli_cast_result(out, dtype);
     zl_node *n = NULL;
     if (out && zli_record(out, op, ce_backward, 2, in, &n)) { zl_tensor_release(out); out = NULL; }
     if (n) {
@@ -184,6 +302,7 @@ zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore
         n->i[1] = ignore_index;
         n->i[2] = rows;
         n->i[3] = ncls;
+        n->i[4] = dtype != logits->dtype;   /* round the gradient to the logits' precision */
         n->ctx = ctx;
         n->ctx_free = free;
         ctx = NULL;

@@ -87,9 +87,7 @@ function GPT:forward(idx, targets)
   local logits = self.lm_head(self.ln_f(x))
   if targets == nil then return logits end
   local v = self.config.vocab_size
-  local flat = logits:reshape(b * t, v)
-  if flat:dtype() ~= 'f32' then flat = flat:float() end
-  local loss = zl.cross_entropy(flat, targets:reshape(b * t))
+  local loss = zl.cross_entropy(logits:reshape(b * t, v), targets:reshape(b * t), { dtype = 'f32' })
   return logits, loss
 end
 

@@ -220,6 +220,8 @@ function M.save(model, dir)
     attn_pdrop = c.dropout, initializer_range = 0.02, scale_attn_weights = true,
     scale_attn_by_inverse_layer_idx = false, reorder_and_upcast_attn = false, tie_word_embeddings = true,
     use_cache = true,
+    -- null rather than transformers' default 50256, which may lie outside our vocabulary
+    bos_token_id = json.null, eos_token_id = json.null,
   }
   for key, id in pairs(model.generation_config or {}) do cfg[key] = id end
   local list = entries(model)

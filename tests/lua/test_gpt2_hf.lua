@@ -125,6 +125,8 @@ test('sampling_options', function()
   check_error(function() model:generate(p[1], { max_new_tokens = 2, top_p = 0 }) end, 'top_p must be a number in (0, 1]')
   check_error(function() model:generate(p[1], { max_new_tokens = 2, eos_token_id = 96 }) end,
               'eos_token_id must be an id in 0..95, got 96')
+  check_error(function() model:generate({ 1, '2' }, { max_new_tokens = 2 }) end, 'ids[2] is not an integer id')
+  check_error(function() model:generate({ 1, 96 }, { max_new_tokens = 2 }) end, '96')
   check_error(function() model:generate(p[1], { max_new_tokens = 2, beams = 2 }) end, 'unknown option "beams"')
   check_error(function() model:generate(zl.tensor({ 1 }, 'i64'), 2, { max_new_tokens = 2 }) end,
               'give max_new_tokens and do_sample in the options table alone')
@@ -195,6 +197,9 @@ test('bad_tensors_named', function()
   check_close(nn.GPT.from_pretrained(buffers)(input), expected.logits, 1e-4, 'mask buffers and a tied head skipped')
   local untied = variant(nil, function(ts) ts['lm_head.weight'] = zl.zeros(96, 32) end)
   check_error(function() nn.GPT.from_pretrained(untied) end, 'lm_head.weight differs from wte.weight')
+  local half = variant(nil, function(ts) for k, v in pairs(ts) do ts[k] = v:to('f16') end end)
+  check_close(nn.GPT.from_pretrained(half)(input), expected.logits, 0.05, 'weights stored as f16')
+  check_eq(nn.GPT.from_pretrained(half).wte.weight:dtype(), 'f32')
   local ints = variant(nil, function(ts) ts['transformer.ln_f.bias'] = zl.zeros(32):long() end)
   check_error(function() nn.GPT.from_pretrained(ints) end, 'tensor transformer.ln_f.bias is i64, expected a float dtype')
   check_error(function() nn.GPT.from_pretrained(tmp .. '/none') end, 'none/config.json')
@@ -212,6 +217,7 @@ test('bad_config_named', function()
     { function(c) c.n_layer = nil end, 'config.json has no n_layer' },
     { function(c) c.n_head = 5 end, 'n_embd (32) must be a multiple of n_head (5)' },
     { function(c) c.attn_pdrop = 0.2 end, 'attn_pdrop is 0.2, expected resid_pdrop' },
+    { function(c) c.n_embd = '32' end, 'n_embd is 32, expected a positive integer' },
   }
   for _, case in ipairs(cases) do
     local dir = variant(case[1])

@@ -1,7 +1,7 @@
 --[[ zlua.nn.GPT{vocab_size =, block_size =, n_layer =, n_head =, n_embd =,
   dropout = 0, bias = true, activation = 'gelu', layer_norm_epsilon = 1e-5}:
-  a GPT-2 style language model (activation 'gelu_new' is GPT-2's tanh GELU). Token and position
-  embeddings, n_layer pre-LN TransformerBlocks, a final LayerNorm and a head
+  a GPT-2 style language model ('gelu_new' is GPT-2's tanh GELU). Token and
+  position embeddings, n_layer pre-LN TransformerBlocks, a final LayerNorm and a head
   that shares its weight with the token embedding (the tensor appears once in
   parameters()). Initialised as GPT-2: every Linear and Embedding weight
   N(0, 0.02), biases 0, the residual projections N(0, 0.02/sqrt(2 n_layer)).

@@ -101,7 +101,7 @@ local function options(model, n, opts)
   end
   for _, key in ipairs({ 'eos_token_id', 'pad_token_id' }) do
     local id = o[key]
-    if id ~= nil and not (math.tointeger(id) and id >= 0 and id < model.config.vocab_size) then
+    if id ~= nil and not (math.type(id) == 'integer' and id >= 0 and id < model.config.vocab_size) then
       check.error(fmt('GPT.generate: %s must be an id in 0..%d, got %s', key, model.config.vocab_size - 1,
                       tostring(id)))
     end
@@ -117,7 +117,7 @@ local function as_batch(ids)
   if type(ids) == 'table' and not zl.is_tensor(ids) then
     local row = {}
     for i, id in ipairs(ids) do
-      if not math.tointeger(id) then check.error(fmt('GPT.generate: ids[%d] is not an integer id', i)) end
+      if math.type(id) ~= 'integer' then check.error(fmt('GPT.generate: ids[%d] is not an integer id', i)) end
       row[i] = id
     end
     if #row == 0 then check.error('GPT.generate: ids must not be empty') end

@@ -48,8 +48,8 @@ local function options(cfg, path)
     local v = cfg[key]
     if v == nil or v == json.null then v = fallback and cfg[fallback] end
     if v == nil then check.error(fmt('GPT.from_pretrained: %s has no %s', path, key)) end
-    if not math.tointeger(v) or v < 1 then bad(key, 'a positive integer') end
-    return math.tointeger(v)
+    if math.type(v) ~= 'integer' or v < 1 then bad(key, 'a positive integer') end
+    return v
   end
   if type(cfg) ~= 'table' then check.error(fmt('GPT.from_pretrained: %s is not a JSON object', path)) end
   if cfg.model_type ~= nil and cfg.model_type ~= 'gpt2' then bad('model_type', '"gpt2"') end
@@ -88,7 +88,7 @@ local function options(cfg, path)
   local gen = {}
   for _, key in ipairs({ 'bos_token_id', 'eos_token_id', 'pad_token_id' }) do
     local id = cfg[key]
-    if math.tointeger(id) and id >= 0 and id < o.vocab_size then gen[key] = math.tointeger(id) end
+    if math.type(id) == 'integer' and id >= 0 and id < o.vocab_size then gen[key] = id end
   end
   return o, gen
 end

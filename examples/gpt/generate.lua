@@ -38,9 +38,11 @@ model = loaded
 
 -- The tokenizer is optional: this example works on ids alone.
 local has_tok, tok_module = pcall(require, 'zlua.tokenizer')
+local tok_why = 'zlua.tokenizer is not in this build'
 if has_tok then
   local found, t = pcall(tok_module.from_pretrained, opt.model)
   tokenizer = found and t or nil
+  tok_why = not found and tostring(t) or nil
 end
 
 --- complete(prompt, opts): the ids (and the text, with a tokenizer) that
@@ -64,9 +66,7 @@ if opt.ids ~= '' then
     prompt[#prompt + 1] = id
   end
 elseif opt.prompt ~= '' then
-  if not tokenizer then
-    fail('--prompt needs zlua.tokenizer and a tokenizer (vocab.json, merges.txt) in ' .. opt.model .. '; give --ids')
-  end
+  if not tokenizer then fail('--prompt needs a tokenizer (' .. tok_why .. '); give --ids') end
   prompt = opt.prompt
 end
 

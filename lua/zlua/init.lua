@@ -234,7 +234,8 @@ end
 -- The values of zl.arange from its n leading arguments, on the host.
 local function arange_values(n, args, dtype)
   local start, stop, step = 0, args[1], 1
-  if n >= 2 then start, stop, step = args[1], args[2], args[3] or 1 end
+  if n >= 2 then start, stop = args[1], args[2] end
+  if n >= 3 then step = args[3] end
   if type(start) ~= 'number' or type(stop) ~= 'number' or type(step) ~= 'number' then
     raise('arange: expected numbers: arange(n) or arange(start, stop [, step])')
   end

@@ -87,6 +87,28 @@ function H.test(name, fn)
   if not ok then fail(2, 'test ' .. name .. ' raised: ' .. tostring(err)) end
 end
 
+--- True when lists a and b hold the same values in the same order.
+function H.same_list(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+--- A whole file's bytes (nil when it cannot be opened); write_file replaces one.
+function H.read_file(path)
+  local f = io.open(path, 'rb')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+function H.write_file(path, s)
+  local f = assert(io.open(path, 'wb'))
+  f:write(s)
+  f:close()
+end
+
 --- Shell-quote s for os.execute / io.popen.
 function H.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 

@@ -18,13 +18,7 @@ local root = os.tmpname()
 os.remove(root)
 assert(os.execute('mkdir -p ' .. q(root)))
 
-local function read(path)
-  local f = io.open(path, 'rb')
-  if not f then return nil end
-  local s = f:read('a')
-  f:close()
-  return s
-end
+local read = H.read_file
 
 local CLOCK = 1700000000.25
 local function clock() return CLOCK end

@@ -18,19 +18,7 @@ local root = os.tmpname()
 os.remove(root)
 assert(os.execute('mkdir -p ' .. q(root)))
 
-local function read(path)
-  local f = io.open(path, 'rb')
-  if not f then return nil end
-  local s = f:read('a')
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, 'wb'))
-  f:write(s)
-  f:close()
-end
+local read, write = H.read_file, H.write_file
 
 local function plot(...) return H.run_script(PLOT, ...) end
 

@@ -1,7 +1,8 @@
 --[[ zlua.nn.CausalSelfAttention{n_embd =, n_head =, dropout = 0, bias = true}:
   multi-head self-attention in which position t sees positions 1..t only.
   x [B, T, C] -> qkv (one Linear C -> 3C) -> n_head heads of C/n_head ->
-  attention -> proj (Linear C -> C) -> dropout. ]]
+  attention -> proj (Linear C -> C) -> dropout. A cache table keeps the keys
+  and values of earlier calls, so generation feeds only the new positions. ]]
 
 local zl = require 'zlua'
 local Module = require 'zlua.nn.Module'
@@ -28,13 +29,18 @@ function CausalSelfAttention:__init(cfg)
   self.resid_drop = Dropout(self.dropout)
 end
 
--- true above the diagonal: the future positions each row must not see. Made
--- on the host (integer comparisons run there) and moved to the scores' device.
-local function future_mask(t)
-  return zl.arange(t):view(1, t):gt(zl.arange(t):view(t, 1))
+-- [tq, tk], true where key j lies in the future of query i, the queries being
+-- the last tq of tk positions. Made on the host (integer comparisons run
+-- there) and moved to the scores' device.
+local function future_mask(tq, tk)
+  return zl.arange(tk):view(1, tk):gt(zl.arange(tk - tq, tk):view(tq, 1))
 end
 
-function CausalSelfAttention:forward(x)
+--- attn(x [, cache]): x [B, T, C] -> [B, T, C]. With a cache table (empty {}
+--- at first), x holds the positions after those of the earlier calls: their
+--- keys and values come from cache.k, cache.v [B, n_head, T_past, C/n_head],
+--- which grow by T.
+function CausalSelfAttention:forward(x, cache)
   if x:dim() ~= 3 or x:size(3) ~= self.n_embd then
     check.error(string.format('CausalSelfAttention: expected input [B, T, %d], got [%s]', self.n_embd,
                               table.concat(x:shape(), ', ')))
@@ -45,14 +51,21 @@ function CausalSelfAttention:forward(x)
   local qkv = self.qkv(x)
   local function heads(i) return qkv:narrow(3, i * c + 1, c):reshape(b, t, h, d):transpose(2, 3) end
   local q, k, v = heads(0), heads(1), heads(2)
+  if cache then
+    if cache.k then k, v = zl.cat({ cache.k, k }, 3), zl.cat({ cache.v, v }, 3) end
+    cache.k, cache.v = k, v
+  end
+  local tk = k:size(3)
   local y
-  if self.training and self.dropout > 0 then
-    -- The fused kernel has no dropout on the attention weights: spell it out.
+  if (self.training and self.dropout > 0) or (t > 1 and tk > t) then
+    -- The fused kernel has no dropout on the attention weights and masks
+    -- only square scores: spell it out.
     local att = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(d))
-    att = att:masked_fill(future_mask(t):to(att:device()), -math.huge):softmax(-1)
+    att = att:masked_fill(future_mask(t, tk):to(att:device()), -math.huge):softmax(-1)
     y = self.attn_drop(att):matmul(v)
   else
-    y = zl.attention(q, k, v, { causal = true })
+    -- One query after cached keys sees them all: no mask.
+    y = zl.attention(q, k, v, { causal = tk == t })
   end
   y = y:transpose(2, 3):reshape(b, t, c)
   return self.resid_drop(self.proj(y))

@@ -1,0 +1,199 @@
+--[[ Text generation for zlua.nn.GPT: the decoding loop over a key/value cache
+  and the choice of each next id (greedy, or drawn after temperature, top_k
+  and top_p). GPT:generate calls it; greedy picks what Hugging Face's
+  generate picks, since both take the first largest logit. ]]
+
+local zl = require 'zlua'
+local check = require 'zlua.nn.check'
+
+local fmt = string.format
+
+-- Index (1-based) of the first largest entry of row.
+local function argmax(row)
+  local best = 1
+  for i = 2, #row do if row[i] > row[best] then best = i end end
+  return best
+end
+
+-- Weights of softmax(row) (unnormalised) kept by top_k (its top_k largest
+-- entries) and then top_p (the fewest largest whose share reaches top_p),
+-- the others 0, and their total.
+local function weights(row, top_k, top_p)
+  local cut = -math.huge
+  if top_k and top_k < #row then
+    local sorted = table.move(row, 1, #row, 1, {})
+    table.sort(sorted, function(a, c) return a > c end)
+    cut = sorted[top_k]
+  end
+  local hi = row[argmax(row)]
+  local w, total = {}, 0
+  for i = 1, #row do
+    w[i] = row[i] >= cut and math.exp(row[i] - hi) or 0
+    total = total + w[i]
+  end
+  if top_p and top_p < 1 then
+    local order = {}
+    for i = 1, #row do if w[i] > 0 then order[#order + 1] = i end end
+    -- Ties keep the lower id first, so the set kept does not depend on sort's order.
+    table.sort(order, function(a, c) return w[a] > w[c] or (w[a] == w[c] and a < c) end)
+    local acc, kept = 0, 0
+    for j, i in ipairs(order) do
+      if acc >= top_p * total then w[i] = 0 else acc = acc + w[i]; kept = j end
+    end
+    total = 0
+    for j = 1, kept do total = total + w[order[j]] end
+  end
+  return w, total
+end
+
+-- One id (0-based) drawn from the kept weights; u is uniform in [0, 1).
+local function sample(row, top_k, top_p, u)
+  local w, total = weights(row, top_k, top_p)
+  local target, acc = u * total, 0
+  for i = 1, #row do
+    acc = acc + w[i]
+    if acc > target and w[i] > 0 then return i - 1 end
+  end
+  for i = #row, 1, -1 do if w[i] > 0 then return i - 1 end end
+end
+
+local known = { max_new_tokens = true, do_sample = true, temperature = true, top_k = true, top_p = true,
+                seed = true, generator = true, eos_token_id = true, pad_token_id = true, use_cache = true }
+
+-- The options checked and completed, in a table of their own (the caller's
+-- is left as it was).
+local function options(model, n, opts)
+  local o = {}
+  if type(n) == 'table' then
+    -- generate(ids, {max_new_tokens =, ...}): greedy unless do_sample.
+    for k, v in pairs(check.options('GPT.generate', n, known)) do o[k] = v end
+    n = o.max_new_tokens
+  else
+    -- The older generate(idx, n [, opts]): always samples, never stops early.
+    for k, v in pairs(check.options('GPT.generate', opts, known)) do o[k] = v end
+    if o.max_new_tokens ~= nil or o.do_sample ~= nil then
+      check.error('GPT.generate: give max_new_tokens and do_sample in the options table alone: '
+                  .. 'generate(ids, {max_new_tokens = n, do_sample = true})')
+    end
+    o.do_sample = true
+    o.legacy = true
+  end
+  local count = math.tointeger(n)
+  if not count or count < 0 then
+    check.error(fmt('GPT.generate: max_new_tokens must be a non-negative integer, got %s', tostring(n)))
+  end
+  o.max_new_tokens = count
+  local t = o.temperature or 1
+  if type(t) ~= 'number' or not (t > 0) then
+    check.error(fmt('GPT.generate: temperature must be a positive number, got %s', tostring(o.temperature)))
+  end
+  o.temperature = t
+  local top_k = o.top_k and math.tointeger(o.top_k)
+  if o.top_k ~= nil and (not top_k or top_k < 1) then
+    check.error(fmt('GPT.generate: top_k must be a positive integer, got %s', tostring(o.top_k)))
+  end
+  o.top_k = top_k
+  if o.top_p ~= nil and (type(o.top_p) ~= 'number' or not (o.top_p > 0 and o.top_p <= 1)) then
+    check.error(fmt('GPT.generate: top_p must be a number in (0, 1], got %s', tostring(o.top_p)))
+  end
+  if not o.legacy and o.eos_token_id == nil then
+    o.eos_token_id = model.generation_config and model.generation_config.eos_token_id
+  end
+  for _, key in ipairs({ 'eos_token_id', 'pad_token_id' }) do
+    local id = o[key]
+    if id ~= nil and not (math.type(id) == 'integer' and id >= 0 and id < model.config.vocab_size) then
+      check.error(fmt('GPT.generate: %s must be an id in 0..%d, got %s', key, model.config.vocab_size - 1,
+                      tostring(id)))
+    end
+  end
+  o.pad_token_id = o.pad_token_id or o.eos_token_id
+  o.generator = o.generator or (o.seed and zl.Generator(o.seed))
+  return o
+end
+
+-- ids as a tensor [B, T] of i64, and a function giving the result back in the
+-- caller's form (a tensor [B, T'], a tensor [T'] or a Lua list).
+local function as_batch(ids)
+  if type(ids) == 'table' and not zl.is_tensor(ids) then
+    local row = {}
+    for i, id in ipairs(ids) do
+      if math.type(id) ~= 'integer' then check.error(fmt('GPT.generate: ids[%d] is not an integer id', i)) end
+      row[i] = id
+    end
+    if #row == 0 then check.error('GPT.generate: ids must not be empty') end
+    return zl.tensor({ row }, 'i64'), function(out) return out:totable()[1] end
+  end
+  if zl.is_tensor(ids) and ids:dim() == 1 then
+    return ids:view(1, ids:size(1)), function(out) return out:view(out:size(2)) end
+  end
+  return ids, function(out) return out end
+end
+
+-- Appends max_new_tokens ids to idx [B, T]. The cache serves until the
+-- sequence outgrows block_size; from then on each step reruns the model on
+-- the last block_size ids, whose positions have all shifted.
+local function decode(model, idx, o)
+  local bs = model.config.block_size
+  local cache = o.use_cache ~= false and model:new_cache() or nil
+  local function window()
+    local t = idx:size(2)
+    return t > bs and idx:narrow(2, t - bs + 1, bs) or idx
+  end
+  local logits
+  if cache and idx:size(2) <= bs then logits = model:forward_cached(idx, cache)
+  else cache = nil; logits = model(window()) end
+  local b = idx:size(1)
+  local done, finished = {}, 0
+  for step = 1, o.max_new_tokens do
+    local rows = (logits:select(2, -1) / o.temperature):float():totable()
+    local u = o.do_sample and zl.rand(b, o.generator):totable()
+    local ids = {}
+    for r = 1, b do
+      local id
+      if done[r] then id = o.pad_token_id
+      elseif o.do_sample then id = sample(rows[r], o.top_k, o.top_p, u[r])
+      else id = argmax(rows[r]) - 1 end
+      if not done[r] and id == o.eos_token_id then done[r] = true; finished = finished + 1 end
+      ids[r] = { id }
+    end
+    local new = zl.tensor(ids, 'i64'):to(idx:device())
+    idx = zl.cat({ idx, new }, 2)
+    if step == o.max_new_tokens or finished == b then break end
+    if cache and cache.len < bs then logits = model:forward_cached(new, cache)
+    else cache = nil; logits = model(window()) end
+  end
+  return idx
+end
+
+--- generate(model, ids, opts) or generate(model, idx, n [, opts]).
+--- ids: a tensor [B, T] or [T] of 0-based ids, or a Lua list of them; the
+--- result takes the same form with the new ids appended. Options:
+---   max_new_tokens  how many ids to add (required)
+---   do_sample       false (default): the most likely id each step; true: drawn
+---   temperature     logits divided by it before drawing (default 1)
+---   top_k, top_p    draw only among the top_k likeliest ids, then among the
+---                   fewest likeliest whose probability reaches top_p
+---   seed, generator the draws' source: a generator, else a zl.Generator(seed),
+---                   else the global one
+---   eos_token_id    a row that produces it is finished: it is padded with
+---                   pad_token_id (default eos_token_id), and generation stops
+---                   when every row is; defaults to the model's
+---                   generation_config (set by from_pretrained)
+---   use_cache       false: rerun the whole sequence each step (default true)
+--- The older form generate(idx, n, opts) samples (do_sample true) and ignores
+--- end-of-text. Runs without autograd and in eval mode (modes restored after).
+return function(model, ids, n, opts)
+  local o = options(model, n, opts)
+  local idx, back = as_batch(ids)
+  if not zl.is_tensor(idx) or idx:dim() ~= 2 or idx:size(2) == 0 then
+    check.error(fmt('GPT.generate: expected token ids [B, T] with T > 0, got %s',
+                    zl.is_tensor(idx) and '[' .. table.concat(idx:shape(), ', ') .. ']' or type(idx)))
+  end
+  local modes = {}
+  for _, m in model:named_modules() do modes[m] = m.training end
+  model:eval()
+  local ok, res = pcall(zl.no_grad, function() return decode(model, idx, o) end)
+  for m, mode in pairs(modes) do rawset(m, 'training', mode) end
+  if not ok then error(res, 0) end
+  return back(res)
+end

@@ -1,10 +1,13 @@
 --[[ scripts/estimate_memory.lua: DeepSpeed's estimates of the memory that
   parameters, gradients and optimizer states need under ZeRO-2 and ZeRO-3,
   per offload choice, for a parameter count or a GPT built from its config
-  (zlua.zero.estimate holds the formulas). Activations are not included.
+  (zlua.zero.estimate holds the formulas); for a GPT also the activations of
+  a step of --batch sequences of block_size tokens, with and without
+  activation checkpointing (zlua.nn.gpt_activations), per rank.
 
     zlua scripts/estimate_memory.lua --params 1.3e9 --largest_layer 6.4e7 --gpus_per_node 8
-    zlua scripts/estimate_memory.lua --gpt n_layer=12,n_embd=768,n_head=12,vocab_size=50257,block_size=1024 ]]
+    zlua scripts/estimate_memory.lua --gpt n_layer=12,n_embd=768,n_head=12,vocab_size=50257,block_size=1024 \
+        --batch 4 [--precision bf16] ]]
 
 local args = require 'zlua.args'
 local estimate = require 'zlua.zero.estimate'
@@ -19,11 +22,14 @@ usage: zlua scripts/estimate_memory.lua (--params N [--largest_layer N] | --gpt 
   --gpt K=V,...       build zlua.nn.GPT with this config (vocab_size, block_size, n_layer,
                       n_head, n_embd, bias) and count it; it takes 4 bytes per parameter
   --gpus_per_node N   ranks per node (default 1), --nodes N (default 1)
-  --buffer_factor F   DeepSpeed's additional_buffer_factor on host memory (default 1.5)]]
+  --buffer_factor F   DeepSpeed's additional_buffer_factor on host memory (default 1.5)
+  --batch N           with --gpt: sequences per micro batch of one rank, for the activations
+                      (default 1)
+  --precision P       with --gpt: f32, bf16 or fp16, the activations' dtype (default f32)]]
 
 local message = args.message
 local o, die = args.script('estimate_memory', USAGE, arg, { params = '', largest_layer = '', gpt = '', gpus_per_node = 1,
-                                       nodes = 1, buffer_factor = 1.5 })
+                                       nodes = 1, buffer_factor = 1.5, batch = 1, precision = 'f32' })
 
 local function count_option(name, text)
   local v = tonumber(text)
@@ -55,12 +61,13 @@ local function gpt_config(text)
   return cfg
 end
 
-local total, largest
+local total, largest, gpt_cfg
 if o.gpt ~= '' then
   if o.params ~= '' or o.largest_layer ~= '' then
     die('--gpt counts the model: give it without --params and --largest_layer')
   end
   local cfg = gpt_config(o.gpt)
+  gpt_cfg = cfg
   local nn = require 'zlua.nn'
   local built, model = pcall(nn.GPT, cfg)
   if not built then die('--gpt: ' .. message(model)) end
@@ -120,3 +127,20 @@ end
 print()
 print('On a CPU-only zlua build "GPU" is the memory of each training process and "CPU" the rest of the')
 print("node's memory: both come out of the same RAM, so a node needs up to per CPU + gpus_per_node x per GPU.")
+
+if gpt_cfg then
+  local act = require 'zlua.nn.gpt_activations'
+  local function at(ckpt)
+    local ok, e = pcall(act.estimate, gpt_cfg, { batch = o.batch, block_size = gpt_cfg.block_size,
+                                                 precision = o.precision, checkpointing = ckpt })
+    if not ok then die(message(e)) end
+    return e
+  end
+  local plain, ckpt = at(false), at(true)
+  print()
+  print(fmt('Activations of one step, %d x %d tokens a rank, %s (zlua.nn.gpt_activations):', o.batch,
+            gpt_cfg.block_size, o.precision))
+  print('  checkpointing |  after forward |  peak in backward')
+  print(fmt('  off           | %10.2fMiB  | %10.2fMiB', plain.after_forward / 2 ^ 20, plain.peak / 2 ^ 20))
+  print(fmt('  on            | %10.2fMiB  | %10.2fMiB', ckpt.after_forward / 2 ^ 20, ckpt.peak / 2 ^ 20))
+end

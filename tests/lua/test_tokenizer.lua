@@ -14,12 +14,7 @@ local TMP = os.tmpname()
 os.remove(TMP)
 assert(os.execute('mkdir -p ' .. H.quote(TMP)))
 
-local function slurp(path)
-  local f = assert(io.open(path, 'rb'))
-  local s = f:read('a')
-  f:close()
-  return s
-end
+local slurp = require('zlua.tokenizer.files').read_text
 
 local function spit(path, s)
   local f = assert(io.open(path, 'wb'))

@@ -11,7 +11,8 @@ local bytes = require 'zlua.tokenizer.bytes'
 local M = {}
 local fmt = string.format
 
-local function slurp(path)
+--- files.read_text(path) -> the file's bytes; an error naming it when it cannot be read.
+function M.read_text(path)
   local f, err = io.open(path, 'rb')
   if not f then error('tokenizer: cannot read ' .. (err or path), 0) end
   local text = f:read('a')
@@ -71,7 +72,7 @@ end
 
 --- files.read_vocab(path) -> vocab spelled as in the file { [token] = id }, raw { [bytes] = id }
 function M.read_vocab(path)
-  local vocab, meta = json.decode(slurp(path), path)
+  local vocab, meta = json.decode(M.read_text(path), path)
   local lines = meta[vocab] and meta[vocab].lines or {}
   local raw = check_vocab(vocab, path, function(tok) return fmt('%s:%d', path, lines[tok] or 1) end)
   return vocab, raw
@@ -80,7 +81,7 @@ end
 --- files.read_merges(path, vocab) -> merges in rank order as {left id, right id, merged id}.
 --- The "#version" line Hugging Face writes first is skipped; blank lines are ignored.
 function M.read_merges(path, vocab)
-  local text = slurp(path)
+  local text = M.read_text(path)
   local merges, n = {}, 0
   for line in (text .. '\n'):gmatch('([^\n]*)\n') do
     n = n + 1
@@ -119,7 +120,7 @@ end
 
 --- files.read_tokenizer_json(path) -> the description (see the top of this file).
 function M.read_tokenizer_json(path)
-  local doc, meta = json.decode(slurp(path), path)
+  local doc, meta = json.decode(M.read_text(path), path)
   local model = type(doc) == 'table' and doc.model
   if type(model) ~= 'table' or model.type ~= 'BPE' then
     error(fmt('%s: model.type is %s; only a BPE model is supported', path,

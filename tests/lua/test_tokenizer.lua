@@ -68,6 +68,12 @@ H.test('ids as Hugging Face\'s, from vocab.json + merges.txt', function()
     'vocab.json + merges.txt')
 end)
 
+H.test('tokenizer.json with merges written as "left right" strings', function()
+  local doc = json.decode(slurp(DATA .. '/tokenizer.json'))
+  for i, m in ipairs(doc.model.merges) do doc.model.merges[i] = m[1] .. ' ' .. m[2] end
+  check_ids(tokenizer.from_pretrained(dir_with({ ['tokenizer.json'] = json.encode(doc) })), 'string merges')
+end)
+
 H.test('special tokens', function()
   local tok = tokenizer.from_pretrained(DATA)
   local eot = tok:token_to_id('<|endoftext|>')
@@ -123,6 +129,14 @@ H.test('malformed files are errors naming the file and line', function()
   local tj = slurp(DATA .. '/tokenizer.json')
   d = dir_with({ ['tokenizer.json'] = (tj:gsub('"ByteLevel"', '"Metaspace"', 1)) })
   H.check_error(function() tokenizer.from_pretrained(d) end, 'pre_tokenizer is Metaspace; only GPT-2\'s ByteLevel')
+  for what, edit in pairs({ ['post_processor is TemplateProcessing'] = { 'post_processor', { type = 'TemplateProcessing' } },
+      ['model.end_of_word_suffix is "</w>"'] = { 'model', 'end_of_word_suffix', '</w>' },
+      ['model.dropout is 0.1'] = { 'model', 'dropout', 0.1 } }) do
+    local doc = json.decode(tj)
+    if #edit == 2 then doc[edit[1]] = edit[2] else doc[edit[1]][edit[2]] = edit[3] end
+    d = dir_with({ ['tokenizer.json'] = json.encode(doc) })
+    H.check_error(function() tokenizer.from_pretrained(d) end, d .. '/tokenizer.json: ' .. what)
+  end
   -- A vocabulary without a byte's token cannot encode that byte, and says which.
   d = dir_with({ ['vocab.json'] = '{"a": 0}', ['merges.txt'] = '' })
   local tok = tokenizer.from_pretrained(d)

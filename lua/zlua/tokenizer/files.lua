@@ -129,6 +129,21 @@ function M.read_tokenizer_json(path)
   if doc.normalizer ~= nil and doc.normalizer ~= json.null then
     error(path .. ': a normalizer is set; GPT-2\'s byte-level BPE has none, and no other is supported', 0)
   end
+  -- What would change the ids and is not GPT-2's is refused, rather than encoded differently.
+  local post = doc.post_processor
+  if post ~= nil and post ~= json.null and (type(post) ~= 'table' or post.type ~= 'ByteLevel') then
+    error(fmt('%s: post_processor is %s; only GPT-2\'s ByteLevel (which adds no tokens) is supported', path,
+      type(post) == 'table' and tostring(post.type) or tostring(post)), 0)
+  end
+  for _, key in ipairs({ 'continuing_subword_prefix', 'end_of_word_suffix' }) do
+    local v = model[key]
+    if v ~= nil and v ~= json.null and v ~= '' then
+      error(fmt('%s: model.%s is "%s"; GPT-2\'s BPE has none', path, key, tostring(v)), 0)
+    end
+  end
+  if model.dropout ~= nil and model.dropout ~= json.null and model.dropout ~= 0 then
+    error(fmt('%s: model.dropout is %s; BPE dropout is not supported', path, tostring(model.dropout)), 0)
+  end
   local vlines = meta[model.vocab] and meta[model.vocab].lines or {}
   local raw = check_vocab(model.vocab, path .. ': model.vocab',
     function(tok) return fmt('%s:%d', path, vlines[tok] or 1) end)

@@ -36,6 +36,27 @@ PIECES = [
 ]
 
 
+def _prefix_space(doc):
+    doc['pre_tokenizer']['add_prefix_space'] = True
+
+
+def _stripping(doc):
+    doc['added_tokens'][0].update(lstrip=True, rstrip=True)
+
+
+def _more_added(doc):
+    n = len(doc['model']['vocab'])
+    doc['added_tokens'] += [
+        {'id': n, 'content': 'endoftext', 'single_word': True, 'lstrip': False, 'rstrip': False,
+         'normalized': False, 'special': False},
+        {'id': n + 1, 'content': '|>', 'single_word': False, 'lstrip': False, 'rstrip': True,
+         'normalized': False, 'special': True},
+    ]
+
+
+VARIANTS = [('add_prefix_space', _prefix_space), ('lstrip_rstrip', _stripping), ('more_added', _more_added)]
+
+
 def random_strings(n, seed=15):
     rng = random.Random(seed)
     return [''.join(rng.choice(PIECES) for _ in range(rng.randint(1, 12))) for _ in range(n)]
@@ -50,14 +71,16 @@ def zlua_encode(zlua, run, tok_dir, texts, tmp):
         return json.load(f)
 
 
-def compare(what, texts, ours, hf_encode, failures, words=True):
+def compare(what, texts, ours, hf_encode, failures, words=True, hf_decode=None):
+    """Ids as Hugging Face's; decoded text as the input, or as hf_decode(ids) gives it."""
     pre = ByteLevel(add_prefix_space=False)
     for text, got in zip(texts, ours):
         want = hf_encode(text)
         if got['ids'] != want:
             failures.append('%s: ids of %r: zlua %s, Hugging Face %s' % (what, text, got['ids'], want))
-        if got['decoded'] != text:
-            failures.append('%s: decode of %r gave %r' % (what, text, got['decoded']))
+        want_text = hf_decode(want) if hf_decode else text
+        if got['decoded'] != want_text:
+            failures.append('%s: decode of %r gave %r, expected %r' % (what, text, got['decoded'], want_text))
         if words and '<|endoftext|>' not in text:
             want_words = [w for w, _ in pre.pre_tokenize_str(text)]
             if got['words'] != want_words:
@@ -83,6 +106,23 @@ def main():
                 lambda t: fast.encode(t).ids, failures)
         compare('vocab.json + merges.txt', texts, zlua_encode(zlua, run, pair_dir, texts, tmp),
                 slow.encode, failures, words=False)
+
+        # Variants of tokenizer.json GPT-2 style files use: a prefix space, and added tokens
+        # that strip white space, match whole words only, or are not special.
+        with open(os.path.join(data, 'tokenizer.json'), encoding='utf-8') as f:
+            base = f.read()
+        for name, edit in VARIANTS:
+            doc = json.loads(base)
+            edit(doc)
+            vdir = os.path.join(tmp, name)
+            os.makedirs(vdir)
+            vpath = os.path.join(vdir, 'tokenizer.json')
+            with open(vpath, 'w', encoding='utf-8') as f:
+                json.dump(doc, f, ensure_ascii=False)
+            hf = Tokenizer.from_file(vpath)
+            compare('tokenizer.json with ' + name, texts, zlua_encode(zlua, run, vdir, texts, tmp),
+                    lambda t: hf.encode(t).ids, failures, words=False,
+                    hf_decode=lambda ids: hf.decode(ids, skip_special_tokens=False))
 
         # zlua's trainer on more text: its files in transformers' tokenizers.
         text_path = os.path.join(tmp, 'train.txt')

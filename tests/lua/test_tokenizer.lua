@@ -83,6 +83,24 @@ H.test('special tokens', function()
   H.check_eq(tok:decode(ids, { skip_special_tokens = true }), 'ab', 'skip_special_tokens')
 end)
 
+H.test('added tokens: single_word as \\b around \\w, lstrip and rstrip', function()
+  local doc = json.decode(slurp(DATA .. '/tokenizer.json'))
+  doc.added_tokens[1].lstrip, doc.added_tokens[1].rstrip = true, true
+  doc.added_tokens[2] = { id = 600, content = 'endoftext', single_word = true, special = false }
+  local tok = tokenizer.from_pretrained(dir_with({ ['tokenizer.json'] = json.encode(doc) }))
+  local function has(s, id)
+    for _, v in ipairs(tok:encode(s)) do if v == id then return true end end
+    return false
+  end
+  -- ½ and ² are numbers outside \w; a mark (U+0940), a letter and "_" are inside it.
+  for s, want in pairs({ ['!endoftext½'] = true, ['endoftext²'] = true, [' endoftext '] = true,
+      ['xendoftext'] = false, ['endoftext_'] = false, ['\u{940}endoftext'] = false, ['endoftext\u{301}'] = false }) do
+    H.check_eq(has(s, 600), want, string.format('single_word token in %q', s))
+  end
+  H.check_eq(ids_str(tok:encode('a \t<|endoftext|>  b')), ids_str({ tok:encode('a')[1], 0, tok:encode('b')[1] }),
+    'lstrip and rstrip take the white space around the token')
+end)
+
 H.test('invalid UTF-8 is encoded byte by byte and decodes back', function()
   local tok = tokenizer.from_pretrained(DATA)
   for _, s in ipairs({ '\xff', 'abc\xfe\xffdef', 'caf\xc3', '\xc3\x28 x', '\xe2\x82 \xed\xa0\x80 \xf4\x90\x80\x80',

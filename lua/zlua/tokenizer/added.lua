@@ -2,14 +2,14 @@
 -- which are matched in the raw text before any pre-tokenization and become their own id,
 -- with Hugging Face's lstrip / rstrip / single_word options.
 
-local pretokenize = require 'zlua.tokenizer.pretokenize'
+local uclass = require 'zlua.tokenizer.uclass'
 
 local M = {}
 local byte, find, sub = string.byte, string.find, string.sub
 
 local function is_space_at(s, p)
   local ok, cp = pcall(utf8.codepoint, s, p)
-  return ok and pretokenize.class(cp) == 'S'
+  return ok and uclass.class(cp) == 'S'
 end
 
 -- The start of the character that ends just before byte p (p - 1 for invalid bytes).
@@ -21,22 +21,25 @@ local function char_before(s, p)
   return q
 end
 
--- A word character for single_word: a letter, a number or "_", as Rust's is_alphanumeric.
+-- Whether the character at byte p of s is in \w (false outside s).
 local function is_word_char(s, p)
   if p < 1 or p > #s then return false end
-  if byte(s, p) == 95 then return true end
   local ok, cp = pcall(utf8.codepoint, s, p)
-  local c = ok and pretokenize.class(cp)
-  return c == 'L' or c == 'N'
+  return ok and uclass.is_word(cp)
 end
 
--- Where t next occurs in s at or after byte from (false: nowhere); with single_word, an
--- occurrence inside a word does not count.
+-- Where t next occurs in s at or after byte from (false: nowhere). single_word is a \b on
+-- each side of the token that begins or ends with a \w character, as Hugging Face builds
+-- it: an occurrence with a \w character against such a side does not count.
 local function occurrence(s, t, from)
+  local c = t.content
+  local word_first = is_word_char(c, 1)
+  local word_last = is_word_char(c, char_before(c, #c + 1))
   while true do
-    local at = find(s, t.content, from, true)
+    local at = find(s, c, from, true)
     if not at then return false end
-    if not t.single_word or not (is_word_char(s, char_before(s, at)) or is_word_char(s, at + #t.content)) then
+    if not t.single_word or not ((word_first and is_word_char(s, char_before(s, at)))
+        or (word_last and is_word_char(s, at + #c))) then
       return at
     end
     from = at + 1

@@ -1,53 +1,20 @@
 -- zlua.tokenizer.pretokenize: GPT-2's split of text into words before BPE, the pattern
 --   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 -- written as a scanner over UTF-8 (Lua has no Unicode regex), with the character classes
--- from the generated unicode_ranges table.
+-- of zlua.tokenizer.uclass.
 
-local ranges = require 'zlua.tokenizer.unicode_ranges'
+local uclass = require 'zlua.tokenizer.uclass'
 
 local M = {}
 local byte, sub = string.byte, string.sub
 local ulen, codepoint = utf8.len, utf8.codepoint
+local class = uclass.class
 
 -- Every code point is one of: L (letter), N (number), S (white space), O (anything else).
 -- Bytes that are not valid UTF-8 are characters of class O, one per byte: Hugging Face can
 -- only be given valid text, and this keeps every byte encodable, so decode(encode(s)) == s.
-local firsts, lasts, classes = {}, {}, {}
-do
-  local all = {}
-  for _, cls in ipairs({ 'L', 'N', 'S' }) do
-    local r = ranges[cls]
-    for k = 1, #r, 2 do all[#all + 1] = { r[k], r[k + 1], cls } end
-  end
-  table.sort(all, function(a, b) return a[1] < b[1] end)
-  for k, t in ipairs(all) do firsts[k], lasts[k], classes[k] = t[1], t[2], t[3] end
-end
-
-local function lookup(cp)
-  local lo, hi = 1, #firsts
-  while lo <= hi do
-    local mid = (lo + hi) // 2
-    if cp < firsts[mid] then hi = mid - 1
-    elseif cp > lasts[mid] then lo = mid + 1
-    else return classes[mid] end
-  end
-  return 'O'
-end
-
--- Class of each ASCII byte and of each code point met so far (text repeats its characters).
-local ascii, seen = {}, {}
-for b = 0, 127 do ascii[b] = lookup(b) end
-
---- pretokenize.class(cp) -> 'L', 'N', 'S' or 'O'.
-function M.class(cp)
-  local c = seen[cp]
-  if not c then
-    c = lookup(cp)
-    seen[cp] = c
-  end
-  return c
-end
-local class = M.class
+local ascii = {}
+for b = 0, 127 do ascii[b] = class(b) end
 
 -- The class of the character at byte p of s and the byte after it.
 local function char_at(s, p)

@@ -155,6 +155,8 @@ H.test('malformed files are errors naming the file and line', function()
     d = dir_with({ ['tokenizer.json'] = json.encode(doc) })
     H.check_error(function() tokenizer.from_pretrained(d) end, d .. '/tokenizer.json: ' .. what)
   end
+  H.check_error(function() tokenizer.from_pretrained(DATA .. '\0/x') end, 'holds a NUL byte (byte ' .. (#DATA + 1) .. ')')
+  H.check_error(function() tokenizer.train({ 'a\0b' }, 300) end, 'train: the file "a\\x00b" holds a NUL byte')
   -- A vocabulary without a byte's token cannot encode that byte, and says which.
   d = dir_with({ ['vocab.json'] = '{"a": 0}', ['merges.txt'] = '' })
   local tok = tokenizer.from_pretrained(d)

@@ -84,6 +84,7 @@ end
 --- tok:save_pretrained(dir): writes dir/vocab.json and dir/merges.txt, which Hugging Face's
 --- GPT2Tokenizer and this module read back. The directory must exist.
 function Tokenizer:save_pretrained(dir)
+  files.check_path(dir, 'save_pretrained: the directory')
   local is_added = {}
   for _, t in ipairs(self.added) do is_added[t.id] = true end
   local spelled = {}

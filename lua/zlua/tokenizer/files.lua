@@ -11,16 +11,6 @@ local bytes = require 'zlua.tokenizer.bytes'
 local M = {}
 local fmt = string.format
 
---- files.read_text(path) -> the file's bytes; an error naming it when it cannot be read.
-function M.read_text(path)
-  local f, err = io.open(path, 'rb')
-  if not f then error('tokenizer: cannot read ' .. (err or path), 0) end
-  local text = f:read('a')
-  f:close()
-  if not text then error('tokenizer: cannot read ' .. path, 0) end
-  return text
-end
-
 -- s for a message: at most 40 characters, control bytes (and all non-ASCII ones when s is
 -- not UTF-8) as \xNN.
 local function show(s)
@@ -29,6 +19,27 @@ local function show(s)
   local tail = ''
   if cut and cut <= #s then s, tail = s:sub(1, cut - 1), '...' end
   return s:gsub(valid and '%c' or '[%c\128-\255]', function(c) return fmt('\\x%02X', c:byte()) end) .. tail
+end
+
+--- files.check_path(path, what): raises unless path is a string without a NUL byte, which C
+--- would cut the path at, naming another file.
+function M.check_path(path, what)
+  if type(path) ~= 'string' then error(fmt('tokenizer: %s must be a path, got %s', what, type(path)), 0) end
+  local nul = path:find('\0', 1, true)
+  if nul then
+    error(fmt('tokenizer: %s "%s" holds a NUL byte (byte %d), which would cut the path there', what,
+      show(path), nul), 0)
+  end
+end
+
+--- files.read_text(path) -> the file's bytes; an error naming it when it cannot be read.
+function M.read_text(path)
+  local f, err = io.open(path, 'rb')
+  if not f then error('tokenizer: cannot read ' .. (err or path), 0) end
+  local text = f:read('a')
+  f:close()
+  if not text then error('tokenizer: cannot read ' .. path, 0) end
+  return text
 end
 
 -- vocab: { [token as spelled in the file] = id } already decoded from JSON; where(token)

@@ -18,7 +18,7 @@ end
 --- tokenizer.from_pretrained(dir) -> a Tokenizer. Reads dir/tokenizer.json when there is one
 --- (what Hugging Face's fast tokenizer reads first), else dir/vocab.json and dir/merges.txt.
 function M.from_pretrained(dir)
-  if type(dir) ~= 'string' then error('tokenizer.from_pretrained expects a directory path', 2) end
+  files.check_path(dir, 'from_pretrained: the directory')
   local tj, vj, mt = dir .. '/tokenizer.json', dir .. '/vocab.json', dir .. '/merges.txt'
   if exists(tj) then return Tokenizer.new(files.read_tokenizer_json(tj)) end
   if exists(vj) or exists(mt) then return Tokenizer.new(files.read_pair(vj, mt)) end

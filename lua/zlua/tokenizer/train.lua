@@ -9,6 +9,7 @@
 
 local bpe = require 'zlua.tokenizer.bpe'
 local bytes = require 'zlua.tokenizer.bytes'
+local files = require 'zlua.tokenizer.files'
 local pretokenize = require 'zlua.tokenizer.pretokenize'
 local Tokenizer = require 'zlua.tokenizer.Tokenizer'
 
@@ -79,7 +80,9 @@ local function check_args(paths, vocab_size, opts)
   if type(paths) ~= 'table' or #paths == 0 then
     error('tokenizer.train: files must be a path or a non-empty list of paths', 3)
   end
+  for _, p in ipairs(paths) do files.check_path(p, 'train: the file') end
   opts = opts or {}
+  if opts.dir ~= nil then files.check_path(opts.dir, 'train: opts.dir') end
   local specials = opts.special_tokens or {}
   if math.type(vocab_size) ~= 'integer' or vocab_size < 256 + #specials then
     error(fmt('tokenizer.train: vocab_size must be an integer of at least %d (the 256 byte tokens '

@@ -91,7 +91,9 @@ def main():
     zlua, src = sys.argv[1], sys.argv[2]
     run = os.path.join(src, 'tests', 'interop', 'tokenizer_run.lua')
     data = os.path.join(src, 'tests', 'data', 'gpt2_tok')
-    texts = HARD + random_strings(400)
+    # Long words, which zlua merges through a queue rather than by scanning.
+    letters = ''.join(c for c in corpus() if c.isascii() and c.isalpha())
+    texts = HARD + random_strings(400) + [letters, 'ab' * 300, 'a' * 301, ''.join(random_strings(60, seed=3))]
     failures = []
     tmp = tempfile.mkdtemp(prefix='zlua_tok_')
     try:

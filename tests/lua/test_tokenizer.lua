@@ -184,18 +184,39 @@ H.test('the trainer: round trip, files that load back, ids as its own tokenizer 
   H.check_error(function() tokenizer.train({ TMP .. '/none.txt' }, 300) end, 'cannot read ' .. TMP .. '/none.txt')
 end)
 
+-- Encodes text, prints how long it took, checks that against limit seconds and the round trip.
+local function timed_round_trip(tok, text, what, limit)
+  local t0 = os.clock()
+  local ids = tok:encode(text)
+  local dt = os.clock() - t0
+  print(string.format('encode: %s of %d bytes -> %d ids in %.2f s', what, #text, #ids, dt))
+  H.check(dt < limit, string.format('%s of %d bytes took %.1f s', what, #text, dt))
+  H.check_eq(tok:decode(ids), text, what .. ': round trip')
+end
+
+H.test('long words: the queue gives the ids the scan gives, and no quadratic time', function()
+  local bpe = require 'zlua.tokenizer.bpe'
+  local corpus = slurp(DATA .. '/corpus.txt')
+  local letters = corpus:gsub('[^%a]', '')
+  local words = { letters, corpus:gsub('[%s%p]', ''), corpus:gsub('%s', ''), ('ab'):rep(300), ('a'):rep(301),
+    (corpus:gsub('%s', ' ')) }
+  local long = bpe.LONG
+  local by_queue = tokenizer.from_pretrained(DATA)
+  bpe.LONG = math.huge
+  local by_scan = tokenizer.from_pretrained(DATA)
+  for i, w in ipairs(words) do
+    H.check_eq(ids_str(by_queue:encode(w)), ids_str(by_scan:encode(w)), 'word ' .. i)
+  end
+  bpe.LONG = long
+  timed_round_trip(by_queue, letters:rep(50), 'one word', 20)
+end)
+
 H.test('1 MB of text encodes in seconds', function()
   local tok = tokenizer.from_pretrained(DATA)
   local corpus = slurp(DATA .. '/corpus.txt')
   local parts = {}
   for k = 1, math.ceil(1e6 / #corpus) do parts[k] = corpus .. k .. ' ' end
-  local text = table.concat(parts)
-  local t0 = os.clock()
-  local ids = tok:encode(text)
-  local dt = os.clock() - t0
-  print(string.format('encode: %d bytes -> %d ids in %.2f s', #text, #ids, dt))
-  H.check(dt < 30, string.format('1 MB took %.1f s', dt))
-  H.check_eq(tok:decode(ids), text, '1 MB round trip')
+  timed_round_trip(tok, table.concat(parts), 'text', 30)
 end)
 
 os.execute('rm -rf ' .. H.quote(TMP))

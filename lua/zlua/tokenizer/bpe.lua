@@ -2,6 +2,8 @@
 -- vocabulary and merges come from zlua.tokenizer.files. Results are cached per word, since
 -- text repeats its words and a word's encoding never changes.
 
+local heap = require 'zlua.tokenizer.heap'
+
 local M = {}
 M.__index = M
 
@@ -72,6 +74,47 @@ local function merge(ids, rank, merged)
   return ids
 end
 
+-- The same merges for a long word, where a scan per round would be quadratic (a megabyte
+-- without a space must not take hours): a queue of adjacent pairs by (rank, position) over
+-- a linked list of symbols. The lowest rank at the leftmost place goes first, so every
+-- occurrence of a pair is merged left to right before any higher rank, as in merge().
+local function merge_long(ids, rank, merged)
+  local n = #ids
+  local nxt, prv = {}, {}
+  local queue = heap.new()
+  local function offer(k, j)
+    local row = rank[ids[k]]
+    local r = row and row[ids[j]]
+    if r then heap.push(queue, r, k) end
+  end
+  for k = 1, n do nxt[k], prv[k] = k + 1, k - 1 end
+  nxt[n] = 0
+  for k = 1, n - 1 do offer(k, k + 1) end
+  while true do
+    local r, k = heap.pop(queue)
+    if not r then break end
+    local j = ids[k] and nxt[k]
+    local row = j and j ~= 0 and rank[ids[k]]
+    -- A queued pair is stale once either symbol has been merged away or changed.
+    if row and row[ids[j]] == r then
+      ids[k], ids[j] = merged[r], false
+      nxt[k] = nxt[j]
+      if nxt[j] ~= 0 then prv[nxt[j]] = k end
+      if prv[k] > 0 then offer(prv[k], k) end
+      if nxt[k] ~= 0 then offer(k, nxt[k]) end
+    end
+  end
+  local out = {}
+  for k = 1, n do
+    if ids[k] then out[#out + 1] = ids[k] end
+  end
+  return out
+end
+
+--- bpe.LONG: words longer than this many bytes are merged through a queue (merge_long); both
+--- ways give the same ids, the scan is faster for short words.
+M.LONG = 48
+
 --- model:word(raw) -> the ids of one pre-tokenized word (a table the caller must not change).
 --- Raises when a byte of raw has no token of its own in the vocabulary.
 function M:word(raw)
@@ -92,7 +135,7 @@ function M:word(raw)
       end
       ids[p] = id
     end
-    ids = merge(ids, self.rank, self.merged)
+    ids = (#ids > M.LONG and merge_long or merge)(ids, self.rank, self.merged)
   end
   if self.cached >= CACHE_WORDS then
     self.cache, self.cached = {}, 0

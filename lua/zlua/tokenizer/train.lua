@@ -10,53 +10,12 @@
 local bpe = require 'zlua.tokenizer.bpe'
 local bytes = require 'zlua.tokenizer.bytes'
 local files = require 'zlua.tokenizer.files'
+local heap = require 'zlua.tokenizer.heap'
 local pretokenize = require 'zlua.tokenizer.pretokenize'
 local Tokenizer = require 'zlua.tokenizer.Tokenizer'
 
 local fmt = string.format
 local SHIFT = 0x1000000 -- pair key = left * SHIFT + right: ids stay below 2^24
-
--- A max-heap of pair keys by (count, then smaller key). Counts go stale as merges change
--- them; the loop re-checks the top against the live count, as Hugging Face's trainer does.
-local function heap_new() return { n = 0, count = {}, key = {} } end
-
-local function above(h, i, j)
-  local ci, cj = h.count[i], h.count[j]
-  return ci > cj or (ci == cj and h.key[i] < h.key[j])
-end
-
-local function swap(h, i, j)
-  h.count[i], h.count[j] = h.count[j], h.count[i]
-  h.key[i], h.key[j] = h.key[j], h.key[i]
-end
-
-local function heap_push(h, count, key)
-  h.n = h.n + 1
-  local i = h.n
-  h.count[i], h.key[i] = count, key
-  while i > 1 and above(h, i, i // 2) do
-    swap(h, i, i // 2)
-    i = i // 2
-  end
-end
-
-local function heap_pop(h)
-  if h.n == 0 then return nil end
-  local count, key = h.count[1], h.key[1]
-  swap(h, 1, h.n)
-  h.count[h.n], h.key[h.n] = nil, nil
-  h.n = h.n - 1
-  local i = 1
-  while true do
-    local l, r, top = 2 * i, 2 * i + 1, i
-    if l <= h.n and above(h, l, top) then top = l end
-    if r <= h.n and above(h, r, top) then top = r end
-    if top == i then break end
-    swap(h, i, top)
-    i = top
-  end
-  return count, key
-end
 
 -- Counts of each pre-tokenized word of the files, lines read with their "\n" as Hugging Face's
 -- trainer reads them.
@@ -141,17 +100,20 @@ return function(paths, vocab_size, opts)
     end
   end
   for wi = 1, #words do tally(wi, 1) end
-  local heap = heap_new()
-  for key, c in next, pairs do heap_push(heap, c, key) end
+  -- The queue holds (-count, pair key): the most frequent pair first, then the smallest key.
+  -- Counts go stale as merges change them; the loop re-checks the top against the live
+  -- count, as Hugging Face's trainer does.
+  local queue = heap.new()
+  for key, c in next, pairs do heap.push(queue, -c, key) end
 
   local merges = {}
   local size = #specials + 256
   while size < vocab_size do
-    local count, key = heap_pop(heap)
-    if not count then break end
-    local live = pairs[key] or 0
+    local neg, key = heap.pop(queue)
+    if not neg then break end
+    local count, live = -neg, pairs[key] or 0
     if live ~= count then
-      if live > 0 then heap_push(heap, live, key) end
+      if live > 0 then heap.push(queue, -live, key) end
     else
       if count < min_frequency then break end
       local a, b = key // SHIFT, key % SHIFT
@@ -181,7 +143,7 @@ return function(paths, vocab_size, opts)
             local pk = ids[k] * SHIFT + ids[k + 1]
             if not pushed[pk] and (pairs[pk] or 0) > 0 then
               pushed[pk] = true
-              heap_push(heap, pairs[pk], pk)
+              heap.push(queue, -pairs[pk], pk)
             end
           end
         end

@@ -1,0 +1,237 @@
+-- zlua.tokenizer.files: reading and writing a byte-level BPE tokenizer's files, Hugging Face's
+-- vocab.json + merges.txt pair and its tokenizer.json, into one plain description:
+--   { vocab = { [raw bytes] = id }, merges = { {left id, right id, merged id}, ... } in rank
+--     order, added = { {content=, id=, special=, lstrip=, rstrip=, single_word=}, ... },
+--     add_prefix_space = bool, ignore_merges = bool }
+-- Every error names the file and, where the text has one, the line.
+
+local json = require 'zlua.json'
+local bytes = require 'zlua.tokenizer.bytes'
+
+local M = {}
+local fmt = string.format
+
+-- s for a message: at most 40 characters, control bytes (and all non-ASCII ones when s is
+-- not UTF-8) as \xNN.
+local function show(s)
+  local valid = utf8.len(s)
+  local cut = valid and utf8.offset(s, 41) or (#s > 40 and 41)
+  local tail = ''
+  if cut and cut <= #s then s, tail = s:sub(1, cut - 1), '...' end
+  return s:gsub(valid and '%c' or '[%c\128-\255]', function(c) return fmt('\\x%02X', c:byte()) end) .. tail
+end
+
+--- files.check_path(path, what): raises unless path is a string without a NUL byte, which C
+--- would cut the path at, naming another file.
+function M.check_path(path, what)
+  if type(path) ~= 'string' then error(fmt('tokenizer: %s must be a path, got %s', what, type(path)), 0) end
+  local nul = path:find('\0', 1, true)
+  if nul then
+    error(fmt('tokenizer: %s "%s" holds a NUL byte (byte %d), which would cut the path there', what,
+      show(path), nul), 0)
+  end
+end
+
+--- files.read_text(path) -> the file's bytes; an error naming it when it cannot be read.
+function M.read_text(path)
+  local f, err = io.open(path, 'rb')
+  if not f then error('tokenizer: cannot read ' .. (err or path), 0) end
+  local text = f:read('a')
+  f:close()
+  if not text then error('tokenizer: cannot read ' .. path, 0) end
+  return text
+end
+
+-- vocab: { [token as spelled in the file] = id } already decoded from JSON; where(token)
+-- gives "file:line" for a message. Returns the raw-bytes vocabulary and the spelled one.
+local function check_vocab(vocab, what, where)
+  if type(vocab) ~= 'table' or getmetatable(vocab) == json.array then
+    error(fmt('%s: expected a JSON object mapping tokens to ids, got %s', what,
+      getmetatable(vocab) == json.array and 'an array' or type(vocab)), 0)
+  end
+  local raw, by_id = {}, {}
+  for tok, id in pairs(vocab) do
+    if math.type(id) ~= 'integer' or id < 0 then
+      error(fmt('%s: token "%s" has id %s, expected a non-negative integer', where(tok), show(tok),
+        tostring(id)), 0)
+    end
+    if by_id[id] then
+      local a, b = by_id[id], tok
+      if a > b then a, b = b, a end
+      error(fmt('%s: tokens "%s" and "%s" both have id %d', where(b), show(a), show(b), id), 0)
+    end
+    by_id[id] = tok
+    raw[(bytes.decode(tok))] = id
+  end
+  return raw
+end
+
+-- One merge "left right" (spelled) into its ids, or an error naming where.
+local function merge_ids(vocab, left, right, where)
+  local a, b, c = vocab[left], vocab[right], vocab[left .. right]
+  local missing = (not a and left) or (not b and right)
+  if missing then
+    error(fmt('%s: merge "%s %s": "%s" is not in the vocabulary', where, show(left), show(right),
+      show(missing)), 0)
+  end
+  if not c then
+    error(fmt('%s: merge "%s %s": the merged token "%s" is not in the vocabulary', where, show(left),
+      show(right), show(left .. right)), 0)
+  end
+  return { a, b, c }
+end
+
+--- files.read_vocab(path) -> vocab spelled as in the file { [token] = id }, raw { [bytes] = id }
+function M.read_vocab(path)
+  local vocab, meta = json.decode(M.read_text(path), path)
+  local lines = meta[vocab] and meta[vocab].lines or {}
+  local raw = check_vocab(vocab, path, function(tok) return fmt('%s:%d', path, lines[tok] or 1) end)
+  return vocab, raw
+end
+
+--- files.read_merges(path, vocab) -> merges in rank order as {left id, right id, merged id}.
+--- The "#version" line Hugging Face writes first is skipped; blank lines are ignored.
+function M.read_merges(path, vocab)
+  local text = M.read_text(path)
+  local merges, n = {}, 0
+  for line in (text .. '\n'):gmatch('([^\n]*)\n') do
+    n = n + 1
+    line = line:gsub('\r$', '')
+    local where = fmt('%s:%d', path, n)
+    if not utf8.len(line) then error(where .. ': not valid UTF-8', 0) end
+    if not (n == 1 and line:find('^#version')) and line ~= '' then
+      local left, right = line:match('^([^ ]+) ([^ ]+)$')
+      if not left then
+        error(fmt('%s: expected two tokens separated by one space, got "%s"', where, show(line)), 0)
+      end
+      merges[#merges + 1] = merge_ids(vocab, left, right, where)
+    end
+  end
+  return merges
+end
+
+local function flag(t, key, what, default)
+  local v = t[key]
+  if v == nil or v == json.null then return default end
+  if type(v) ~= 'boolean' then error(fmt('%s.%s must be true or false, got %s', what, key, tostring(v)), 0) end
+  return v
+end
+
+-- The pre_tokenizer of a tokenizer.json must be GPT-2's: ByteLevel with its own split pattern.
+local function byte_level(pre, path)
+  if type(pre) ~= 'table' or pre.type ~= 'ByteLevel' then
+    error(fmt('%s: pre_tokenizer is %s; only GPT-2\'s ByteLevel pre-tokenizer is supported', path,
+      type(pre) == 'table' and tostring(pre.type) or 'null'), 0)
+  end
+  if flag(pre, 'use_regex', path .. ': pre_tokenizer', true) == false then
+    error(path .. ': pre_tokenizer.use_regex is false; only GPT-2\'s split pattern is supported', 0)
+  end
+  return flag(pre, 'add_prefix_space', path .. ': pre_tokenizer', false)
+end
+
+--- files.read_tokenizer_json(path) -> the description (see the top of this file).
+function M.read_tokenizer_json(path)
+  local doc, meta = json.decode(M.read_text(path), path)
+  local model = type(doc) == 'table' and doc.model
+  if type(model) ~= 'table' or model.type ~= 'BPE' then
+    error(fmt('%s: model.type is %s; only a BPE model is supported', path,
+      type(model) == 'table' and tostring(model.type) or 'missing'), 0)
+  end
+  if doc.normalizer ~= nil and doc.normalizer ~= json.null then
+    error(path .. ': a normalizer is set; GPT-2\'s byte-level BPE has none, and no other is supported', 0)
+  end
+  -- What would change the ids and is not GPT-2's is refused, rather than encoded differently.
+  local post = doc.post_processor
+  if post ~= nil and post ~= json.null and (type(post) ~= 'table' or post.type ~= 'ByteLevel') then
+    error(fmt('%s: post_processor is %s; only GPT-2\'s ByteLevel (which adds no tokens) is supported', path,
+      type(post) == 'table' and tostring(post.type) or tostring(post)), 0)
+  end
+  for _, key in ipairs({ 'continuing_subword_prefix', 'end_of_word_suffix' }) do
+    local v = model[key]
+    if v ~= nil and v ~= json.null and v ~= '' then
+      error(fmt('%s: model.%s is "%s"; GPT-2\'s BPE has none', path, key, tostring(v)), 0)
+    end
+  end
+  if model.dropout ~= nil and model.dropout ~= json.null and model.dropout ~= 0 then
+    error(fmt('%s: model.dropout is %s; BPE dropout is not supported', path, tostring(model.dropout)), 0)
+  end
+  local vlines = meta[model.vocab] and meta[model.vocab].lines or {}
+  local raw = check_vocab(model.vocab, path .. ': model.vocab',
+    function(tok) return fmt('%s:%d', path, vlines[tok] or 1) end)
+  local list = model.merges
+  if getmetatable(list) ~= json.array then
+    error(path .. ': model.merges must be an array', 0)
+  end
+  local at = meta[list] and meta[list].line or 1
+  local merges = {}
+  for i, m in ipairs(list) do
+    local where = fmt('%s: model.merges[%d] (the array at line %d)', path, i - 1, at)
+    local left, right
+    if type(m) == 'string' then
+      left, right = m:match('^([^ ]+) ([^ ]+)$')
+    elseif type(m) == 'table' and #m == 2 and type(m[1]) == 'string' and type(m[2]) == 'string' then
+      left, right = m[1], m[2]
+    end
+    if not left then error(where .. ': expected "left right" or ["left", "right"]', 0) end
+    merges[i] = merge_ids(model.vocab, left, right, where)
+  end
+  local added = {}
+  local alist = doc.added_tokens
+  if alist ~= nil and alist ~= json.null then
+    for i, t in ipairs(alist) do
+      local what = fmt('%s: added_tokens[%d]', path, i - 1)
+      if type(t) ~= 'table' or type(t.content) ~= 'string' or t.content == ''
+          or math.type(t.id) ~= 'integer' or t.id < 0 then
+        error(what .. ': expected {"id": integer >= 0, "content": non-empty string, ...}', 0)
+      end
+      added[#added + 1] = { content = t.content, id = t.id, special = flag(t, 'special', what, false),
+        lstrip = flag(t, 'lstrip', what, false), rstrip = flag(t, 'rstrip', what, false),
+        single_word = flag(t, 'single_word', what, false) }
+    end
+  end
+  return { vocab = raw, merges = merges, added = added, add_prefix_space = byte_level(doc.pre_tokenizer, path),
+    ignore_merges = flag(model, 'ignore_merges', path .. ': model', false) }
+end
+
+--- files.read_pair(vocab_path, merges_path) -> the description. GPT-2's "<|endoftext|>", when the
+--- vocabulary has it, is a special token, as transformers' GPT2Tokenizer makes it.
+function M.read_pair(vocab_path, merges_path)
+  local vocab, raw = M.read_vocab(vocab_path)
+  local added = {}
+  if vocab['<|endoftext|>'] then
+    added[1] = { content = '<|endoftext|>', id = vocab['<|endoftext|>'], special = true }
+  end
+  return { vocab = raw, merges = M.read_merges(merges_path, vocab), added = added,
+    add_prefix_space = false, ignore_merges = false }
+end
+
+local function write(path, text)
+  local tmp = path .. '.tmp'
+  local f, err = io.open(tmp, 'wb')
+  if not f then error('tokenizer: cannot write ' .. (err or tmp), 0) end
+  local ok, werr = f:write(text)
+  local closed, cerr = f:close()
+  if not ok or not closed then error('tokenizer: cannot write ' .. tmp .. ': ' .. tostring(werr or cerr), 0) end
+  local renamed, rerr = os.rename(tmp, path)
+  if not renamed then error('tokenizer: cannot write ' .. path .. ': ' .. tostring(rerr), 0) end
+end
+
+--- files.write_pair(dir, tokens, merges): tokens[id + 1] is the token of id as the files spell
+--- it (bytes.encode for learnt tokens, the content itself for special ones; every id from 0
+--- present), merges a list of {left, right} spelled likewise, in rank order. Writes
+--- dir/vocab.json (one line, ids ascending, as Hugging Face's save_model does) and
+--- dir/merges.txt.
+function M.write_pair(dir, tokens, merges)
+  local parts = {}
+  for i, tok in ipairs(tokens) do
+    parts[i] = json.encode(tok) .. ':' .. (i - 1)
+  end
+  write(dir .. '/vocab.json', '{' .. table.concat(parts, ',') .. '}')
+  local lines = { '#version: 0.2' }
+  for i, m in ipairs(merges) do
+    lines[i + 1] = m[1] .. ' ' .. m[2]
+  end
+  write(dir .. '/merges.txt', table.concat(lines, '\n') .. '\n')
+end
+
+return M

@@ -97,6 +97,7 @@ function Engine.new(t, cfg, rank, world_size)
       .. 'outside the optimizer: each rank now holds them whole\n', whole))
   end
   self.precision:convert_rest()
+  require('zlua.activation_checkpointing').configure(cfg.activation_checkpointing)
 
   local sched = t.lr_scheduler
   if type(sched) == 'function' then sched = sched(opt) end

@@ -83,7 +83,9 @@ function GPT:forward(idx, targets)
     check.error(fmt('GPT: sequence length %d is longer than block_size %d', t, self.config.block_size))
   end
   local x = self.drop(self.wte(idx) + self.wpe(zl.arange(t, { device = idx:device() })))
-  for _, block in ipairs(self.blocks) do x = block(x) end
+  for _, block in ipairs(self.blocks) do
+    if self.checkpointing then x = zl.checkpoint(block, x) else x = block(x) end
+  end
   local logits = self.lm_head(self.ln_f(x))
   if targets == nil then return logits end
   local v = self.config.vocab_size
@@ -91,6 +93,19 @@ function GPT:forward(idx, targets)
   if flat:dtype() ~= 'f32' then flat = flat:float() end
   local loss = zl.cross_entropy(flat, targets:reshape(b * t))
   return logits, loss
+end
+
+--- model:gradient_checkpointing_enable() / _disable(): each TransformerBlock
+--- computed again in backward (zl.checkpoint) instead of keeping its
+--- activations; the gradients are the same bits. Returns the model.
+function GPT:gradient_checkpointing_enable()
+  self.checkpointing = true
+  return self
+end
+
+function GPT:gradient_checkpointing_disable()
+  self.checkpointing = false
+  return self
 end
 
 -- One id (0-based) drawn from softmax(row) restricted to its top_k largest

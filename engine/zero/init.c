@@ -2,7 +2,8 @@
  * store keeps only this rank's f32 chunk (in memory, or with offload_param
  * on NVMe in a slot of the store's swap file, written as it is made) and its
  * data is emptied, so no rank ever holds the whole model; an engine created
- * later takes the chunks over as its masters. */
+ * later takes the chunks over as its masters, and a frozen parameter's chunk
+ * stays here for good, gathered for each op that reads it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,8 @@
  * store keeps only this rank's f32 chunk (in memory, or with offload_param
  * on NVMe in a slot of the store's swap file, written as it is made) and its
  * data is emptied, so no rank ever holds the whole model; an engine created
- * later takes the chunks over as its masters. */
+ * later takes the chunks over as its masters, and a frozen parameter's chunk
+ * stays here for good, gathered for each op that reads it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ typedef struct zz_record {
     int64_t n, k;
     zl_tensor *chunk;          /* [k] f32, or NULL when it lives in the swap */
     int slot;
+    int hook;                  /* zl_zero_init_gather_on_use's use hook on p, 0 when none */
 } zz_record;
 
 struct zl_zero_init {
@@ -62,6 +64,7 @@ zl_status zl_zero_init_new(zl_comm *comm, const zl_zero_config *cfg, zl_zero_ini
 
 static void drop_record(zl_zero_init *in, int i)
 {
+    if (in->recs[i].hook) zl_tensor_remove_hook(in->recs[i].p, in->recs[i].hook);
     zl_tensor_release(in->recs[i].p);
     zl_tensor_release(in->recs[i].chunk);
     in->recs[i] = in->recs[--in->nrec];
@@ -262,5 +265,69 @@ zl_status zz_init_take(zl_zero_init *in, const zl_tensor *p, float *dst, int64_t
     memcpy(dst, zl_tensor_data(c), (size_t)k * 4);
     zl_tensor_release(c);
     drop_record(in, i);
+    return ZL_OK;
+}
+
+/* A frozen parameter at stage 3: no engine takes its chunk over (it has no
+ * master, gradient or optimizer state), so the store keeps it for good and
+ * gathers it only while an op reads it, as the engine does for trained ones.
+ * Every rank runs the same ops in the same order, so the gathers, being
+ * collectives, line up. `active` counts the uses in flight: an op may read
+ * the same tensor twice. */
+typedef struct zz_on_use {
+    zl_zero_init *in;
+    zl_dtype dtype;
+    int active;
+    bool borrowed;             /* whole already (zero.GatheredParameters): left whole after */
+} zz_on_use;
+
+static zl_status gather_as(zz_on_use *u, zl_tensor *p)
+{
+    zl_status st = zl_zero_init_gather(u->in, p);
+    if (st || u->dtype == ZL_DTYPE_F32) return st;
+    zl_tensor *half = zl_tensor_to(p, u->dtype);
+    if (!half) return zli_last_code();
+    zl_tensor_set_category(half, ZL_MEM_PARAMS);
+    bool was = zl_grad_set_enabled(false);
+    st = zl_tensor_set_data(p, half);
+    zl_grad_set_enabled(was);
+    zl_tensor_release(half);
+    return st;
+}
+
+static zl_status frozen_use(zl_tensor *p, zl_use_event ev, const char *op, void *user)
+{
+    (void)op;
+    zz_on_use *u = user;
+    if (ev == ZL_USE_BEFORE_FORWARD || ev == ZL_USE_BEFORE_BACKWARD) {
+        if (u->active++ > 0) return ZL_OK;
+        u->borrowed = zl_tensor_numel(p) > 0;
+        zl_status st = u->borrowed ? ZL_OK : gather_as(u, p);
+        if (st) u->active--;
+        return st;
+    }
+    if (u->active == 0 || --u->active > 0) return ZL_OK;
+    return u->borrowed ? ZL_OK : zl_zero_init_scatter(u->in, p, -1);
+}
+
+zl_status zl_zero_init_gather_on_use(zl_zero_init *in, zl_tensor *p, zl_dtype dtype)
+{
+    int i = find(in, p);
+    if (i < 0) return zl_error(ZL_EINVAL, "zero.Init: the tensor is not partitioned by zero.Init");
+    if (dtype != ZL_DTYPE_F32 && dtype != ZL_DTYPE_BF16 && dtype != ZL_DTYPE_F16)
+        return zl_error(ZL_EINVAL, "zero.Init: a gathered parameter's dtype must be f32, bf16 or f16, got %s",
+                        zl_dtype_name(dtype));
+    zz_record *r = &in->recs[i];
+    if (r->hook) return ZL_OK;
+    zz_on_use *u = calloc(1, sizeof *u);
+    if (!u) return zl_error(ZL_ENOMEM, "zero.Init: out of memory");
+    *u = (zz_on_use){.in = in, .dtype = dtype};
+    r->hook = zl_tensor_add_use_hook(p, frozen_use, u, free);
+    if (!r->hook) {
+        free(u);
+        return zli_last_code();
+    }
+    /* The chunk is this parameter's only copy now, not a master in waiting. */
+    if (r->chunk) zl_tensor_set_category(r->chunk, ZL_MEM_PARAMS);
     return ZL_OK;
 }

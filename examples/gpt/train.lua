@@ -49,6 +49,9 @@ local opt = options.parse('gpt', arg, options.with_engine {
   { 'zero_stage', 0, 'ZeRO stage 0-3 (when no --config)', min = 0 },
   { 'gas', 1, 'gradient accumulation steps: micro-batches per optimizer step', min = 1 },
   { 'grad_accum_dtype', '', 'fp32, bf16 or fp16: the dtype gradients are kept in (default: the model\'s)' },
+  { 'gradient_checkpointing', false, 'compute each block again in backward instead of keeping its activations' },
+  { 'cpu_checkpointing', false, 'with --gradient_checkpointing: the saved block inputs in host memory charged '
+    .. 'to other, off the activations (activation_checkpointing.cpu_checkpointing, when no --config)' },
 })
 local world, rank = dist.world_size(), dist.rank()
 local function say(...) if rank == 0 then print(...) end end
@@ -84,6 +87,7 @@ local train_ids, val_ids = ids:narrow(1, 1, ntrain), ids:narrow(1, ntrain + 1, n
 zl.manual_seed(opt.seed)
 local model = nn.GPT{ vocab_size = #vocab, block_size = T, n_layer = opt.n_layer,
                       n_head = opt.n_head, n_embd = opt.n_embd }
+if opt.gradient_checkpointing then model:gradient_checkpointing_enable() end
 local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and opt.deepspeed_config or {
   train_micro_batch_size_per_gpu = micro,
   gradient_accumulation_steps = opt.gas,
@@ -95,6 +99,7 @@ local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and
                                                      warmup_type = 'linear', cos_min_ratio = 0.1 } },
   bf16 = { enabled = opt.precision == 'bf16' },
   fp16 = { enabled = opt.precision == 'fp16', initial_scale_power = 12 },
+  activation_checkpointing = { cpu_checkpointing = opt.cpu_checkpointing },
 }
 if opt.precision ~= 'f32' and opt.precision ~= 'bf16' and opt.precision ~= 'fp16' then
   io.stderr:write(('gpt: --precision must be f32, bf16 or fp16, got %q\n'):format(opt.precision))
@@ -193,13 +198,23 @@ local function save(step)
   engine:save_checkpoint(opt.out, nil, { step = step, batch_offset = offset })
 end
 
+-- The most memory activations took in a forward and backward, and what the
+-- saved block inputs took in host memory with --cpu_checkpointing (charged to
+-- other); garbage from the step before is collected first, so the figure is
+-- the step's own.
+local peak_activations, peak_other = 0, 0
 local clock = os.time()
 for step = first, opt.steps do
   local starts = random_batch()
   local total = 0.0
   for m = 0, opt.gas - 1 do
+    collectgarbage()
+    zl.reset_peak_memory()
     local _, loss = engine(micro_batch(starts, m))
     engine:backward(loss)
+    local mem = zl.memory()
+    peak_activations = math.max(peak_activations, mem.activations.peak)
+    peak_other = math.max(peak_other, mem.other.peak)
     engine:step()
     total = total + loss:float():item()
   end
@@ -210,4 +225,8 @@ for step = first, opt.steps do
   if opt.out ~= '' and ((opt.save_every > 0 and step % opt.save_every == 0) or step == opt.steps) then save(step) end
 end
 say(('val loss %.9g'):format(val_loss()))
-if rank == 0 then io.stderr:write(('gpt: %d steps in %d s\n'):format(opt.steps, os.time() - clock)) end
+if rank == 0 then
+  io.stderr:write(('gpt: %d steps in %d s\n'):format(opt.steps, os.time() - clock))
+  io.stderr:write(('gpt: peak activation memory %.2f MiB (other: %.2f MiB)%s\n'):format(peak_activations / 2 ^ 20,
+    peak_other / 2 ^ 20, opt.gradient_checkpointing and ', gradient checkpointing' or ''))
+end

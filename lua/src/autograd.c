@@ -117,6 +117,91 @@ static int remove_hook(lua_State *L)
     return 0;
 }
 
+/* A function's backward in Lua (zl_function_record): fn(gout, inputs...)
+ * returns one gradient per input, nil for none; the inputs come from the
+ * node, so the function need not keep them alive itself. Run as a hook is,
+ * protected on the runtime's thread; the gradients it returns are retained
+ * into gin (the engine releases them, on error too). */
+static int function_call(lua_State *L)
+{
+    lua_hook *h = lua_touserdata(L, 1);
+    zl_tensor *gout = lua_touserdata(L, 2);
+    zl_tensor *const *inputs = lua_touserdata(L, 3);
+    zl_tensor **gin = lua_touserdata(L, 4);
+    int n = (int)lua_tointeger(L, 5);
+    luaL_checkstack(L, n + 8, "function backward");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, h->ref);
+    zl_tensor **box = zlb_new_tensor(L);
+    *box = zl_tensor_retain(gout);
+    for (int i = 0; i < n; i++) {
+        box = zlb_new_tensor(L);
+        *box = zl_tensor_retain(inputs[i]);
+    }
+    lua_call(L, 1 + n, n);
+    int base = lua_gettop(L) - n + 1;
+    for (int i = 0; i < n; i++) {
+        if (lua_isnil(L, base + i)) continue;
+        zlb_tensor *u = luaL_testudata(L, base + i, ZLB_TENSOR_MT);
+        if (!u || !u->t) return luaL_error(L, "gradient %d is a %s, expected a tensor or nil", i + 1, luaL_typename(L, base + i));
+        gin[i] = zl_tensor_retain(u->t);
+    }
+    return 0;
+}
+
+static zl_status function_backward(zl_tensor *gout, int n, zl_tensor *const *inputs, zl_tensor **gin, void *user)
+{
+    lua_hook *h = user;
+    if (!h->rt->alive) return zl_error(ZL_EHOOK, "checkpoint: backward: its Lua state was closed");
+    lua_State *L = h->rt->cb;
+    if (!lua_checkstack(L, 8)) return zl_error(ZL_EHOOK, "checkpoint: backward: Lua stack overflow");
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, function_call);
+    lua_pushlightuserdata(L, h);
+    lua_pushlightuserdata(L, gout);
+    lua_pushlightuserdata(L, (void *)inputs);
+    lua_pushlightuserdata(L, gin);
+    lua_pushinteger(L, n);
+    zl_status st = ZL_OK;
+    if (lua_pcall(L, 5, 0, 0) != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        st = zl_error(ZL_EHOOK, "checkpoint: backward: %s", msg ? msg : "(error object is not a string)");
+    }
+    lua_settop(L, top);
+    return st;
+}
+
+/* function_record(out, {inputs...}, backward_fn): see zl_function_record;
+ * the node is named "checkpoint", its only user. */
+static int function_record(lua_State *L)
+{
+    zl_tensor *out = zlb_check_tensor_any(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    int n = (int)luaL_len(L, 2);
+    zl_tensor *small[8], **in = n <= 8 ? small : lua_newuserdatauv(L, sizeof *in * (size_t)n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, 2, i + 1);
+        in[i] = zlb_check_tensor_any(L, -1);
+        lua_pop(L, 1);
+    }
+    zlb_runtime *rt = zlb_runtime_of(L);
+    if (!rt) return zlb_error(L, "zlua: the runtime is not initialised");
+    lua_hook *h = malloc(sizeof *h);
+    if (!h) return zlb_error(L, "checkpoint: out of memory");
+    lua_pushvalue(L, 3);
+    h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    h->rt = rt;
+    zlb_runtime_retain(rt);
+    if (zl_function_record(out, "checkpoint", n, in, function_backward, h, hook_free)) return zlb_raise(L);
+    return 0;
+}
+
+static int move_data(lua_State *L)
+{
+    if (zl_tensor_move_data(zlb_check_tensor_any(L, 1), zlb_check_tensor_any(L, 2))) return zlb_raise(L);
+    return 0;
+}
+
 /* backward(t [, grad [, retain_graph]]) */
 static int backward(lua_State *L)
 {
@@ -198,7 +283,8 @@ void zlb_open_autograd(lua_State *L)
         {"set_grad_dtype", set_grad_dtype},
         {"is_leaf", is_leaf}, {"grad_fn", grad_fn}, {"set_grad_enabled", set_grad_enabled},
         {"is_grad_enabled", is_grad_enabled}, {"add_grad_ready_hook", add_grad_ready_hook},
-        {"add_use_hook", add_use_hook}, {"remove_hook", remove_hook},
+        {"add_use_hook", add_use_hook}, {"remove_hook", remove_hook}, {"function_record", function_record},
+        {"move_data", move_data},
         {NULL, NULL},
     };
     zlb_setfuncs(L, fns);

@@ -471,6 +471,13 @@ static int l_init_unpartition(lua_State *L)
     return status(L, zl_zero_init_unpartition(check_init(L, 1), zlb_check_tensor(L, 2)));
 }
 
+/* store:gather_on_use(p [, dtype = 'f32']) */
+static int l_init_gather_on_use(lua_State *L)
+{
+    zl_tensor *p = zlb_check_tensor(L, 2);
+    return status(L, zl_zero_init_gather_on_use(check_init(L, 1), p, zlb_opt_dtype(L, 3, ZL_DTYPE_F32)));
+}
+
 /* Adds zero_new and zero_init_new to the core table on top of the stack. */
 void zlb_open_zero(lua_State *L)
 {
@@ -483,7 +490,8 @@ void zlb_open_zero(lua_State *L)
     };
     static const luaL_Reg init_methods[] = {
         {"partition", l_init_partition}, {"holds", l_init_holds}, {"gather", l_init_gather},
-        {"scatter", l_init_scatter}, {"unpartition", l_init_unpartition}, {"free", init_gc}, {NULL, NULL},
+        {"scatter", l_init_scatter}, {"unpartition", l_init_unpartition},
+        {"gather_on_use", l_init_gather_on_use}, {"free", init_gc}, {NULL, NULL},
     };
     luaL_newmetatable(L, ZLB_ZERO_MT);
     lua_pushcfunction(L, zero_gc);

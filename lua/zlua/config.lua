@@ -125,12 +125,6 @@ local UNIMPLEMENTED = {
   ['comet.enabled'] = 'the Comet monitor',
   ['comms_logger.enabled'] = 'the communication logger',
   ['flops_profiler.enabled'] = 'the FLOPS profiler',
-  ['activation_checkpointing.partition_activations'] = 'activation checkpointing',
-  ['activation_checkpointing.cpu_checkpointing'] = 'activation checkpointing',
-  ['activation_checkpointing.contiguous_memory_optimization'] = 'activation checkpointing',
-  ['activation_checkpointing.number_checkpoints'] = 'activation checkpointing',
-  ['activation_checkpointing.synchronize_checkpoint_boundary'] = 'activation checkpointing',
-  ['activation_checkpointing.profile'] = 'activation checkpointing',
   ['data_efficiency.enabled'] = 'data efficiency (curriculum learning, random-LTD)',
   ['curriculum_learning.enabled'] = 'curriculum learning',
   ['elasticity.enabled'] = 'elastic training',
@@ -199,6 +193,14 @@ local NOTICED = {
   ['zero_optimization.offload_optimizer.fast_init'] = { zlua = false, why = IGNORED .. "a shortcut in how "
     .. "DeepSpeed's NVMe swapper writes the first optimizer state; zlua writes each sub-group's first "
     .. 'state once at start-up either way' },
+  ['activation_checkpointing.partition_activations'] = { zlua = false, why = IGNORED .. 'DeepSpeed splits '
+    .. "each checkpoint over the model-parallel ranks; zlua has no model parallelism, so a rank's checkpoints "
+    .. 'are its own already (and there is nothing to split at 1 rank)' },
+  ['activation_checkpointing.contiguous_memory_optimization'] = { zlua = false, why = IGNORED .. "zlua's "
+    .. "allocator keeps freed blocks by size class, so each step's checkpoints reuse the last step's memory "
+    .. 'without fragmenting it: there is no contiguous buffer to copy them into' },
+  ['activation_checkpointing.number_checkpoints'] = { why = IGNORED .. 'it sizes the contiguous buffer of '
+    .. 'contiguous_memory_optimization, which zlua does not need' },
 }
 config.NOTICED = NOTICED
 

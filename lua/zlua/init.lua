@@ -846,6 +846,10 @@ zl.set_printoptions = print_mod.set_options
 --- zl.read_csv(path [, skip_header]): a numeric CSV (plain or .gz) as f32 [rows, cols].
 zl.read_csv = core.read_csv
 
+--- zl.checkpoint(fn, ...): fn(...) computed again in backward instead of
+--- keeping its activations (see zlua.activation_checkpointing).
+function zl.checkpoint(fn, ...) return require('zlua.activation_checkpointing').checkpoint(fn, ...) end
+
 --- zl.initialize{model=, config=, ...}: DeepSpeed's initialize (see zlua.engine).
 function zl.initialize(t) return require('zlua.engine').initialize(t) end
 --- zl.args([argv [, defaults]]): the script's command line with DeepSpeed's

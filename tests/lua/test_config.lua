@@ -405,8 +405,6 @@ test('unimplemented', function()
     { { comms_logger = { enabled = true } }, 'comms_logger.enabled = true: the communication logger' },
     { { flops_profiler = { enabled = true } }, 'flops_profiler.enabled = true: the FLOPS profiler '
       .. 'is not implemented in zlua yet (remove the key or set it to false)' },
-    { { activation_checkpointing = { partition_activations = true } },
-      'activation_checkpointing.partition_activations = true: activation checkpointing is not implemented' },
     { { checkpoint = { use_node_local_storage = true } },
       'checkpoint.use_node_local_storage = true: node-local checkpoint storage is not implemented' },
     { { data_efficiency = { enabled = true, seed = 1 } }, 'data_efficiency.enabled = true: data '

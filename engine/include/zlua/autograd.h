@@ -57,6 +57,28 @@ typedef enum zl_use_event {
 typedef zl_status (*zl_use_fn)(zl_tensor *t, zl_use_event ev, const char *op, void *user);
 ZL_API int zl_tensor_add_use_hook(zl_tensor *t, zl_use_fn fn, void *user, void (*user_free)(void *));
 
+/* ---- functions with a backward of the caller's ----
+ * `out`, computed with grad mode off (no graph), gets a node over `inputs`
+ * (retained until the graph is freed) whose backward is bw: gout is the
+ * gradient of out (contiguous f32); gin[i] [out] a new reference of
+ * inputs[i]'s shape, or NULL (no gradient for it). Unlike an op's node it
+ * is recorded whenever grad mode is on, even when no input requires grad:
+ * bw may reach leaves of its own (activation checkpointing's recompute
+ * back-propagates into the parameters it reads). out then requires grad.
+ * `name` must outlive the graph (a literal). `user_free` (may be NULL)
+ * gets `user` when the node is freed, or at once when nothing is recorded. */
+typedef zl_status (*zl_function_backward_fn)(zl_tensor *gout, int n, zl_tensor *const *inputs, zl_tensor **gin,
+                                             void *user);
+ZL_API zl_status zl_function_record(zl_tensor *out, const char *name, int n, zl_tensor *const *inputs,
+                                    zl_function_backward_fn bw, void *user, void (*user_free)(void *));
+
+/* t takes src's storage in place of its own: src must be a copy of t's
+ * values (same dtype and shape) kept elsewhere, in host memory or charged to
+ * another category. Unlike zl_tensor_set_data it works on a tensor an op
+ * produced, since what t holds does not change: activation checkpointing
+ * moves a saved input off the working memory with it. */
+ZL_API zl_status zl_tensor_move_data(zl_tensor *t, zl_tensor *src);
+
 /* Remove a hook by handle from whichever list holds it; unknown handles are ignored. */
 ZL_API void zl_tensor_remove_hook(zl_tensor *t, int handle);
 

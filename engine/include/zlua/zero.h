@@ -215,6 +215,11 @@ ZL_API zl_status zl_zero_init_gather(zl_zero_init *in, zl_tensor *p);
 ZL_API zl_status zl_zero_init_scatter(zl_zero_init *in, zl_tensor *p, int root);
 /* p whole again on every rank and no longer held (collective). */
 ZL_API zl_status zl_zero_init_unpartition(zl_zero_init *in, zl_tensor *p);
+/* p, which no engine trains (frozen), stays partitioned for good: it is
+ * gathered whole (in `dtype`: f32, bf16 or f16) before each op that reads it,
+ * in forward and backward, and emptied after; its chunk is charged to params.
+ * Every rank must run the same ops. Freeing the store removes the hook. */
+ZL_API zl_status zl_zero_init_gather_on_use(zl_zero_init *in, zl_tensor *p, zl_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -83,16 +83,21 @@ function Engine.new(t, cfg, rank, world_size)
     self.zero = zero_state.new { optimizer = opt, module = self.module, config = cfg, rank = rank, world = world_size,
       half = self.precision.half, dist = self.dist }
   end
-  -- Parameters zero.Init partitioned that nothing trains are gathered whole.
+  -- Frozen parameters stay partitioned at stage 3 (gathered only while an op
+  -- reads them); others zero.Init partitioned that nothing trains are gathered whole.
+  local zero = require 'zlua.zero'
+  self.frozen_partitioned, self.frozen_elements = zero.partition_frozen(self.module:parameters(), cfg,
+    self.precision.half, self.device == 'cpu')
   local whole = 0
   for _, p in ipairs(self.module:parameters()) do
-    if require('zlua.zero').unpartition(p) then whole = whole + 1 end
+    if p:requires_grad() and zero.unpartition(p) then whole = whole + 1 end
   end
   if whole > 0 and rank == 0 then
-    io.stderr:write(fmt('zlua: zlua.initialize: %d parameters built by zlua.zero.Init are not trained (frozen or '
-      .. 'outside the optimizer): each rank now holds them whole\n', whole))
+    io.stderr:write(fmt('zlua: zlua.initialize: %d parameters built by zlua.zero.Init require grad but are '
+      .. 'outside the optimizer: each rank now holds them whole\n', whole))
   end
   self.precision:convert_rest()
+  require('zlua.activation_checkpointing').configure(cfg.activation_checkpointing)
 
   local sched = t.lr_scheduler
   if type(sched) == 'function' then sched = sched(opt) end
@@ -226,10 +231,12 @@ end
 --- engine:memory_report(): this rank's bytes by kind: params (working
 --- copies, 16-bit under bf16/fp16), grads, master (f32 copies), moments
 --- (optimizer state), buffers (the bucket buffers, named in bucket_buffers),
---- model_states (the first four), and the allocator's current/peak bytes by
---- category (allocator).
+--- model_states (the first four), frozen (the f32 chunks this rank keeps of
+--- the frozen parameters stage 3 partitions, in frozen_partitioned of them),
+--- and the allocator's current/peak bytes by category (allocator).
 function Engine:memory_report()
   local rep = self.zero and self.zero:memory_report() or {}
+  rep.frozen, rep.frozen_partitioned = 4 * self.frozen_elements, self.frozen_partitioned
   rep.stage = self.config.zero_optimization.stage
   rep.world_size, rep.rank = self.world_size, self.rank
   rep.allocator = zl.memory()

@@ -40,6 +40,7 @@
 local zl = require 'zlua'
 local json = require 'zlua.json'
 local layout = require 'zlua.zero.layout'
+local registry = require 'zlua.zero.registry'
 local wire = require 'zlua.engine.wire'
 local verify = require 'zlua.engine.verify'
 
@@ -79,6 +80,20 @@ local function from_rank0(engine, v)
   return wire.all_gather(engine.dist, engine.world_size, { v })[1][1]
 end
 
+-- name -> {p =, store =, shape =, dtype =} of the frozen parameters stage 3
+-- keeps partitioned (zlua.zero.partition_frozen): gathered to be read or written.
+local function frozen_partitioned(engine)
+  local out = {}
+  if not engine.frozen_partitioned or engine.frozen_partitioned == 0 then return out end
+  for name, p in engine.module:named_parameters() do
+    local r = registry.get(p)
+    if r and r.store then
+      out[name] = { p = p, store = r.store, shape = r.shape, numel = r.numel, dtype = engine.precision.half or 'f32' }
+    end
+  end
+  return out
+end
+
 -- The module's entries for model.safetensors: {name, dtype, shape, get()},
 -- get() giving the whole tensor (gathered for stage 3) and a cleanup.
 local function model_entries(engine)
@@ -87,10 +102,16 @@ local function model_entries(engine)
   if engine.zero and engine.zero.stage == 3 then
     for _, e in ipairs(engine.zero.entries) do by_name[e.name] = e end
   end
+  local frozen = frozen_partitioned(engine)
   local out = {}
   for _, name in ipairs(order) do
-    local t, e = sd[name], by_name[name]
-    if e then
+    local t, e, f = sd[name], by_name[name], frozen[name]
+    if f then
+      out[#out + 1] = { name = name, dtype = f.dtype, shape = f.shape, get = function()
+        f.store:gather(f.p)
+        return f.p:to(f.dtype), function() f.store:scatter(f.p) end
+      end }
+    elseif e then
       local z = engine.zero
       out[#out + 1] = { name = name, dtype = z.wdtype, shape = e.shape, get = function()
         z:gather(e)
@@ -476,10 +497,11 @@ local function open_module(engine, path, strict, masters)
   local owned = {}
   if z then for _, e in ipairs(z.entries) do owned[e.name] = e end end
   local sd, order = engine.module:state_dict()
+  local frozen = frozen_partitioned(engine)
   local ok, err = pcall(function()
     for _, name in ipairs(order) do
       local it, e = have[name], owned[name]
-      local n = e and e.n or sd[name]:numel()
+      local n = e and e.n or frozen[name] and frozen[name].numel or sd[name]:numel()
       if (e and masters) or (not e and (it or strict)) then
         if not it then bad(path, 'model.safetensors has no %s', name) end
         if it.numel ~= n then
@@ -510,8 +532,15 @@ local function load_module(engine, f, have, owned, masters)
   if ok then
     ok, err = pcall(zl.no_grad, function()
       local sd, order = engine.module:state_dict()
+      local frozen = frozen_partitioned(engine)
       for _, name in ipairs(order) do
-        if not owned[name] and have[name] then
+        local fz = frozen[name]
+        if fz then
+          -- every rank reads the file: each keeps its own chunk of it
+          fz.store:gather(fz.p)
+          fz.p:copy_(f:read(name):reshape(fz.shape))
+          fz.store:scatter(fz.p, 0)
+        elseif not owned[name] and have[name] then
           local t = sd[name]
           t:copy_(f:read(name):reshape(t:shape()):to(t:device()))
         end

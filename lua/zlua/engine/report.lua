@@ -5,7 +5,8 @@
   loss_scale by samples) and, when stderr is a terminal, a one-line progress
   display; with memory_breakdown, the allocator's bytes by category before
   and after each forward, backward and step (DeepSpeed's see_memory_usage
-  lines). Rank 0 only, as DeepSpeed logs. ]]
+  lines); with activation_checkpointing.profile, the checkpoints' forward
+  and recompute time. Rank 0 only, as DeepSpeed logs. ]]
 
 local zl = require 'zlua'
 local core = zl.core
@@ -91,6 +92,12 @@ function R:step_done(loss, overflow)
       local t = self.timers
       io.stdout:write(fmt('[Rank 0] time (ms) | forward: %.2f | backward: %.2f | step: %.2f\n', t.forward * 1e3,
         t.backward * 1e3, t.step * 1e3))
+    end
+    -- activation_checkpointing.profile: DeepSpeed times the checkpoints' forward and recompute
+    local ac = require('zlua.activation_checkpointing').stats()
+    if ac then
+      io.stdout:write(fmt('[Rank 0] activation checkpointing: %d checkpoints | forward: %.2f ms | recompute: %.2f ms\n',
+        ac.checkpoints, ac.forward * 1e3, ac.recompute * 1e3))
     end
     io.stdout:flush()
     self.window_start, self.window_samples = now, 0

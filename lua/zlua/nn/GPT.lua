@@ -89,7 +89,10 @@ function GPT:forward_cached(idx, cache)
     check.error(fmt('GPT: sequence length %d is longer than block_size %d', past + t, self.config.block_size))
   end
   local x = self.drop(self.wte(idx) + self.wpe(zl.arange(past, past + t, { device = idx:device() })))
-  for i, block in ipairs(self.blocks) do x = block(x, cache and cache.layers[i]) end
+  for i, block in ipairs(self.blocks) do
+    -- A cache is for generation, without autograd: nothing to recompute.
+    if self.checkpointing and not cache then x = zl.checkpoint(block, x) else x = block(x, cache and cache.layers[i]) end
+  end
   if cache then cache.len = past + t end
   return self.lm_head(self.ln_f(x))
 end
@@ -105,6 +108,19 @@ function GPT:forward(idx, targets)
   local v = self.config.vocab_size
   local loss = zl.cross_entropy(logits:reshape(b * t, v), targets:reshape(b * t), { dtype = 'f32' })
   return logits, loss
+end
+
+--- model:gradient_checkpointing_enable() / _disable(): each TransformerBlock
+--- computed again in backward (zl.checkpoint) instead of keeping its
+--- activations; the gradients are the same bits. Returns the model.
+function GPT:gradient_checkpointing_enable()
+  self.checkpointing = true
+  return self
+end
+
+function GPT:gradient_checkpointing_disable()
+  self.checkpointing = false
+  return self
 end
 
 --- model:new_cache(): an empty key/value cache for forward_cached.

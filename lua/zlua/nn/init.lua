@@ -13,6 +13,7 @@ local check = require 'zlua.nn.check'
 local nn = {
   Module = Module,
   Linear = require 'zlua.nn.Linear',
+  LinearLoRA = require 'zlua.nn.LinearLoRA',
   Conv2d = require 'zlua.nn.Conv2d',
   MaxPool2d = require 'zlua.nn.MaxPool2d',
   Flatten = require 'zlua.nn.Flatten',

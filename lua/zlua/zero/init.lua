@@ -21,6 +21,7 @@
 
 local zl = require 'zlua'
 local registry = require 'zlua.zero.registry'
+local layout = require 'zlua.zero.layout'
 local dist = require 'zlua.dist'
 
 local fmt = string.format
@@ -37,8 +38,9 @@ function zero.Init(cfg_src, fn)
   local before = Module.set_post_init(function(m)
     for _, p in pairs(m._parameters) do
       if not registry.get(p) and p:numel() > 0 then
+        local shape = p:shape()
         store:partition(p)
-        registry.set_init(p, store)
+        registry.set_init(p, store, shape)
       end
     end
   end)
@@ -100,6 +102,37 @@ function zero.unpartition(p)
   store:unpartition(p)
   registry.set_init(p, nil)
   return true
+end
+
+--- At stage 3, the frozen parameters (requires_grad false) of `params` that
+--- no engine trains stay partitioned, or become so when built whole on a CPU:
+--- each is gathered (in `dtype`, default f32) only while an op reads it and
+--- holds no gradient or optimizer state. Collective. Returns their count and
+--- the elements this rank holds of them.
+function zero.partition_frozen(params, cfg, dtype, on_host)
+  if cfg.zero_optimization.stage ~= 3 then return 0, 0 end
+  local fresh
+  local count, held = 0, 0
+  for _, p in ipairs(params) do
+    local r = registry.get(p)
+    if not p:requires_grad() and not (r and r.state) then
+      local store = r and r.store
+      if not store and on_host and p:numel() > 0 then
+        local state = require 'zlua.zero.state'
+        fresh = fresh or zl.core.zero_init_new(state.c_config(cfg, 'adam'))
+        store = fresh
+        local shape = p:shape()
+        store:partition(p)
+        registry.set_init(p, store, shape)
+      end
+      if store then
+        store:gather_on_use(p, dtype)
+        count = count + 1
+        held = held + layout.chunk(registry.get(p).numel, dist.world_size())
+      end
+    end
+  end
+  return count, held
 end
 
 --- True when p is partitioned by zero.Init or a stage-3 engine.

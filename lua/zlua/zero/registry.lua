@@ -17,8 +17,13 @@ function M.init_store(p)
   return r and r.store or nil
 end
 
---- zero.Init partitioned p into `store`.
-function M.set_init(p, store) info[p] = store and { store = store } or nil end
+--- zero.Init partitioned p (its whole shape, a list) into `store`.
+function M.set_init(p, store, shape)
+  if not store then info[p] = nil return end
+  local numel = 1
+  for _, d in ipairs(shape) do numel = numel * d end
+  info[p] = { store = store, shape = shape, numel = numel }
+end
 
 --- An engine's state took p over.
 function M.bind(p, state, entry) info[p] = { state = state, entry = entry } end

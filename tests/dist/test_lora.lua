@@ -42,7 +42,7 @@ local function sizes(model)
   local trained, frozen = {}, {}
   for _, p in ipairs(model:parameters()) do
     local list = p:requires_grad() and trained or frozen
-    list[#list + 1] = zero.is_partitioned(p) and require('zlua.zero.registry').get(p).numel or p:numel()
+    list[#list + 1] = zero.numel(p)
   end
   return trained, frozen
 end
@@ -53,6 +53,9 @@ local function chunks(list, P)
   return s
 end
 
+-- Counted on a whole model: what num_parameters must say at every stage.
+local WHOLE = build():num_parameters()
+
 local function run(stage, init, mode)
   collectgarbage()   -- the engine of the run before, and its memory
   local cfg = config(stage, mode)
@@ -60,6 +63,8 @@ local function run(stage, init, mode)
   local trained, frozen = sizes(model)
   local engine = zl.initialize { model = model, config = cfg }
   engine:set_progress(false)
+  check_eq(model:num_parameters(), WHOLE, string.format('stage %d%s %s: num_parameters counts whole parameters',
+    stage, init and ' (zero.Init)' or '', mode))
   local g = zl.Generator(5)
   local losses = {}
   for _ = 1, 3 do

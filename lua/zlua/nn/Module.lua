@@ -300,10 +300,12 @@ function Module:parameters()
   return out
 end
 
---- m:num_parameters(): the number of scalar parameters (each tensor once).
+--- m:num_parameters(): the number of scalar parameters (each tensor once),
+--- whole even where ZeRO-3 keeps only a chunk of them on this rank.
 function Module:num_parameters()
+  local numel = require('zlua.zero').numel
   local n = 0
-  for _, e in ipairs(param_list(self)) do n = n + e[2]:numel() end
+  for _, e in ipairs(param_list(self)) do n = n + numel(e[2]) end
   return n
 end
 

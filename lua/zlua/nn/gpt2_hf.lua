@@ -122,9 +122,10 @@ end
 
 local function shape_str(s) return '[' .. table.concat(s, ', ') .. ']' end
 
--- The shape the file holds for parameter p.
+-- The shape the file holds for parameter p (whole, also when zero.Init
+-- built the model partitioned).
 local function file_shape(p, conv1d)
-  local s = p:shape()
+  local s = zero.shape(p)
   if conv1d then return { s[2], s[1] } end
   return s
 end
@@ -163,9 +164,9 @@ local function copy_from(f, path, model, prefix, info)
         check.error(fmt('GPT.from_pretrained: %s: unexpected tensor %s', path, key))
       end
       local wte = model.wte.weight
-      if shape_str(e.shape) ~= shape_str(wte:shape()) then
+      if shape_str(e.shape) ~= shape_str(zero.shape(wte)) then
         check.error(fmt('GPT.from_pretrained: %s: tensor lm_head.weight has shape %s, expected %s',
-                        path, shape_str(e.shape), shape_str(wte:shape())))
+                        path, shape_str(e.shape), shape_str(zero.shape(wte))))
       end
       local same = zero.GatheredParameters({ wte }, function()
         return (f:read(key):float() - wte:float()):abs():max():item() == 0

@@ -135,6 +135,21 @@ function zero.partition_frozen(params, cfg, dtype, on_host)
   return count, held
 end
 
+--- zero.numel(p), zero.shape(p): p's elements and shape whole, whether this
+--- rank holds it whole or only its chunk (DeepSpeed's p.ds_numel, p.ds_shape).
+function zero.numel(p)
+  local r = registry.get(p)
+  if r and r.numel then return r.numel end
+  if r and r.entry and r.entry.n then return r.entry.n end
+  return p:numel()
+end
+
+function zero.shape(p)
+  local r = registry.get(p)
+  local s = r and (r.shape or (r.entry and r.entry.shape))
+  return s and table.move(s, 1, #s, 1, {}) or p:shape()
+end
+
 --- True when p is partitioned by zero.Init or a stage-3 engine.
 function zero.is_partitioned(p)
   local r = registry.get(p)

@@ -227,6 +227,10 @@ end
 say(('val loss %.9g'):format(val_loss()))
 if rank == 0 then
   io.stderr:write(('gpt: %d steps in %d s\n'):format(opt.steps, os.time() - clock))
-  io.stderr:write(('gpt: peak activation memory %.2f MiB (other: %.2f MiB)%s\n'):format(peak_activations / 2 ^ 20,
-    peak_other / 2 ^ 20, opt.gradient_checkpointing and ', gradient checkpointing' or ''))
+  -- The estimate a user gets before a run (scripts/estimate_memory.lua), beside the measure.
+  local est = require('zlua.nn.gpt_activations').estimate(model.config, { batch = micro, block_size = T,
+    precision = opt.precision, checkpointing = opt.gradient_checkpointing })
+  io.stderr:write(('gpt: peak activation memory %.2f MiB (other: %.2f MiB)%s; estimated %.2f MiB\n'):format(
+    peak_activations / 2 ^ 20, peak_other / 2 ^ 20, opt.gradient_checkpointing and ', gradient checkpointing' or '',
+    est.peak / 2 ^ 20))
 end

@@ -233,4 +233,5 @@ if rank == 0 then
   io.stderr:write(('gpt: peak activation memory %.2f MiB (other: %.2f MiB)%s; estimated %.2f MiB\n'):format(
     peak_activations / 2 ^ 20, peak_other / 2 ^ 20, opt.gradient_checkpointing and ', gradient checkpointing' or '',
     est.peak / 2 ^ 20))
+  require('zlua.engine.memory_table').print(engine, io.stderr, { activations = est.peak })
 end

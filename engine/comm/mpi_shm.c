@@ -1,5 +1,5 @@
 /* The mpi backend's path between ranks on one machine (mpi_shm.h): each rank's
- * staging buffer in an MPI-3 shared window every rank maps, three counters per
+ * staging buffer in an MPI-3 shared window every rank maps, a few counters per
  * rank in a second one, and the queue of started collectives they pace. */
 #include <sched.h>
 #include <stdatomic.h>
@@ -8,10 +8,11 @@
 #include <string.h>
 #include "mpi_shm.h"
 
-/* Why: for a 64 MB gradient bucket on one host, Open MPI's reduce-scatter and
- * all-reduce ran 3-4x below memory bandwidth (its shared-memory transport
- * copies through small fragments). Here a collective costs one copy of the
- * input into the rank's staging buffer and one pass reading the peers' buffers.
+/* Why: on one host Open MPI's reduce-scatter and all-reduce move a 64 MB
+ * gradient bucket through its transport's small fragments; here a collective
+ * costs one copy of the input into the rank's staging buffer and one pass
+ * reading the peers' buffers (at the GPT anchor, 2 ranks, the wait in
+ * collectives halved: scripts/bench/zero.lua --compare).
  *
  * Collective n (counted from 1 in start order, the same on every rank) passes
  * three marks, each a counter of the rank's own set to n by a release store

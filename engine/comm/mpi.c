@@ -1,5 +1,6 @@
 /* The "mpi" backend: collectives as MPI's non-blocking ones on a duplicate of
- * MPI_COMM_WORLD, polled by comm.c. MPI is initialised here unless the host did,
+ * MPI_COMM_WORLD, polled by comm.c; with every rank on one machine the
+ * reductions and gathers go through shared memory instead (mpi_shm.c). MPI is initialised here unless the host did,
  * and finalised with the last communicator only in that case. It also names a
  * rank whose process ended, to the waiting ranks and on SIGTERM. */
 #include <errno.h>
@@ -12,17 +13,24 @@
 #include <string.h>
 #include <unistd.h>
 #include <mpi.h>
-#include "backend.h"
+#include "mpi_shm.h"
 
 typedef struct mpi_state {
     MPI_Comm comm;
+    zli_shm *shm;                /* NULL: every collective through MPI */
 } mpi_state;
+
+/* A started collective: MPI's request, or the shared-memory path's. */
+typedef struct mpi_pending {
+    MPI_Request req;
+    zli_shm_op *shm;
+} mpi_pending;
 
 /* How many open communicators use MPI, and whether the first one initialised it. */
 static int g_open_count;
 static bool g_we_initialised;
 
-static zl_status mpi_fail(int rc, const char *what, int rank)
+zl_status zli_mpi_fail(int rc, const char *what, int rank)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -239,7 +247,7 @@ static zl_status meet_peers(MPI_Comm comm, int rank, int size)
     int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, comm);
     if (rc != MPI_SUCCESS) {
         free(all);
-        return mpi_fail(rc, "comm mpi: MPI_Allgather", rank);
+        return zli_mpi_fail(rc, "comm mpi: MPI_Allgather", rank);
     }
     if (g_local_rank || !mine.place[0]) {
         free(all);
@@ -284,7 +292,7 @@ static zl_status mpi_open(zl_comm *c)
     if (!inited) {
         int provided = 0;
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "comm mpi: MPI_Init_thread", -1);
+        if (rc != MPI_SUCCESS) return zli_mpi_fail(rc, "comm mpi: MPI_Init_thread", -1);
         g_we_initialised = true;
     }
     mpi_state *s = malloc(sizeof *s);
@@ -294,13 +302,14 @@ static zl_status mpi_open(zl_comm *c)
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
     if (rc != MPI_SUCCESS) {
         free(s);
-        return mpi_fail(rc, "comm mpi: MPI_Comm_dup", -1);
+        return zli_mpi_fail(rc, "comm mpi: MPI_Comm_dup", -1);
     }
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(s->comm, &c->rank);
     MPI_Comm_size(s->comm, &c->size);
     c->local_rank = local_rank_of(s->comm, c->rank);
     zl_status st = meet_peers(s->comm, c->rank, c->size);
+    if (!st) st = zli_shm_open(s->comm, &s->shm);
     if (st) {
         /* Not MPI_Comm_free: it is collective, and the ranks may disagree now. */
         free(s);
@@ -317,11 +326,13 @@ static void mpi_close(zl_comm *c, bool clean)
     /* A collective still in flight may yet write into memory we own; freeing
      * the communicator or finalising could block on ranks that are gone. */
     if (!clean) {
+        zli_shm_close(s->shm, false);
         free(s);
         if (--g_open_count == 0) drop_peers();
         g_we_initialised = false;
         return;
     }
+    zli_shm_close(s->shm, true);
     MPI_Comm_free(&s->comm);
     free(s);
     if (--g_open_count > 0) return;
@@ -348,11 +359,23 @@ static zl_status mpi_start(zl_comm *c, const zli_coll *coll, void **pending)
     static const char *names[] = {"MPI_Iallreduce", "MPI_Ireduce_scatter_block", "MPI_Iallgather",
                                   "MPI_Ibcast", "MPI_Ibarrier"};
     mpi_state *s = c->state;
+    if (s->shm && zli_shm_carries(coll)) {
+        mpi_pending *p = calloc(1, sizeof *p);
+        if (!p) return zl_error(ZL_ENOMEM, "comm mpi: out of memory");
+        zl_status st = zli_shm_start(s->shm, coll, &p->shm);
+        if (st) {
+            free(p);
+            return st;
+        }
+        *pending = p;
+        return ZL_OK;
+    }
     if (coll->count > INT_MAX)
         return zl_error(ZL_EINVAL, "%s on rank %d: %zu elements exceed MPI's int count; split the buffer",
                         names[coll->kind], c->rank, coll->count);
-    MPI_Request *req = malloc(sizeof *req);
-    if (!req) return zl_error(ZL_ENOMEM, "comm mpi: out of memory");
+    mpi_pending *p = calloc(1, sizeof *p);
+    if (!p) return zl_error(ZL_ENOMEM, "comm mpi: out of memory");
+    MPI_Request *req = &p->req;
     int n = (int)coll->count, rc = MPI_SUCCESS;
     switch (coll->kind) {
     case ZLI_COLL_ALLREDUCE:
@@ -372,24 +395,33 @@ static zl_status mpi_start(zl_comm *c, const zli_coll *coll, void **pending)
         break;
     }
     if (rc != MPI_SUCCESS) {
-        free(req);
-        return mpi_fail(rc, names[coll->kind], c->rank);
+        free(p);
+        return zli_mpi_fail(rc, names[coll->kind], c->rank);
     }
-    *pending = req;
+    *pending = p;
     return ZL_OK;
 }
 
 static zl_status mpi_test(zl_comm *c, void *pending, bool *done)
 {
-    MPI_Request *req = pending;
+    mpi_state *s = c->state;
+    mpi_pending *p = pending;
+    if (p->shm) {
+        zl_status st = zli_shm_test(s->shm, p->shm, done);
+        if (!st && *done) free(p);
+        return st;
+    }
+    /* The shared-memory queue moves on too: a peer may wait there on this rank. */
+    zl_status st = s->shm ? zli_shm_test(s->shm, NULL, NULL) : ZL_OK;
+    if (st) return st;
     int flag = 0;
-    int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    int rc = MPI_Test(&p->req, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
         *done = false;
-        return mpi_fail(rc, "MPI_Test", c->rank);
+        return zli_mpi_fail(rc, "MPI_Test", c->rank);
     }
     *done = flag != 0;
-    if (flag) free(req);
+    if (flag) free(p);
     return ZL_OK;
 }
 

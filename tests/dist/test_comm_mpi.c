@@ -1,7 +1,11 @@
 /* The "mpi" communicator backend under mpirun (2 or 3 ranks): each rank feeds
  * rank-dependent inputs to every collective, blocking and async, in every float
  * dtype, and checks the result against values it computes itself; then a
- * collective that one rank skips must time out with a message naming it. */
+ * collective that one rank skips must time out with a message naming it. With
+ * every rank on one machine the reductions go through shared memory, which
+ * must fold in rank order at any size (ZLUA_COMM_SHM=0 runs MPI's own). */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 #include "harness.h"
@@ -166,6 +170,74 @@ TEST(async_overlap)
     zl_tensor_release(rs_in);
     zl_tensor_release(rs_out);
     zl_tensor_release(b);
+}
+
+/* Rank r's element i for the order test: floats of many magnitudes, so
+ * that a sum rounds differently in another order. */
+static float scattered(int r, int64_t i)
+{
+    uint64_t h = ((uint64_t)(r + 1) * 0x9E3779B97F4A7C15u) ^ ((uint64_t)i * 0xC2B2AE3D27D4EB4Fu);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9u;
+    h ^= h >> 32;
+    return ldexpf((float)((int64_t)(h % 2000001) - 1000000), (int)(h >> 40) % 24 - 12);
+}
+
+static float folded(int size, int64_t i)
+{
+    float acc = scattered(0, i);
+    for (int r = 1; r < size; r++) acc += scattered(r, i);
+    return acc;
+}
+
+static zl_tensor *scattered_tensor(int64_t n, int r)
+{
+    zl_tensor *t = zl_tensor_new(ZL_DTYPE_F32, 1, &n, ZL_MEM_OTHER);
+    float *p = t ? zl_tensor_data(t) : NULL;
+    for (int64_t i = 0; p && i < n; i++) p[i] = scattered(r, i);
+    return t;
+}
+
+/* Buffers far past the shared path's first staging size (it must grow while
+ * other collectives are queued behind), counts that do not divide by the
+ * ranks, and sums that come out the same bits as r0 + r1 + r2 ... in that
+ * order, the all-reduce equal to the reduce-scatter's parts. */
+TEST(large_in_rank_order)
+{
+    zl_comm *c = world();
+    int rank = zl_comm_rank(c), size = zl_comm_size(c);
+    const char *shm = getenv("ZLUA_COMM_SHM");
+    bool ordered = !(shm && strcmp(shm, "0") == 0) || size == 2;
+    const int64_t n = 1000003, total = n * size, bytes = 3 * 1048576 + 5;
+    zl_tensor *ar = scattered_tensor(total + 1, rank), *rs_in = scattered_tensor(total, rank);
+    zl_tensor *rs_out = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(n)), *small = filled(ZL_DTYPE_F32, 3, rank);
+    zl_tensor *ag_in = zl_tensor_zeros(ZL_DTYPE_U8, SHAPE(bytes)), *ag_out = zl_tensor_zeros(ZL_DTYPE_U8, SHAPE(size * bytes));
+    CHECK(ar && rs_in && rs_out && small && ag_in && ag_out);
+    uint8_t *in8 = zl_tensor_data(ag_in);
+    for (int64_t i = 0; i < bytes; i++) in8[i] = (uint8_t)(i * 7 + rank * 31);
+    zl_comm_request *r1 = zl_comm_allreduce_async(c, small, ZL_COMM_SUM);
+    zl_comm_request *r2 = zl_comm_allreduce_async(c, ar, ZL_COMM_SUM);
+    zl_comm_request *r3 = zl_comm_reduce_scatter_async(c, rs_in, rs_out, ZL_COMM_SUM);
+    zl_comm_request *r4 = zl_comm_allgather_async(c, ag_in, ag_out);
+    CHECK(r1 && r2 && r3 && r4);
+    CHECK(zl_comm_wait(r4) == ZL_OK);
+    CHECK(zl_comm_wait(r3) == ZL_OK);
+    CHECK(zl_comm_wait(r2) == ZL_OK);
+    CHECK(zl_comm_wait(r1) == ZL_OK);
+    for (int64_t i = 0; i < 3; i++) CHECK_CLOSE(zl_tensor_get(small, i), reduce_ref(ZL_COMM_SUM, size, i), 1e-6);
+    const float *a = zl_tensor_data(ar), *b = zl_tensor_data(rs_out);
+    int64_t wrong = 0, unequal = 0;
+    for (int64_t i = 0; i <= total; i++) wrong += ordered ? a[i] != folded(size, i) : fabsf(a[i] - folded(size, i)) > 1e-3f * fabsf(a[i]) + 1e-6f;
+    for (int64_t j = 0; j < n; j++) unequal += ordered ? b[j] != a[rank * n + j] : fabsf(b[j] - a[rank * n + j]) > 1e-3f * fabsf(b[j]) + 1e-6f;
+    CHECK(wrong == 0);
+    CHECK(unequal == 0);
+    const uint8_t *out8 = zl_tensor_data(ag_out);
+    int64_t lost = 0;
+    for (int r = 0; r < size; r++)
+        for (int64_t i = 0; i < bytes; i++) lost += out8[r * bytes + i] != (uint8_t)(i * 7 + r * 31);
+    CHECK(lost == 0);
+    zl_tensor *t[] = {ar, rs_in, rs_out, small, ag_in, ag_out};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) zl_tensor_release(t[i]);
 }
 
 TEST(errors_name_the_rank)

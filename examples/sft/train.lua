@@ -164,6 +164,14 @@ local train_batch = opt.per_device_train_batch_size * opt.gradient_accumulation_
 local steps_per_epoch = ntrain // train_batch
 local total_steps = steps_per_epoch * opt.num_train_epochs
 local offload = opt.offload and { device = 'cpu' } or nil
+-- The params each of DeepSpeed's schedulers takes: the cosine one decays
+-- from the optimizer's lr, the others warm up to --learning_rate.
+local function scheduler_params(steps)
+  local p = { warmup_num_steps = opt.num_warmup_steps }
+  if opt.lr_scheduler_type == 'cosine' then p.warmup_type = 'linear' else p.warmup_max_lr = opt.learning_rate end
+  if opt.lr_scheduler_type ~= 'constant' then p.total_num_steps = math.max(steps, opt.num_warmup_steps + 1) end
+  return p
+end
 local config = opt.deepspeed_config ~= '' and opt.deepspeed_config or opt.config ~= '' and opt.config or {
   train_batch_size = train_batch,
   train_micro_batch_size_per_gpu = opt.per_device_train_batch_size,
@@ -177,13 +185,8 @@ local config = opt.deepspeed_config ~= '' and opt.deepspeed_config or opt.config
   gradient_clipping = 1.0,
   optimizer = { type = 'AdamW', params = { lr = opt.learning_rate, betas = { 0.9, 0.95 }, eps = 1e-8,
                                            weight_decay = opt.weight_decay } },
-  scheduler = { type = schedulers[opt.lr_scheduler_type], params = {
-    warmup_num_steps = opt.num_warmup_steps, warmup_type = 'linear', warmup_max_lr = opt.learning_rate,
-    total_num_steps = math.max(total_steps, opt.num_warmup_steps + 1) } },
+  scheduler = { type = schedulers[opt.lr_scheduler_type], params = scheduler_params(total_steps) },
 }
-if opt.lr_scheduler_type == 'cosine' then config.scheduler.params.warmup_max_lr = nil end
-if opt.lr_scheduler_type ~= 'cosine' then config.scheduler.params.warmup_type = nil end
-if opt.lr_scheduler_type == 'constant' then config.scheduler.params.total_num_steps = nil end
 
 zl.manual_seed(opt.seed)
 -- At stage 3 the model is partitioned as it is built (deepspeed.zero.Init).

@@ -3,7 +3,7 @@
 # 4): a short fine-tuning from scratch on one rank that saves the model in
 # Hugging Face's layout, then LoRA on that model at two ranks, ZeRO stage 3
 # (built under zero.Init), gradient checkpointing and only the LoRA matrices
-# trained, with DeepSpeed-Chat's arguments. The first run's eval perplexity
+# trained, with DeepSpeed-Chat's arguments; and a run from a ds_config file. The first run's eval perplexity
 # must fall below a third of its start, the LoRA run's (from the first's
 # model) below 95% of its own, and each run must answer its prompts.
 # Usage: test_sft.sh <zlua> <source dir>
@@ -49,4 +49,15 @@ fi
 grep -v '^step ' two.out
 perplexity_falls two.out 0.95 && answers two.out || exit 1
 grep -q 'LoRA rank 8 on blocks.' two.out || { echo "FAIL: no LoRA in the run's summary"; exit 1; }
+# A DeepSpeed config file in place of the options (--deepspeed --deepspeed_config).
+cat >ds.json <<'JSON'
+{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 16,
+ "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},
+ "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}}
+JSON
+if ! timeout 300 "$ZLUA" "$sft" --deepspeed --deepspeed_config ds.json --data_split 1,9,0 --num_train_epochs 1 \
+     --max_new_tokens 0 >cfg.out 2>cfg.err; then
+  echo "FAIL: --deepspeed_config ds.json:"; cat cfg.err; exit 1
+fi
+perplexity_falls cfg.out 0.5 || exit 1
 echo "ok"

@@ -211,8 +211,8 @@ static zl_status ce_device(const zli_dev_kernels *kern, int index, zl_tensor *lo
 
 zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red)
 {
-    return logits ? zl_cross_entropy_as(logits, target, ignore_index, red, logits->dtype)
-                  : zl_cross_entropy_as(logits, target, ignore_index, red, ZL_DTYPE_F32);
+    /* A NULL logits gets cross_entropy_as's error naming it. */
+    return zl_cross_entropy_as(logits, target, ignore_index, red, logits ? logits->dtype : ZL_DTYPE_F32);
 }
 
 zl_tensor *zl_cross_entropy_as(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red,

@@ -25,15 +25,14 @@ local SIZES = { f32 = 4, bf16 = 2, f16 = 2 }
 --- or nil, allocated = current bytes, peak = peak bytes}, ... }: params, grads, optimizer
 --- (masters and states), comm buffers, activations and other; estimates.activations
 --- fills that row's estimate.
+-- The rows in order: their names and the allocator's category each reads.
+local CATEGORIES = { { 'params', 'params' }, { 'grads', 'grads' }, { 'optimizer', 'optimizer' },
+                     { 'comm buffers', 'comm' }, { 'activations', 'activations' }, { 'other', 'other' } }
+
 function M.rows(engine, estimates)
   local rep = engine:memory_report()
-  local alloc = rep.allocator
+  local est, held = {}, {}
   local z = engine.zero
-  local rows = {}
-  local function row(category, estimated, held, kind)
-    rows[#rows + 1] = { category = category, estimated = estimated, engine = held,
-                        allocated = alloc[kind].current, peak = alloc[kind].peak }
-  end
   if z then
     local n = 0
     for _, e in ipairs(z.entries) do n = n + e.n end
@@ -44,19 +43,20 @@ function M.rows(engine, estimates)
     local gsize = ({ fp32 = 4, bf16 = 2, fp16 = 2 })[gname] or SIZES[wdtype] or 4
     local wsize = SIZES[wdtype] or 4
     local function cut(bytes, from) return stage >= from and bytes / N or bytes end
+    local frozen = rep.frozen or 0
     local master = (wsize == 4 and stage == 0) and 0 or cut(4 * n, 1)
-    row('params', cut(wsize * n, 3) + (rep.frozen and rep.frozen or 0), rep.params + (rep.frozen or 0), 'params')
-    row('grads', cut(gsize * n, 2), rep.grads, 'grads')
-    row('optimizer', master + cut(4 * #keys * n, 1), rep.master + rep.moments, 'optimizer')
-    row('comm buffers', nil, rep.buffers, 'comm')
-  else
-    row('params', nil, nil, 'params')
-    row('grads', nil, nil, 'grads')
-    row('optimizer', nil, nil, 'optimizer')
-    row('comm buffers', nil, nil, 'comm')
+    est.params, held.params = cut(wsize * n, 3) + frozen, rep.params + frozen
+    est.grads, held.grads = cut(gsize * n, 2), rep.grads
+    est.optimizer, held.optimizer = master + cut(4 * #keys * n, 1), rep.master + rep.moments
+    held.comm = rep.buffers
   end
-  row('activations', estimates and estimates.activations, nil, 'activations')
-  row('other', nil, nil, 'other')
+  est.activations = estimates and estimates.activations
+  local rows = {}
+  for i, c in ipairs(CATEGORIES) do
+    local kind = c[2]
+    rows[i] = { category = c[1], estimated = est[kind], engine = held[kind],
+                allocated = rep.allocator[kind].current, peak = rep.allocator[kind].peak }
+  end
   return rows
 end
 
@@ -64,9 +64,9 @@ local function mib(v) return v and fmt('%10.2f', v / 2 ^ 20) or fmt('%10s', '-')
 
 --- M.print(engine, file [, estimates]): the rows as a table in MiB, rank and stage in its title.
 function M.print(engine, out, estimates)
-  local rep = engine:memory_report()
-  out:write(fmt('memory of rank %d (stage %d, %d rank%s), MiB:\n', rep.rank, rep.stage, rep.world_size,
-                rep.world_size == 1 and '' or 's'))
+  local world = engine.world_size
+  out:write(fmt('memory of rank %d (stage %d, %d rank%s), MiB:\n', engine.rank,
+                engine.config.zero_optimization.stage, world, world == 1 and '' or 's'))
   out:write(fmt('  %-13s %10s %10s %10s %10s\n', 'category', 'estimated', 'engine', 'allocated', 'peak'))
   for _, r in ipairs(M.rows(engine, estimates)) do
     out:write(fmt('  %-13s %s %s %s %s\n', r.category, mib(r.estimated), mib(r.engine), mib(r.allocated), mib(r.peak)))

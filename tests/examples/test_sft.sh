@@ -3,9 +3,10 @@
 # 4): a short fine-tuning from scratch on one rank that saves the model in
 # Hugging Face's layout, then LoRA on that model at two ranks, ZeRO stage 3
 # (built under zero.Init), gradient checkpointing and only the LoRA matrices
-# trained, with DeepSpeed-Chat's arguments; and a run from a ds_config file. The first run's eval perplexity
-# must fall below a third of its start, the LoRA run's (from the first's
-# model) below 95% of its own, and each run must answer its prompts.
+# trained, with DeepSpeed-Chat's arguments; and a run from a ds_config file.
+# The first run's eval perplexity must fall below a third of its start, the
+# LoRA run's (from the first's model) below 95% of its own, the config run's
+# below half, and the first two must answer their prompts.
 # Usage: test_sft.sh <zlua> <source dir>
 set -u
 src=$(cd "${2:?usage: test_sft.sh <zlua> <source dir>}" && pwd)

@@ -126,6 +126,13 @@ done:
     return st;
 }
 
+zl_tensor *zli_pending_grad(zl_tensor *in)
+{
+    zli_grad_meta *m = zli_meta(in);
+    zl_tensor *g = m ? m->bw_grad : NULL;
+    return g && !g->storage->dev && g->refcount == 1 && g->storage->refcount == 1 ? g : NULL;
+}
+
 static zl_status run_node(zl_tensor *t, vec *ready)
 {
     zl_node *nd = zli_grad_fn(t);
@@ -138,6 +145,11 @@ static zl_status run_node(zl_tensor *t, vec *ready)
         st = nd->backward(nd, zli_meta(t)->bw_grad, gin);
         zl_grad_set_enabled(was);
     }
+    /* The output's gradient is dropped before the inputs take theirs: a view
+     * of it handed on (a reshape's) is then the storage's only holder and is
+     * adopted rather than copied. */
+    zl_tensor_release(zli_meta(t)->bw_grad);
+    zli_meta(t)->bw_grad = NULL;
     /* The inputs' gradients are taken in before the AFTER event: a ZeRO-3
      * hook releases a parameter's data there, and its shape with it. */
     for (int i = 0; i < nd->ninputs; i++) {

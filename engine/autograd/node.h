@@ -73,6 +73,10 @@ ZLI_HIDDEN void zli_hooks_free(zli_hook *h);
  * *node is NULL otherwise. Non-zero only when out of memory. */
 ZLI_HIDDEN zl_status zli_record(zl_tensor *out, const char *name, zli_backward_fn bw, int n,
                                 zl_tensor *const *inputs, zl_node **node);
+/* in's gradient pending in the backward under way, when an op's backward may
+ * add into it in place instead of returning a new one (gin NULL): host
+ * memory, held by nothing else; always contiguous f32. NULL otherwise. */
+ZLI_HIDDEN zl_tensor *zli_pending_grad(zl_tensor *in);
 /* Keep t in slot (retained). alias: keep a history-free view instead, to save an
  * op's own output without a reference cycle. */
 ZLI_HIDDEN zl_status zli_node_save(zl_node *n, int slot, zl_tensor *t, bool alias);

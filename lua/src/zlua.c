@@ -3,6 +3,7 @@
  * lua's (-e -l -i -v - --) plus the launcher's (launch.c); the global `zl` is set. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -274,10 +275,25 @@ static void choose_wait_policy(char **argv)
     /* Restarting failed (no /proc): run on with the spinning default. */
 }
 
+/* oneDNN's sgemm takes its packing buffers (a few MiB) from malloc and frees
+ * them every call. Under glibc's sliding thresholds those come and go as
+ * fresh mmaps or trimmed heap tops: hundreds of page faults a training step,
+ * for good. Fixed thresholds keep them in the heap; blocks from 32 MiB up
+ * are still mapped and unmapped on their own (the engine's cache holds
+ * those), and a heap top over 64 MiB free is still given back. A host
+ * program embedding the engine makes this choice for its own process. */
+static void tune_malloc(void)
+{
+    if (getenv("MALLOC_MMAP_THRESHOLD_") || getenv("MALLOC_TRIM_THRESHOLD_")) return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
 int main(int argc, char **argv)
 {
     zlx_launch_rank_env();
     choose_wait_policy(argv);
+    tune_malloc();
     keep_std_fds_open();
     options o;
     if (parse_options(argc, argv, &o) != 0) return EXIT_FAILURE;

@@ -9,15 +9,17 @@
 /* Columns of the gradient one thread owns at a time. */
 #define COLS 64
 
-/* gw [v, d] [out] = sum over positions p of g[p, :] into row idx[p]; g [n, d]. */
+/* gw [v, d] [out] = sum over positions p of g[p, :] into row idx[p]; g [n, d].
+ * accumulate: add to gw as it is instead of starting from zero. */
 static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *restrict idx,
-                               const float *restrict g, float *restrict gw)
+                               const float *restrict g, float *restrict gw, bool accumulate)
 {
     int64_t nblocks = (d + COLS - 1) / COLS;
     #pragma omp parallel for schedule(static) if (n * d > ZLI_PAR_MIN && nblocks > 1)
     for (int64_t blk = 0; blk < nblocks; blk++) {
         int64_t lo = blk * COLS, w = lo + COLS < d ? COLS : d - lo;
-        for (int64_t r = 0; r < v; r++) memset(gw + r * d + lo, 0, (size_t)w * sizeof *gw);
+        if (!accumulate)
+            for (int64_t r = 0; r < v; r++) memset(gw + r * d + lo, 0, (size_t)w * sizeof *gw);
         for (int64_t p = 0; p < n; p++) {
             const float *src = g + p * d + lo;
             float *dst = gw + idx[p] * d + lo;
@@ -27,11 +29,24 @@ static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *r
 }
 
 /* ctx: the validated indices, i64 [n]; on a device also saved[0], the same
- * indices there. */
+ * indices there. A weight whose gradient is already pending (a tied LM head's,
+ * computed first) takes the rows in place: no [V, D] zeros, no second pass to
+ * add them. */
 static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *w = n->inputs[0];
     const zli_dev_kernels *k = w->storage->dev ? w->storage->dev->kernels : NULL;
+    zl_tensor *pending = k ? NULL : zli_pending_grad(w);
+    gin[1] = NULL;
+    if (pending) {
+        zl_tensor *gc = zli_f32c(g);
+        if (!gc) return ZL_ENOMEM;
+        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(gc), zl_tensor_data(pending),
+                           true);
+        zl_tensor_release(gc);
+        gin[0] = NULL;
+        return ZL_OK;
+    }
     zl_tensor *gc = zli_f32c(g);
     zl_tensor *gw = gc ? zli_new_f32_like(w, 2, w->shape) : NULL;
     zl_status st = gw ? ZL_OK : ZL_ENOMEM;
@@ -40,11 +55,10 @@ static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
         st = k->emb_backward(w->storage->dev_index, n->i[0], w->shape[0], w->shape[1], zl_tensor_data(n->saved[0]),
                              zl_tensor_data(gc), zl_tensor_data(gw));
     else if (gw)
-        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(gc), zl_tensor_data(gw));
+        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(gc), zl_tensor_data(gw), false);
     zl_tensor_release(gc);
     if (st) { zl_tensor_release(gw); return st; }
     gin[0] = gw;
-    gin[1] = NULL;
     return ZL_OK;
 }
 

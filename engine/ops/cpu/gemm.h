@@ -1,4 +1,4 @@
-/* Private: the one place the engine calls BLAS. Row-major, f32. */
+/* Private: the engine's f32 GEMM (sgemm.c), the one place it calls BLAS. Row-major. */
 #ifndef ZL_GEMM_H
 #define ZL_GEMM_H
 
@@ -8,5 +8,12 @@
 ZLI_HIDDEN void zli_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                           int64_t ldc);
+
+/* The library large GEMMs go to: "openblas" or "onednn". */
+ZLI_HIDDEN const char *zli_sgemm_library(void);
+/* Choose it: "auto" (the faster on this CPU), "openblas" or "onednn"; NULL
+ * re-reads ZLUA_GEMM. ZL_EINVAL for an unknown name, or onednn in a build
+ * without it. Not to be called while a GEMM runs. */
+ZLI_HIDDEN zl_status zli_sgemm_select(const char *name);
 
 #endif

@@ -1,95 +1,12 @@
-/* matmul (numpy semantics, batch dims broadcast) on OpenBLAS sgemm, or on the
- * bf16 GEMM when both operands are bf16, and zli_sgemm itself. An operand whose
- * last two dims are row- or column-major is passed to the GEMM as it lies, with
- * the transpose flag, so w:transpose() costs no copy. */
-#include <cblas.h>
-#include <limits.h>
+/* matmul (numpy semantics, batch dims broadcast) on the f32 GEMM (sgemm.c), or
+ * on the bf16 GEMM when both operands are bf16. An operand whose last two dims
+ * are row- or column-major is passed to the GEMM as it lies, with the
+ * transpose flag, so w:transpose() costs no copy. */
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "gemm.h"
 #include "../device_kernels.h"
 #include "gemm_bf16.h"
-
-static void sgemm_blocks(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                         int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
-{
-    /* BLAS counts in int: rows beyond INT_MAX go in blocks (each block's A and
-     * C start further down). N, K and the leading dimensions are not split: one
-     * of them past INT_MAX means a single row of over 8 GiB, which no caller
-     * builds on a CPU of this class. */
-    const int64_t MAXB = INT_MAX;
-    for (int64_t i0 = 0; i0 < M; i0 += MAXB) {
-        int64_t m = M - i0 < MAXB ? M - i0 : MAXB;
-        const float *a = ta ? A + i0 : A + i0 * lda;
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)m,
-                    (blasint)N, (blasint)K, alpha, a, (blasint)lda, B, (blasint)ldb, beta, C + i0 * ldc, (blasint)ldc);
-    }
-}
-
-/* Who threads a GEMM. By default the engine's own OpenMP threads each run a
- * single-threaded BLAS call on a slice of C: one thread pool for the whole
- * step, where OpenBLAS's own pool would spin beside OpenMP's on the same
- * cores between calls (sched_yield took 6% of a step). ZLUA_GEMM_THREADS=blas
- * hands the threads to BLAS instead (kept at the context's count). */
-static _Atomic int blas_owns_threads = -1;
-static _Atomic int blas_threads;
-
-static void set_blas_threads(int n)
-{
-    if (blas_threads != n) {
-        openblas_set_num_threads(n);
-        blas_threads = n;
-    }
-}
-
-/* Slices are whole multiples of 16 rows or columns, so each one starts where
- * the BLAS kernels' panels would. */
-static int64_t slice(int64_t n, int parts) { return ((n + parts - 1) / parts + 15) / 16 * 16; }
-
-void zli_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-               const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
-{
-    if (M == 0 || N == 0) return;
-    if (K == 0) {
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
-        return;
-    }
-    if (blas_owns_threads < 0) {
-        const char *env = getenv("ZLUA_GEMM_THREADS");
-        blas_owns_threads = env && strcmp(env, "blas") == 0;
-    }
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel()) nt = omp_get_max_threads();
-#endif
-    if (blas_owns_threads) {
-        set_blas_threads(nt);
-        sgemm_blocks(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    set_blas_threads(1);
-    /* Below a few hundred thousand multiply-adds a second thread costs more
-     * than it saves. */
-    bool by_cols = N >= M;
-    int64_t wide = by_cols ? N : M, step = slice(wide, nt);
-    if (nt == 1 || M * N * K < ((int64_t)1 << 18) || wide < 32) {
-        sgemm_blocks(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    int parts = (int)((wide + step - 1) / step);
-    #pragma omp parallel for schedule(static, 1) num_threads(parts)
-    for (int p = 0; p < parts; p++) {
-        int64_t lo = p * step, n = wide - lo < step ? wide - lo : step;
-        if (by_cols)
-            sgemm_blocks(ta, tb, M, n, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
-        else
-            sgemm_blocks(ta, tb, n, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
-    }
-}
 
 /* How BLAS can read the last two dims of an operand [.., r, c]: as stored
  * (lead = row stride) or transposed (lead = column stride); false if neither. */

@@ -7,7 +7,9 @@
 static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-uint16_t zl_f32_to_bf16(float f)
+/* Inline copies for zl_convert's loops: the exported functions may be
+ * interposed, so the compiler calls them per element instead of vectorizing. */
+static inline uint16_t to_bf16(float f)
 {
     uint32_t u = f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
@@ -15,7 +17,10 @@ uint16_t zl_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-float zl_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+static inline float from_bf16(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t zl_f32_to_bf16(float f) { return to_bf16(f); }
+float zl_bf16_to_f32(uint16_t h) { return from_bf16(h); }
 
 uint16_t zl_f32_to_f16(float f)
 {
@@ -133,13 +138,13 @@ void zl_convert(const void *src, zl_dtype sdt, void *dst, zl_dtype ddt, size_t n
     if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_BF16) {
         const float *s = src; uint16_t *d = dst;
         #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) d[i] = zl_f32_to_bf16(s[i]);
+        for (size_t i = 0; i < n; i++) d[i] = to_bf16(s[i]);
         return;
     }
     if (sdt == ZL_DTYPE_BF16 && ddt == ZL_DTYPE_F32) {
         const uint16_t *s = src; float *d = dst;
         #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) d[i] = zl_bf16_to_f32(s[i]);
+        for (size_t i = 0; i < n; i++) d[i] = from_bf16(s[i]);
         return;
     }
     if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_F16) {

@@ -52,11 +52,13 @@ void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha)
     /* Half gradients take the conversions inline, so the loops vectorize. */
     if (dt == ZL_DTYPE_BF16 || dt == ZL_DTYPE_F16) {
         uint16_t *d = dst;
-        bool bf = dt == ZL_DTYPE_BF16;
-        #pragma omp parallel for schedule(static) if (n > 65536)
-        for (int64_t i = 0; i < n; i++)
-            d[i] = bf ? zlm_f32_to_bf16(zlm_bf16_to_f32(d[i]) + alpha * src[i])
-                      : zlm_f32_to_f16(zlm_f16_to_f32(d[i]) + alpha * src[i]);
+        if (dt == ZL_DTYPE_BF16) {
+            #pragma omp parallel for schedule(static) if (n > 65536)
+            for (int64_t i = 0; i < n; i++) d[i] = zlm_f32_to_bf16(zlm_bf16_to_f32(d[i]) + alpha * src[i]);
+        } else {
+            #pragma omp parallel for schedule(static) if (n > 65536)
+            for (int64_t i = 0; i < n; i++) d[i] = zlm_f32_to_f16(zlm_f16_to_f32(d[i]) + alpha * src[i]);
+        }
         return;
     }
     const zl_dtype_traits *tr = zl_dtype_traits_of(dt);

@@ -6,7 +6,7 @@ run() {   # run OUT ARGS...: the run's "step" lines into OUT; a failed run fails
   shift
   if ! timeout 300 "$@" > "$TMP/log" 2>&1; then
     echo "FAIL: $* exited with an error:"
-    tail -n 20 "$TMP/log"
+    tail -n 60 "$TMP/log"
     fails=$((fails + 1))
   fi
   grep '^step ' "$TMP/log" > "$out" || true

@@ -55,32 +55,47 @@ static void widen(const uint16_t *restrict src, int64_t ld, int64_t rows, int64_
         for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = bf16_f32(src[r * ld + c]);
 }
 
+/* Columns of a bf16 C computed at a time: the f32 panel is rounded into C
+ * while it is still in cache, never a whole f32 C (an LM head's logits would
+ * be 50257 columns: the write and the read back cost more than the rounding). */
+static int64_t panel_cols(int64_t M, int64_t N)
+{
+    int64_t w = ((int64_t)1 << 20) / (M > 0 ? M : 1) / 16 * 16;
+    w = w < 256 ? 256 : w;
+    return w < N ? w : N;
+}
+
 /* The fallback: widen the parts of A and B the GEMM reads, sgemm (the bias
- * preloaded into C with beta 1), round into C when it is bf16. */
+ * preloaded into C with beta 1), round into C when it is bf16, a panel of
+ * columns at a time. */
 static zl_status gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                           const uint16_t *B, int64_t ldb, const float *bias, void *C, zl_dtype c_dtype,
                           int64_t ldc)
 {
     int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     bool round = c_dtype == ZL_DTYPE_BF16;
+    int64_t pw = round ? panel_cols(M, N) : N;
     size_t na = (size_t)(ar * ac) * sizeof(float), nb = (size_t)(br * bc) * sizeof(float);
-    size_t nc = round ? (size_t)(M * N) * sizeof(float) : 0;
+    size_t nc = round ? (size_t)(M * pw) * sizeof(float) : 0;
     float *a = zl_mem_alloc(na, ZL_MEM_ACTIVATIONS);
     float *b = a ? zl_mem_alloc(nb, ZL_MEM_ACTIVATIONS) : NULL;
     float *c = round ? (b ? zl_mem_alloc(nc, ZL_MEM_ACTIVATIONS) : NULL) : C;
     zl_status st = ZL_ENOMEM;
     if (a && b && c) {
-        int64_t ldc32 = round ? N : ldc;
         widen(A, lda, ar, ac, a);
         widen(B, ldb, br, bc, b);
-        if (bias)
-            for (int64_t i = 0; i < M; i++) memcpy(c + i * ldc32, bias, (size_t)N * sizeof *bias);
-        zli_sgemm(ta, tb, M, N, K, 1.0f, a, ac, b, bc, bias ? 1.0f : 0.0f, c, ldc32);
-        if (round) {
-            uint16_t *out = C;
-            #pragma omp parallel for schedule(static) if (M * N > ZLI_PAR_MIN)
-            for (int64_t i = 0; i < M; i++)
-                for (int64_t j = 0; j < N; j++) out[i * ldc + j] = f32_bf16(c[i * N + j]);
+        for (int64_t j0 = 0; j0 < N; j0 += pw) {
+            int64_t w = N - j0 < pw ? N - j0 : pw, ldc32 = round ? w : ldc;
+            float *cp = round ? c : c + j0;
+            if (bias)
+                for (int64_t i = 0; i < M; i++) memcpy(cp + i * ldc32, bias + j0, (size_t)w * sizeof *bias);
+            zli_sgemm(ta, tb, M, w, K, 1.0f, a, ac, tb ? b + j0 * bc : b + j0, bc, bias ? 1.0f : 0.0f, cp, ldc32);
+            if (round) {
+                uint16_t *out = (uint16_t *)C + j0;
+                #pragma omp parallel for schedule(static) if (M * w > ZLI_PAR_MIN)
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < w; j++) out[i * ldc + j] = f32_bf16(cp[i * w + j]);
+            }
         }
         st = ZL_OK;
     }

@@ -67,6 +67,24 @@ static zl_status linear_backward_device(const zli_dev_kernels *k, int index, zl_
     return st;
 }
 
+/* Whether g [n] holds bf16 values only (no NaN), as the gradient a bf16
+ * cross-entropy hands the LM head does: then it is its own rounded copy.
+ * Checked a block at a time, so that a gradient that is not stops early. */
+static bool bf16_valued(const float *g, int64_t n)
+{
+    const uint32_t *u = (const void *)g;
+    for (int64_t i0 = 0; i0 < n; i0 += 4096) {
+        int64_t end = n - i0 < 4096 ? n : i0 + 4096;
+        uint32_t low = 0, nan = 0;
+        for (int64_t i = i0; i < end; i++) {
+            low |= u[i] & 0xffffu;
+            nan |= (u[i] & 0x7fffffffu) > 0x7f800000u;
+        }
+        if (low || nan) return false;
+    }
+    return true;
+}
+
 static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
@@ -81,12 +99,13 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
          * rather than rounding g to bf16 and widening it again in each of
          * the two GEMMs. The same products, the same bits. */
         half = false;
+        int64_t ng = zl_tensor_numel(g);
+        bool rounded = bf16_valued(pg, ng);
         xc = operand(x, ZL_DTYPE_F32);
         wc = xc ? operand(w, ZL_DTYPE_F32) : NULL;
-        gc = wc ? zli_new_f32(g->ndim, g->shape) : NULL;
-        if (gc) {
+        gc = !wc ? NULL : rounded ? zl_tensor_retain(g) : zli_new_f32(g->ndim, g->shape);
+        if (gc && !rounded) {
             float *d = zl_tensor_data(gc);
-            int64_t ng = zl_tensor_numel(g);
             #pragma omp parallel for schedule(static) if (ng > ZLI_PAR_MIN)
             for (int64_t i = 0; i < ng; i++) d[i] = zlm_bf16_to_f32(zlm_f32_to_bf16(pg[i]));
         }

@@ -178,6 +178,14 @@ zl_status zz_reduce_add(zl_zero *z, zz_entry *e)
     }
     zl_tensor_set_grad(e->p, NULL);
     zl_status st = ZL_OK;
+    /* Alone, the sum over ranks is the gradient itself: it goes straight into
+     * the gradient buffer, the bucket's copy and collective skipped, with the
+     * bucket's arithmetic (a copy, then the post-scaled add), so the same bits. */
+    if (z->world == 1 && e->k == e->n && pre_scale(z) == 1.0f && zz_on_device(g) == zz_on_device(z->grads)) {
+        st = zz_add(z->grads, e->off, g, 0, e->n, post_scale(z));
+        zl_tensor_release(g);
+        return st;
+    }
     if (z->fill > 0 && z->fill + e->k > z->bucket_cap && (st = flush(z))) {
         zl_tensor_release(g);
         return st;

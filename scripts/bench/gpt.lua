@@ -6,7 +6,7 @@
   PyTorch ms / zlua ms (above 1: zlua is faster). Each run is its own process.
   Run by hand, not in CI:
     zlua scripts/bench/gpt.lua [--configs anchor,l12] [--precision f32,bf16]
-        [--threads 1,2] [--steps 10] [--warmup 2] [--repeat 3] [--device cpu|cuda]
+        [--threads 1,2] [--steps 10] [--warmup 3] [--repeat 3] [--device cpu|cuda]
         [--modes bare,engine] [--torch=false]
 
   Configurations (GPT-2 shapes, vocabulary 50257, random tokens):
@@ -29,7 +29,7 @@ local CONFIGS = {
 }
 local VOCAB = 50257
 
-local args = zl.args(nil, { configs = 'anchor', precision = 'f32', threads = '', steps = 10, warmup = 2,
+local args = zl.args(nil, { configs = 'anchor', precision = 'f32', threads = '', steps = 10, warmup = 3,
   ['repeat'] = 3, device = 'cpu', modes = 'bare,engine', torch = true, worker = '', n_layer = 0, n_embd = 0,
   n_head = 0, batch = 0, block_size = 0, seed = 1 })
 

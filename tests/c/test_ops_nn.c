@@ -659,6 +659,42 @@ TEST(embedding_gradients_and_determinism)
     zl_tensor_release(wl); zl_tensor_release(il); zl_tensor_release(gout);
 }
 
+/* A weight read by a linear and then by the embedding (a tied LM head): the
+ * embedding's rows are added into the weight's pending gradient in place. */
+static zl_tensor *tied_fn(zl_tensor **in, void *ctx)
+{
+    zl_tensor *x = zl_embedding(in[0], ctx);
+    zl_tensor *y = x ? zl_linear(x, in[0], NULL) : NULL;
+    zl_tensor_release(x);
+    return y;
+}
+
+TEST(embedding_tied_to_a_linear)
+{
+    zl_tensor *w = leaf(ZL_DTYPE_F32, SHAPE(5, 3));
+    zl_tensor *ix = indices_of(ZL_DTYPE_I64, SHAPE(2, 3), (int64_t[]){4, 0, 4, 2, 2, 4});
+    zt_gradcheck("embedding tied to a linear", tied_fn, ix, 1, &w, GC_H, GC_TOL);
+    /* The same as the two uses' gradients taken apart and added: through
+     * the linear alone (the embedding's output detached), then through the
+     * embedding alone (the linear's weight detached). */
+    zl_tensor *wd = zl_tensor_detach(w);
+    zl_tensor *e = zl_embedding(w, ix), *ed = e ? zl_tensor_detach(e) : NULL;
+    double *g[3];
+    for (int part = 0; part < 3; part++) {
+        zl_tensor_set_grad(w, NULL);
+        zl_tensor *y = part == 0 ? tied_fn(&w, ix) : part == 1 ? zl_linear(ed, w, NULL) : zl_linear(e, wd, NULL);
+        zl_tensor *s = y ? zl_sum(y, ZL_ALL_DIMS, false) : NULL;
+        CHECK(s && zl_backward(s, NULL, part == 2 ? false : true) == ZL_OK);
+        g[part] = values(zl_tensor_grad(w));
+        zl_tensor_release(y);
+        zl_tensor_release(s);
+    }
+    for (int k = 0; k < 15; k++) CHECK_CLOSE(g[0][k], g[1][k] + g[2][k], 1e-6);
+    for (int part = 0; part < 3; part++) free(g[part]);
+    zl_tensor *rel[] = {w, ix, wd, e, ed};
+    for (size_t k = 0; k < sizeof rel / sizeof rel[0]; k++) zl_tensor_release(rel[k]);
+}
+
 TEST(embedding_errors)
 {
     zl_tensor *w = zt_randn(SHAPE(6, 3)), *w1 = zt_randn(SHAPE(6)), *f = zt_randn(SHAPE(2));

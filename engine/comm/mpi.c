@@ -283,6 +283,16 @@ static zl_status meet_peers(MPI_Comm comm, int rank, int size)
     return ZL_OK;
 }
 
+/* A process that ends with a communicator still open never finalises MPI,
+ * and mpirun then reports only that the rank "exited improperly". Say why on
+ * the rank's own stderr. */
+static void report_unclosed(void)
+{
+    if (g_we_initialised && g_open_count > 0)
+        fprintf(stderr, "zlua: rank %d is exiting with %d communicator(s) still open (not closed, or a collective "
+                "still in flight): MPI is not finalised\n", g_self_rank, g_open_count);
+}
+
 static zl_status mpi_open(zl_comm *c)
 {
     int inited = 0, finalized = 0;
@@ -294,6 +304,7 @@ static zl_status mpi_open(zl_comm *c)
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS) return zli_mpi_fail(rc, "comm mpi: MPI_Init_thread", -1);
         g_we_initialised = true;
+        atexit(report_unclosed);
     }
     mpi_state *s = malloc(sizeof *s);
     if (!s) return zl_error(ZL_ENOMEM, "comm mpi: out of memory");

@@ -37,18 +37,17 @@ static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *w = n->inputs[0];
     const zli_dev_kernels *k = w->storage->dev ? w->storage->dev->kernels : NULL;
     zl_tensor *pending = k ? NULL : zli_pending_grad(w);
+    zl_tensor *gc = zli_f32c(g);
     gin[1] = NULL;
+    if (!gc) return ZL_ENOMEM;
     if (pending) {
-        zl_tensor *gc = zli_f32c(g);
-        if (!gc) return ZL_ENOMEM;
         scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(gc), zl_tensor_data(pending),
                            true);
         zl_tensor_release(gc);
         gin[0] = NULL;
         return ZL_OK;
     }
-    zl_tensor *gc = zli_f32c(g);
-    zl_tensor *gw = gc ? zli_new_f32_like(w, 2, w->shape) : NULL;
+    zl_tensor *gw = zli_new_f32_like(w, 2, w->shape);
     zl_status st = gw ? ZL_OK : ZL_ENOMEM;
     if (gw) zl_tensor_set_category(gw, ZL_MEM_GRADS);
     if (gw && k)

@@ -40,14 +40,14 @@ static bool onednn_built(void)
 #endif
 }
 
-static bool cpu_prefers_onednn(void)
+/* "auto": oneDNN where it is built and the CPU has AVX-512. */
+static int auto_lib(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-#else
-    return false;
+    if (onednn_built() && __builtin_cpu_supports("avx512f")) return LIB_ONEDNN;
 #endif
+    return LIB_OPENBLAS;
 }
 
 static int from_environment(void)
@@ -55,7 +55,7 @@ static int from_environment(void)
     const char *env = getenv("ZLUA_GEMM");
     if (env && !strcmp(env, "openblas")) return LIB_OPENBLAS;
     if (env && !strcmp(env, "onednn")) return onednn_built() ? LIB_ONEDNN : LIB_OPENBLAS;
-    return onednn_built() && cpu_prefers_onednn() ? LIB_ONEDNN : LIB_OPENBLAS;
+    return auto_lib();
 }
 
 static int current_lib(void)
@@ -77,7 +77,7 @@ zl_status zli_sgemm_select(const char *name)
         return ZL_OK;
     }
     int want;
-    if (!strcmp(name, "auto")) want = onednn_built() && cpu_prefers_onednn() ? LIB_ONEDNN : LIB_OPENBLAS;
+    if (!strcmp(name, "auto")) want = auto_lib();
     else if (!strcmp(name, "openblas")) want = LIB_OPENBLAS;
     else if (!strcmp(name, "onednn")) want = LIB_ONEDNN;
     else return zl_error(ZL_EINVAL, "f32 gemm: unknown library '%s' (expected auto, openblas or onednn)", name);

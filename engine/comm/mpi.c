@@ -1,8 +1,9 @@
 /* The "mpi" backend: collectives as MPI's non-blocking ones on a duplicate of
  * MPI_COMM_WORLD, polled by comm.c; with every rank on one machine the
  * reductions and gathers go through shared memory instead (mpi_shm.c). MPI is initialised here unless the host did,
- * and finalised with the last communicator only in that case. It also names a
- * rank whose process ended, to the waiting ranks and on SIGTERM. */
+ * and finalised with the last communicator only in that case (then a rank
+ * started by zlua's launcher leaves it a receipt, mpi_receipt.c). It also names
+ * a rank whose process ended, to the waiting ranks and on SIGTERM. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <mpi.h>
+#include "mpi_receipt.h"
 #include "mpi_shm.h"
 
 typedef struct mpi_state {
@@ -29,6 +31,7 @@ typedef struct mpi_pending {
 /* How many open communicators use MPI, and whether the first one initialised it. */
 static int g_open_count;
 static bool g_we_initialised;
+static int g_world_rank = -1;
 
 zl_status zli_mpi_fail(int rc, const char *what, int rank)
 {
@@ -317,6 +320,7 @@ static zl_status mpi_open(zl_comm *c)
     }
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(s->comm, &c->rank);
+    g_world_rank = c->rank;
     MPI_Comm_size(s->comm, &c->size);
     c->local_rank = local_rank_of(s->comm, c->rank);
     zl_status st = meet_peers(s->comm, c->rank, c->size);
@@ -349,7 +353,7 @@ static void mpi_close(zl_comm *c, bool clean)
     if (--g_open_count > 0) return;
     drop_peers();
     if (g_we_initialised) {
-        MPI_Finalize();
+        if (MPI_Finalize() == MPI_SUCCESS) zli_mpi_receipt_arm(g_world_rank);
         g_we_initialised = false;
     }
 }

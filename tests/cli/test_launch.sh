@@ -96,6 +96,38 @@ run env PATH=/nonexistent "$ZLUA" --nprocs 2 env.lua
 check "a missing mpirun says which package has it" \
     eval '[ "$rc" = 1 ] && has "$err" "--nprocs needs mpirun (Debian package openmpi-bin)"'
 
+# Open MPI 4's mpirun sometimes says a rank that finalised "exited
+# improperly" and fails the job. A stand-in mpirun that runs the real one and
+# then fails plays that report: the ranks' receipts (engine/comm/mpi_receipt.c)
+# make the launcher exit 0 when every rank finalised and exited 0, and only then.
+mkdir fakebin
+cat >fakebin/mpirun <<SH
+#!/bin/sh
+$(command -v mpirun) "\$@"
+echo "mpirun has exited due to process rank 1 with PID 0 on node here exiting improperly" >&2
+exit 1
+SH
+chmod +x fakebin/mpirun
+mkdir rt
+cat >allreduce.lua <<'LUA'
+local dist = require 'zlua.dist'
+local t = zl.full({ 2 }, dist.rank() + 1)
+dist.all_reduce(t)
+print('sum=' .. t[1])
+if os.getenv('FAIL_RANK') == tostring(dist.rank()) then os.exit(3, true) end
+if os.getenv('QUIT_RANK') == tostring(dist.rank()) then os.exit(0) end
+LUA
+run env PATH="$tmp/fakebin:$PATH" TMPDIR="$tmp/rt" "$ZLUA" --nprocs 2 allreduce.lua
+check "mpirun failing a job whose ranks all finalised and exited 0: the launcher exits 0 and says why" \
+    eval '[ "$rc" = 0 ] && [ "$out" = "$(printf "sum=3.0\nsum=3.0")" ] && has "$err" "every rank finalised MPI and exited with status 0"'
+run env PATH="$tmp/fakebin:$PATH" TMPDIR="$tmp/rt" FAIL_RANK=1 "$ZLUA" --nprocs 2 allreduce.lua
+check "... but not when a rank finalised and exited 3" \
+    eval '[ "$rc" != 0 ] && ! has "$err" "every rank finalised"'
+run env PATH="$tmp/fakebin:$PATH" TMPDIR="$tmp/rt" QUIT_RANK=1 "$ZLUA" --nprocs 2 allreduce.lua
+check "... nor when a rank exited 0 without finalising" \
+    eval '[ "$rc" != 0 ] && ! has "$err" "every rank finalised"'
+check "the receipts' folders are removed" [ -z "$(ls -A rt)" ]
+
 cat >master.lua <<'LUA'
 print(string.format('rank=%s world=%s master=%s:%s', os.getenv('RANK'), os.getenv('WORLD_SIZE'),
     os.getenv('MASTER_ADDR'), os.getenv('MASTER_PORT')))

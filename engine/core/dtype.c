@@ -1,6 +1,7 @@
 /* The dtype traits table and the f32 <-> f16/bf16 conversions. Rounding is
  * round-to-nearest-even, as the hardware converters do. */
 #include <string.h>
+#include <omp.h>
 #include <math.h>
 #include "zlua/dtype.h"
 
@@ -131,34 +132,30 @@ zl_status zl_dtype_from_name(const char *name, zl_dtype *out)
                     name ? name : "(null)");
 }
 
+/* The four float conversions, threaded for long runs. Not from inside another
+ * parallel region (copy_rows converts a row at a time in one): libgomp opens a
+ * team for a nested region even when its `if` is false, and wakes a futex as
+ * it closes it, a system call per row. */
+#define CONVERT(S, D, EXPR)                                                   \
+    do {                                                                      \
+        const S *s_ = src;                                                    \
+        D *d_ = dst;                                                          \
+        if (n > 65536 && !omp_in_parallel()) {                                \
+            _Pragma("omp parallel for schedule(static)")                      \
+            for (size_t i = 0; i < n; i++) d_[i] = EXPR(s_[i]);               \
+        } else {                                                              \
+            for (size_t i = 0; i < n; i++) d_[i] = EXPR(s_[i]);               \
+        }                                                                     \
+    } while (0)
+
 void zl_convert(const void *src, zl_dtype sdt, void *dst, zl_dtype ddt, size_t n)
 {
     if ((unsigned)sdt >= ZL_DTYPE_COUNT || (unsigned)ddt >= ZL_DTYPE_COUNT) return;
     if (sdt == ddt) { memcpy(dst, src, n * traits[sdt].size); return; }
-    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_BF16) {
-        const float *s = src; uint16_t *d = dst;
-        #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) d[i] = to_bf16(s[i]);
-        return;
-    }
-    if (sdt == ZL_DTYPE_BF16 && ddt == ZL_DTYPE_F32) {
-        const uint16_t *s = src; float *d = dst;
-        #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) d[i] = from_bf16(s[i]);
-        return;
-    }
-    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_F16) {
-        const float *s = src; uint16_t *d = dst;
-        #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) d[i] = zl_f32_to_f16(s[i]);
-        return;
-    }
-    if (sdt == ZL_DTYPE_F16 && ddt == ZL_DTYPE_F32) {
-        const uint16_t *s = src; float *d = dst;
-        #pragma omp parallel for schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) d[i] = zl_f16_to_f32(s[i]);
-        return;
-    }
+    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_BF16) { CONVERT(float, uint16_t, to_bf16); return; }
+    if (sdt == ZL_DTYPE_BF16 && ddt == ZL_DTYPE_F32) { CONVERT(uint16_t, float, from_bf16); return; }
+    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_F16) { CONVERT(float, uint16_t, zl_f32_to_f16); return; }
+    if (sdt == ZL_DTYPE_F16 && ddt == ZL_DTYPE_F32) { CONVERT(uint16_t, float, zl_f16_to_f32); return; }
     /* Everything else goes through f64, exact for every value our dtypes hold
      * except i64 beyond 2^53. */
     const zl_dtype_traits *st = &traits[sdt], *dt = &traits[ddt];

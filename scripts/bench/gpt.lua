@@ -173,29 +173,37 @@ for _, name in ipairs(list(args.configs)) do
     io.stderr:write(fmt('gpt.lua: unknown configuration %q (anchor, l12, gpu)\n', name))
     os.exit(2)
   end
-  for _, precision in ipairs(list(args.precision)) do
-    for _, th in ipairs(threads_list) do
-      local threads = math.tointeger(tonumber(th))
-      local ours = {}
+  -- The precisions take turns launch by launch, so that a machine whose
+  -- speed drifts during the run moves the f32 and bf16 figures alike.
+  for _, th in ipairs(threads_list) do
+    local threads = math.tointeger(tonumber(th))
+    local rows = {}
+    for _, precision in ipairs(list(args.precision)) do
+      local row = { precision = precision, ours = {}, theirs = {} }
       for _, mode in ipairs(modes) do
-        if not (precision == 'bf16' and mode == 'bare') then ours[#ours + 1] = { mode = mode, ms = {} } end
+        if not (precision == 'bf16' and mode == 'bare') then row.ours[#row.ours + 1] = { mode = mode, ms = {} } end
       end
-      local theirs = {}
-      for _ = 1, args['repeat'] do
-        for _, o in ipairs(ours) do
-          local r, why = run(worker_cmd(c, o.mode, precision, threads))
+      rows[#rows + 1] = row
+    end
+    for _ = 1, args['repeat'] do
+      for _, row in ipairs(rows) do
+        for _, o in ipairs(row.ours) do
+          local r, why = run(worker_cmd(c, o.mode, row.precision, threads))
           if r then o.ms[#o.ms + 1], o.last = r.ms, r
           else o.why, failed = why, true end
         end
         if args.torch and not torch_note then
-          local r, why, skipped = run(torch_cmd(c, precision, threads))
-          if r then theirs[#theirs + 1], theirs.version = r.ms, r.version
+          local r, why, skipped = run(torch_cmd(c, row.precision, threads))
+          if r then row.theirs[#row.theirs + 1], row.theirs.version = r.ms, r.version
           elseif skipped then torch_note = why
-          else theirs.why, failed = why, true end
+          else row.theirs.why, failed = why, true end
         end
       end
+    end
+    for _, row in ipairs(rows) do
+      local precision, theirs = row.precision, row.theirs
       local tms = #theirs > 0 and median(theirs) or nil
-      for _, o in ipairs(ours) do
+      for _, o in ipairs(row.ours) do
         if #o.ms == 0 then
           print(fmt('%-7s %-5s %3d %-7s failed: %s', name, precision, threads, o.mode, o.why or '?'))
         else

@@ -82,7 +82,7 @@ run "$TMP/s3_live" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage 3 --mode bf16
 same "$TMP/bf16_0" "$TMP/s3_live" "bf16 stage 3 with no prefetch, no reuse and 100 live elements"
 
 for stage in 0 3; do
-  run "$TMP/m16_$stage" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage $stage --mode bf16 --steps 5 --save16 "$TMP/m16_$stage"
+  run "$TMP/m16_$stage.steps" "$ZLUA" --nprocs 2 "$HERE/zero_run.lua" --stage $stage --mode bf16 --steps 5 --save16 "$TMP/m16_$stage"
 done
 "$ZLUA" "$HERE/same_tensors.lua" "$TMP/m16_0/model.safetensors" "$TMP/m16_3/model.safetensors" > "$TMP/log" 2>&1 &&
   echo "ok   save_16bit_model at stage 3 (gathered) == stage 0" ||

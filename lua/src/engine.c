@@ -195,6 +195,12 @@ static int get_num_threads(lua_State *L)
     return 1;
 }
 
+static int bf16_dot_products(lua_State *L)
+{
+    lua_pushboolean(L, zl_bf16_dot_products());
+    return 1;
+}
+
 void zlb_open_engine(lua_State *L)
 {
     static const luaL_Reg fns[] = {
@@ -205,6 +211,7 @@ void zlb_open_engine(lua_State *L)
         {"generator_seed", generator_seed}, {"generator_state", generator_state},
         {"generator_set_offset", generator_set_offset}, {"randint", randint},
         {"set_num_threads", set_num_threads}, {"get_num_threads", get_num_threads},
+        {"bf16_dot_products", bf16_dot_products},
         {NULL, NULL},
     };
     zlb_setfuncs(L, fns);

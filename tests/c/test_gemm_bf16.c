@@ -526,6 +526,40 @@ TEST(linear_bf16_backward)
     zli_gemm_bf16_select(NULL);
 }
 
+/* An f32 input with a bf16 weight (a bf16 model's activations on a CPU
+ * without bf16 dot products): the weight widened a panel of rows at a time,
+ * here 4096 inputs make a panel 256 rows, so 600 outputs take three panels.
+ * The output is f32, against the double reference; gx sums the panels'
+ * products, gw and gb are the f32 ones stored as bf16. */
+TEST(linear_f32_input_bf16_weight)
+{
+    int64_t rows = 3, K = 4096, N = 600;
+    zl_tensor *x32 = zt_randn(SHAPE(rows, K)), *w = bf16_randn(SHAPE(N, K), true);
+    zl_tensor *b = bf16_randn(SHAPE(N), true);
+    zl_tensor *x = leaf_copy(x32, ZL_DTYPE_F32), *R = zt_randn(SHAPE(rows, N));
+    zl_tensor *y = zl_linear(x, w, b);
+    CHECK(y && zl_tensor_dtype(y) == ZL_DTYPE_F32 && zl_tensor_size(y, 1) == N);
+    double *vx = values(x), *vw = values(w), *vb = values(b), *vr = values(R);
+    double *ref = malloc((size_t)(rows * N) * sizeof *ref), *mag = malloc((size_t)(rows * N) * sizeof *mag);
+    ref_linear(rows, N, K, vx, vw, vb, ref, mag);
+    if (y) check_against("f32 x, bf16 w", y, ref, mag, K, false);
+    CHECK(y && zl_backward(y, R, false) == ZL_OK);
+    double *gx = malloc((size_t)(rows * K) * sizeof *gx), *mx = malloc((size_t)(rows * K) * sizeof *mx);
+    double *gw = malloc((size_t)(N * K) * sizeof *gw), *mw = malloc((size_t)(N * K) * sizeof *mw);
+    double *vrt = transposed(vr, rows, N);
+    ref_matmul(1, rows, K, N, vr, 0, vw, 0, gx, mx);    /* gx = R · w */
+    ref_matmul(1, N, K, rows, vrt, 0, vx, 0, gw, mw);   /* gw = Rᵀ · x */
+    CHECK(zl_tensor_grad(x) && zl_tensor_dtype(zl_tensor_grad(x)) == ZL_DTYPE_F32);
+    if (zl_tensor_grad(x)) check_against("f32 x, bf16 w: grad x", zl_tensor_grad(x), gx, mx, N, false);
+    CHECK(zl_tensor_grad(w) && zl_tensor_dtype(zl_tensor_grad(w)) == ZL_DTYPE_BF16);
+    if (zl_tensor_grad(w)) check_against("f32 x, bf16 w: grad w", zl_tensor_grad(w), gw, mw, rows, true);
+    CHECK(zl_tensor_grad(b) && zl_tensor_dtype(zl_tensor_grad(b)) == ZL_DTYPE_BF16);
+    zl_tensor *t[] = {x32, w, b, x, R, y};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) zl_tensor_release(t[i]);
+    double *d[] = {vx, vw, vb, vr, ref, mag, gx, mx, gw, mw, vrt};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) free(d[i]);
+}
+
 /* Working buffers (the f32 copies, oneDNN's scratchpad) are charged to
  * activations and given back; a failed allocation anywhere in the op is an
  * error, never a crash or a leak. */

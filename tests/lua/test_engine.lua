@@ -163,6 +163,31 @@ test('bf16_follows_f32', function()
   check(bf16[60] < bf16[1] * 0.5, 'bf16 training lowers the loss')
 end)
 
+-- Without bf16 dot products (ZLUA_BF16_GEMM=f32 asks for that path: CTest
+-- runs this test so as lua.test_engine_bf16_widened) a bf16 model keeps its
+-- weights and gradients in bf16 and its activations in f32: the embedding
+-- gives f32 and float inputs are not cast. With them, activations are bf16.
+test('bf16_activations_follow_the_cpu', function()
+  zl.manual_seed(12)
+  local m = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 4))
+  local e = zl.initialize { model = m, config = cfg { bf16 = { enabled = true } } }
+  local dots = zl.core.bf16_dot_products()
+  local ids = zl.tensor { { 1, 2, 3 }, { 4, 5, 6 } }:to('i64')
+  local y = e(ids)
+  check(y:dtype() == (dots and 'bf16' or 'f32'), 'activations are ' .. (dots and 'bf16' or 'f32') .. ', got '
+    .. y:dtype())
+  local before = flat_params(m)
+  e:backward(y:float():pow(2):mean())
+  e:step()
+  for _, p in ipairs(m:parameters()) do check(p:dtype() == 'bf16', 'weights stay bf16') end
+  local after, moved = flat_params(m), 0
+  for i = 1, #after do if after[i] ~= before[i] then moved = moved + 1 end end
+  check(moved > #after // 2, 'the step moved the weights (' .. moved .. ' of ' .. #after .. ')')
+  local lin = nn.Linear(8, 4)
+  local e2 = zl.initialize { model = lin, config = cfg { bf16 = { enabled = true } } }
+  check(e2(zl.randn(2, 8)):dtype() == (dots and 'bf16' or 'f32'), 'float inputs are cast only with dot products')
+end)
+
 test('fp16_dynamic_scale_and_skipped_steps', function()
   local m = model(9)
   local e, _, _, sched = zl.initialize { model = m, config = cfg { fp16 = { enabled = true, initial_scale_power = 8,

@@ -59,6 +59,11 @@ ZL_API zl_tensor *zl_argmax(zl_tensor *x, int dim, bool keepdim);
 ZL_API zl_tensor *zl_matmul(zl_tensor *a, zl_tensor *b);
 /* x [..., in] · w [out, in]^T + b [out] (b may be NULL). */
 ZL_API zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b);
+/* Whether bf16 matmuls and linears on the CPU run on bf16 dot products
+ * (oneDNN, on a CPU with AVX512-BF16 or AMX). Otherwise each widens both
+ * operands to f32, and bf16 activations cost conversions f32 ones do not
+ * (ZLUA_BF16_GEMM=f32 asks for that path on any CPU). */
+ZL_API bool zl_bf16_dot_products(void);
 
 /* ---- neural-network ops ---- */
 ZL_API zl_tensor *zl_softmax(zl_tensor *x, int dim);

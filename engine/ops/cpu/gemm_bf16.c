@@ -303,6 +303,8 @@ static int current_path(void)
 
 const char *zli_gemm_bf16_path(void) { return path_names[current_path()]; }
 
+bool zl_bf16_dot_products(void) { return current_path() == PATH_ONEDNN; }
+
 zl_status zli_gemm_bf16_select(const char *name)
 {
     if (!name) {

@@ -1,8 +1,9 @@
 /* linear: y = x · wᵀ + b, one op (not a matmul of a transposed view) so that
  * the weight's use hooks fire around the GEMMs that actually read it, in
  * forward and in backward. x [..., in], w [out, in], b [out] or NULL. When x
- * and w are both bf16 the GEMMs run in bf16 (gemm_bf16.c), otherwise in f32;
- * on a device, the device's f32 GEMM in the same steps. */
+ * and w are both bf16 the GEMMs run in bf16 (gemm_bf16.c), otherwise in f32
+ * (a bf16 w with an f32 x widened a panel at a time); on a device, the
+ * device's f32 GEMM in the same steps. */
 #include <string.h>
 #include "gemm.h"
 #include "gemm_bf16.h"
@@ -27,6 +28,64 @@ static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t
         for (int64_t r = 0; r < M; r++) memcpy(c + r * ldc, bias, (size_t)N * sizeof *bias);
     zli_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, bias ? 1.0f : 0.0f, c, ldc);
     return ZL_OK;
+}
+
+/* An f32 x with a bf16 w (a bf16 model's weight on a CPU without bf16 dot
+ * products, zlua.engine.precision): w is widened a panel of rows at a time
+ * just before the GEMM that reads it, so the f32 panel (4 MiB) is read from
+ * the last-level cache rather than a whole f32 copy (an LM head's [50257, C])
+ * going out to memory and back. */
+static int64_t panel_rows(int64_t in)
+{
+    int64_t r = ((int64_t)1 << 20) / (in > 0 ? in : 1) / 16 * 16;
+    return r < 16 ? 16 : r;
+}
+
+/* y[rows, outf] = x[rows, in] · wᵀ (+ bias), w [outf, in] bf16. */
+static zl_status forward_wide(const float *x, const uint16_t *w, const float *bias, float *y, int64_t rows,
+                              int64_t in, int64_t outf)
+{
+    int64_t pr = panel_rows(in) < outf ? panel_rows(in) : outf;
+    size_t nb = (size_t)(pr * in) * sizeof(float);
+    float *wp = zl_mem_alloc(nb, ZL_MEM_ACTIVATIONS);
+    if (!wp) return ZL_ENOMEM;
+    /* y starts as the bias or zero, in one pass: a beta of 0 would have
+     * OpenBLAS clear each panel's strided block of y, a slow loop. */
+    #pragma omp parallel for schedule(static) if (rows * outf > ZLI_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        if (bias) memcpy(y + r * outf, bias, (size_t)outf * sizeof *bias);
+        else memset(y + r * outf, 0, (size_t)outf * sizeof *y);
+    }
+    for (int64_t j0 = 0; j0 < outf; j0 += pr) {
+        int64_t n = outf - j0 < pr ? outf - j0 : pr;
+        zl_convert(w + j0 * in, ZL_DTYPE_BF16, wp, ZL_DTYPE_F32, (size_t)(n * in));
+        zli_sgemm(false, true, rows, n, in, 1.0f, x, in, wp, in, 1.0f, y + j0, outf);
+    }
+    zl_mem_free(wp, nb, ZL_MEM_ACTIVATIONS);
+    return ZL_OK;
+}
+
+/* gx[rows, in] = g[rows, outf] · w, w [outf, in] bf16: the panels' products summed in order. */
+static zl_status backward_x_wide(const float *g, const uint16_t *w, float *gx, int64_t rows, int64_t in,
+                                 int64_t outf)
+{
+    int64_t pr = panel_rows(in) < outf ? panel_rows(in) : outf;
+    size_t nb = (size_t)(pr * in) * sizeof(float);
+    float *wp = zl_mem_alloc(nb, ZL_MEM_ACTIVATIONS);
+    if (!wp) return ZL_ENOMEM;
+    for (int64_t j0 = 0; j0 < outf; j0 += pr) {
+        int64_t n = outf - j0 < pr ? outf - j0 : pr;
+        zl_convert(w + j0 * in, ZL_DTYPE_BF16, wp, ZL_DTYPE_F32, (size_t)(n * in));
+        zli_sgemm(false, false, rows, in, n, 1.0f, g + j0, outf, wp, in, j0 ? 1.0f : 0.0f, gx, in);
+    }
+    zl_mem_free(wp, nb, ZL_MEM_ACTIVATIONS);
+    return ZL_OK;
+}
+
+/* Whether the linear of x and w takes the panel path above. */
+static bool wide_panels(const zl_tensor *x, const zl_tensor *w)
+{
+    return x->dtype == ZL_DTYPE_F32 && w->dtype == ZL_DTYPE_BF16 && zl_tensor_is_contiguous(w);
 }
 
 /* With bf16 x and w, g is rounded to bf16 once for the two gradient GEMMs,
@@ -112,15 +171,19 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     } else {
         zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
         xc = operand(x, wdt);
-        wc = operand(w, wdt);
+        wc = !half && wide_panels(x, w) ? zl_tensor_retain(w) : operand(w, wdt);
         gc = operand(g, wdt);
     }
     zl_status st = xc && wc && gc ? ZL_OK : ZL_ENOMEM;
     if (!st && zli_requires_grad(x)) {
         gin[0] = zli_new_f32(x->ndim, x->shape);   /* gx[rows, in] = g[rows, out] · w[out, in] */
-        st = gin[0] ? gemm(half, false, false, rows, in, outf, zl_tensor_data(gc), outf, zl_tensor_data(wc), in,
-                           NULL, zl_tensor_data(gin[0]), ZL_DTYPE_F32, in)
-                    : ZL_ENOMEM;
+        if (!gin[0])
+            st = ZL_ENOMEM;
+        else if (wc->dtype != xc->dtype)
+            st = backward_x_wide(zl_tensor_data(gc), zl_tensor_data(wc), zl_tensor_data(gin[0]), rows, in, outf);
+        else
+            st = gemm(half, false, false, rows, in, outf, zl_tensor_data(gc), outf, zl_tensor_data(wc), in, NULL,
+                      zl_tensor_data(gin[0]), ZL_DTYPE_F32, in);
     }
     if (!st && zli_requires_grad(w)) {
         gin[1] = zl_tensor_new(ZL_DTYPE_F32, 2, w->shape, ZL_MEM_GRADS);   /* gw = gᵀ · x */
@@ -198,10 +261,14 @@ zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
     if (on) {
         y = linear_device(k, index, in, nin, rows, inf, outf, x->ndim, shape);
     } else {
-        zl_tensor *xc = operand(x, wdt), *wc = operand(w, wdt), *bf = b ? zli_f32c(b) : NULL;
+        bool wide = !half && wide_panels(x, w);
+        zl_tensor *xc = operand(x, wdt), *wc = wide ? zl_tensor_retain(w) : operand(w, wdt);
+        zl_tensor *bf = b ? zli_f32c(b) : NULL;
         y = xc && wc && (!b || bf) ? zl_tensor_new(ydt, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
-        if (y && gemm(half, false, true, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
-                      bf ? zl_tensor_data(bf) : NULL, zl_tensor_data(y), ydt, outf)) {
+        const float *pb = bf ? zl_tensor_data(bf) : NULL;
+        if (y && (wide ? forward_wide(zl_tensor_data(xc), zl_tensor_data(wc), pb, zl_tensor_data(y), rows, inf, outf)
+                       : gemm(half, false, true, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
+                              pb, zl_tensor_data(y), ydt, outf))) {
             zl_tensor_release(y);
             y = NULL;
         }

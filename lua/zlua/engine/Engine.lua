@@ -61,13 +61,13 @@ function Engine.new(t, cfg, rank, world_size)
   if type(params) ~= 'table' then
     zl.raise(fmt('zlua.initialize: model_parameters must be an array of tensors or of param groups, got %s', type(params)))
   end
-  self.precision = precision.new(cfg, self.module)
   self.dist = require 'zlua.dist'
   -- DeepSpeed's initialize puts the model on the local rank's accelerator (zlua.engine.accelerator).
   self.device = accelerator.choose(self.module, self.dist.local_rank())
   notices.say(cfg, rank, self.device)
   self.local_rank = self.dist.local_rank()
   self.module:to(self.device)
+  self.precision = precision.new(cfg, self.module, self.device, rank)
 
   -- The optimizer: the script's (an object, or a function of the parameters), else the config's.
   local opt = t.optimizer

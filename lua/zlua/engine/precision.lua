@@ -2,22 +2,43 @@
   besides the working dtype of the ZeRO buffers (zlua.zero.state): inputs
   cast to the working dtype (bf16), the fp16 loss scale and its dynamic
   scaler, and the parameters outside the optimizer (frozen ones, or all of
-  them without an optimizer) turned into half-precision copies. ]]
+  them without an optimizer) turned into half-precision copies. On a CPU
+  without bf16 dot products a bf16 matmul widens both operands to f32, so
+  there bf16 keeps the weights and gradients in bf16 and the activations in
+  f32: inputs are not cast and embeddings give f32, which costs one widening
+  per weight use instead of a rounding and a widening per activation. ]]
 
 local zl = require 'zlua'
+local Embedding = require 'zlua.nn.Embedding'
+local Module = require 'zlua.nn.Module'
+local notices = require 'zlua.engine.notices'
 local core = zl.core
 
 local precision = {}
+local noted = false   -- the note on bf16 activations, once per process
 local P = {}
 P.__index = P
 
-function precision.new(cfg, module)
+--- precision.new(cfg, module, device, rank): device as zlua.engine.accelerator chose it.
+function precision.new(cfg, module, device, rank)
   local self = setmetatable({}, P)
   self.mode = cfg.bf16.enabled and 'bf16' or cfg.fp16.enabled and 'fp16' or 'f32'
   self.half = self.mode == 'bf16' and 'bf16' or self.mode == 'fp16' and 'f16' or nil
   self.module = module
   if self.mode == 'fp16' then self.scaler = core.loss_scaler_new(cfg.fp16) end
   self.cast = self.mode == 'bf16'
+  if self.mode == 'bf16' and device == 'cpu' and not core.bf16_dot_products() then
+    self.cast = false
+    self.activations = 'f32'
+    for _, m in ipairs(module:modules()) do
+      if Module.is_instance(m, Embedding) then m.output_dtype = 'f32' end
+    end
+    if rank == 0 and not noted then
+      noted = true
+      notices.write('zlua: note: bf16: this CPU has no bf16 dot products (AVX512-BF16 or AMX), so weights and '
+        .. 'gradients are bf16 and activations f32 (bf16 ones would only add conversions here)')
+    end
+  end
   return self
 end
 

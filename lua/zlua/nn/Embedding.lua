@@ -1,6 +1,8 @@
 --[[ zlua.nn.Embedding(num_embeddings, embedding_dim): a table of vectors
   weight [n, dim] (N(0, 1) as PyTorch initialises it), looked up by 0-based
-  i64 ids of any shape: [...] -> [..., dim]. ]]
+  i64 ids of any shape: [...] -> [..., dim]. `output_dtype` (nil: the
+  weight's) is the dtype of what it gives: the engine sets 'f32' for a bf16
+  model on a CPU without bf16 dot products (zlua.engine.precision). ]]
 
 local zl = require 'zlua'
 local Module = require 'zlua.nn.Module'
@@ -15,7 +17,9 @@ function Embedding:__init(num_embeddings, embedding_dim)
 end
 
 function Embedding:forward(idx)
-  return zl.embedding(idx, self.weight)
+  local y = zl.embedding(idx, self.weight)
+  if self.output_dtype and y:dtype() ~= self.output_dtype then y = y:to(self.output_dtype) end
+  return y
 end
 
 function Embedding:extra_repr()

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "zlua/comm.h"
@@ -388,16 +387,13 @@ static int run_mpirun(char **cmd)
  * finalisation, open-mpi/ompi#7833); the receipts tell that from a real failure. */
 #define RECEIPTS_ENV "ZLUA_RANK_RECEIPTS"
 
-static bool make_receipts(char *dir, size_t size)
+/* The folder into dir ("" when none could be made: then no receipts). */
+static void make_receipts(char *dir, size_t size)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, size, "%s/zlua-ranks-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(dir) == NULL) {
-        *dir = '\0';
-        return false;
-    }
-    setenv(RECEIPTS_ENV, dir, 1);
-    return true;
+    if (mkdtemp(dir) == NULL) *dir = '\0';
+    else setenv(RECEIPTS_ENV, dir, 1);
 }
 
 /* Whether every rank left a receipt of exit status 0; the folder is removed. */
@@ -575,6 +571,7 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
         return EXIT_FAILURE;
     }
     char receipts[PATH_MAX] = "";
+    unsetenv(RECEIPTS_ENV);   /* a stale one: the ranks of a run elsewhere write none */
     if (!l->hostfile) make_receipts(receipts, sizeof receipts);
     build_command(cmd, l, np, np > slots, *hostfile ? hostfile : NULL, exe, argc, argv, end);
     int status = run_mpirun(cmd);

@@ -29,7 +29,6 @@ function precision.new(cfg, module, device, rank)
   self.cast = self.mode == 'bf16'
   if self.mode == 'bf16' and device == 'cpu' and not core.bf16_dot_products() then
     self.cast = false
-    self.activations = 'f32'
     for _, m in ipairs(module:modules()) do
       if Module.is_instance(m, Embedding) then m.output_dtype = 'f32' end
     end

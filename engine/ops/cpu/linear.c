@@ -152,7 +152,7 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
     const float *pg = zl_tensor_data(g);
     zl_tensor *xc, *wc, *gc;
-    if (half && strcmp(zli_gemm_bf16_path(), "f32") == 0) {
+    if (half && !zl_bf16_dot_products()) {
         /* Without bf16 dot products the bf16 GEMM widens its operands to f32:
          * widen x and w once and round g to bf16's precision in f32 once,
          * rather than rounding g to bf16 and widening it again in each of

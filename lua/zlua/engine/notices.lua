@@ -23,14 +23,17 @@ local function takes_effect(line, device)
   return false
 end
 
+--- M.once(rank, line): "zlua: note: <line>" on rank 0, once per process.
+function M.once(rank, line)
+  if rank ~= 0 or said[line] then return end
+  said[line] = true
+  M.write('zlua: note: ' .. line)
+end
+
 --- M.say(cfg, rank [, device]): the lines of cfg.notices, on rank 0, each once.
 function M.say(cfg, rank, device)
-  if rank ~= 0 then return end
   for _, line in ipairs(cfg.notices or {}) do
-    if not said[line] and not takes_effect(line, device) then
-      said[line] = true
-      M.write('zlua: note: ' .. line)
-    end
+    if not takes_effect(line, device) then M.once(rank, line) end
   end
 end
 

@@ -15,7 +15,6 @@ local notices = require 'zlua.engine.notices'
 local core = zl.core
 
 local precision = {}
-local noted = false   -- the note on bf16 activations, once per process
 local P = {}
 P.__index = P
 
@@ -32,11 +31,8 @@ function precision.new(cfg, module, device, rank)
     for _, m in ipairs(module:modules()) do
       if Module.is_instance(m, Embedding) then m.output_dtype = 'f32' end
     end
-    if rank == 0 and not noted then
-      noted = true
-      notices.write('zlua: note: bf16: this CPU has no bf16 dot products (AVX512-BF16 or AMX), so weights and '
-        .. 'gradients are bf16 and activations f32 (bf16 ones would only add conversions here)')
-    end
+    notices.once(rank, 'bf16: this CPU has no bf16 dot products (AVX512-BF16 or AMX), so weights and gradients '
+      .. 'are bf16 and activations f32 (bf16 ones would only add conversions here)')
   end
   return self
 end

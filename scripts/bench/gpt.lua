@@ -6,7 +6,7 @@
   PyTorch ms / zlua ms (above 1: zlua is faster). Each run is its own process.
   Run by hand, not in CI:
     zlua scripts/bench/gpt.lua [--configs anchor,l12] [--precision f32,bf16]
-        [--threads 1,2] [--steps 10] [--warmup 3] [--repeat 3] [--device cpu|cuda]
+        [--threads 1,2] [--steps 10] [--warmup 6] [--repeat 3] [--device cpu|cuda]
         [--modes bare,engine] [--torch=false]
 
   Configurations (GPT-2 shapes, vocabulary 50257, random tokens):
@@ -17,7 +17,13 @@
   backward, step), and `engine`, the same step through zlua.initialize (ZeRO
   stage 0, gradient clipping 1.0); bf16 always goes through the engine (bf16
   weights, f32 masters, as DeepSpeed's bf16) while PyTorch runs bf16 as its
-  users do, autocast over f32 weights. --device cuda runs both on the GPU. ]]
+  users do, autocast over f32 weights. --device cuda runs both on the GPU.
+
+  Six warm-up steps by default: oneDNN's sgemm takes its packing buffers
+  (1.3 MB) from malloc on every call, and in the bare loop Lua's garbage of
+  the first steps splits the freed ones, so glibc's heap grows by a few pages
+  a step until about the sixth (0-15 page faults a step before that, none
+  from the engine's own tensors). ]]
 
 local zl = require 'zlua'
 local fmt = string.format
@@ -29,7 +35,7 @@ local CONFIGS = {
 }
 local VOCAB = 50257
 
-local args = zl.args(nil, { configs = 'anchor', precision = 'f32', threads = '', steps = 10, warmup = 3,
+local args = zl.args(nil, { configs = 'anchor', precision = 'f32', threads = '', steps = 10, warmup = 6,
   ['repeat'] = 3, device = 'cpu', modes = 'bare,engine', torch = true, worker = '', n_layer = 0, n_embd = 0,
   n_head = 0, batch = 0, block_size = 0, seed = 1 })
 

@@ -540,6 +540,19 @@ TEST(expf_within_two_ulp)
     CHECK(isfinite(zlm_expf(88.72f)) && zlm_expf(88.72f) > 3.3e38f);
 }
 
+TEST(expf_nonpos_is_expf)
+{
+    /* Bit for bit on x <= 0: every 97th float from -0 down to -inf (the
+     * flush to 0 below FLT_MIN included), and NaN. */
+    int bad = 0;
+    for (uint32_t u = 0x80000000u; u <= 0xff800000u; u += 97) {
+        float x = zlm_bits_f32(u);
+        bad += zlm_f32_bits(zlm_expf_nonpos(x)) != zlm_f32_bits(zlm_expf(x));
+    }
+    CHECK(bad == 0);
+    CHECK(zlm_expf_nonpos(-INFINITY) == 0.0f && zlm_expf_nonpos(0.0f) == 1.0f && isnan(zlm_expf_nonpos(NAN)));
+}
+
 TEST(erf_and_normal_cdf)
 {
     /* erf to 3 ulp; the normal CDF (the exact GELU's) to 40 ulp for |v| < 5,

@@ -1,8 +1,9 @@
 /* cross_entropy fused over the vocabulary (engine/ops/cpu/loss.c runs these
- * rows as they are), one row of logits at a time: lse = max + log(sum exp(x -
- * max)), loss = lse - x[target], and backward scale * (softmax - onehot)
- * rebuilt from lse. A row whose target is ignore_index has loss 0 and
- * gradient 0. The CPU op has no label smoothing, so neither has this. */
+ * rows, its max vectorized), one row of logits at a time: lse = max +
+ * log(sum exp(x - max)), loss = lse - x[target], and backward scale *
+ * (softmax - onehot) rebuilt from lse. A row whose target is
+ * ignore_index has loss 0 and gradient 0. The CPU op has no label smoothing,
+ * so neither has this. */
 #ifndef ZL_CUDA_MATH_CROSS_ENTROPY_H
 #define ZL_CUDA_MATH_CROSS_ENTROPY_H
 
@@ -10,13 +11,14 @@
 #include "expf.h"
 
 static inline ZL_HD float zlm_ce_lse(float m, double sum) { return m + (float)log(sum); }
-static inline ZL_HD float zlm_ce_exp(float x, float m) { return zlm_expf(x - m); }
+/* x - max and x - lse are never above 0 (lse >= max; NaN stays NaN). */
+static inline ZL_HD float zlm_ce_exp(float x, float m) { return zlm_expf_nonpos(x - m); }
 
 /* Gradient of class c: scale * exp(x - lse), less scale at the target (the
  * CPU writes the first and then subtracts, two roundings). */
 static inline ZL_HD float zlm_ce_grad(float x, float lse, float scale, bool is_target)
 {
-    float v = scale * zlm_expf(x - lse);
+    float v = scale * zlm_expf_nonpos(x - lse);
     return is_target ? v - scale : v;
 }
 
@@ -25,31 +27,18 @@ static inline ZL_HD float zlm_ce_grad(float x, float lse, float scale, bool is_t
 static inline ZL_HD float zlm_ce_scale(float g, float k) { return g * k; }
 static inline ZL_HD float zlm_ce_mean_factor(int64_t count) { return (float)(1.0 / (double)count); }
 
-/* A row is read in ZLM_CE_LANES interleaved lanes, each with its own max and
- * its own double sum of exponentials, combined in lane order at the end: the
- * loops vectorize at any width up to 16 floats and the bits do not depend on
- * it. Element c goes to lane c % ZLM_CE_LANES. */
+/* A row's exponentials are summed in ZLM_CE_LANES interleaved lanes, each
+ * in double, combined in lane order at the end: the loops vectorize at any
+ * width up to 16 floats and the bits do not depend on it. Element c goes to
+ * lane c % ZLM_CE_LANES. */
 #define ZLM_CE_LANES 16
 
-/* x [ncls] f32; *lse, *loss [out]. */
-static inline ZL_HD void zlm_ce_row(int64_t ncls, const float *ZLM_RESTRICT x, int64_t target, int64_t ignore,
-                                    float *lse, float *loss)
+/* The row's sum, lse and loss from its max m: x [ncls] f32; *lse, *loss [out]. */
+static inline ZL_HD void zlm_ce_row_from_max(int64_t ncls, const float *ZLM_RESTRICT x, float m, int64_t target,
+                                             float *lse, float *loss)
 {
-    if (target == ignore) {
-        *lse = 0.0f;
-        *loss = 0.0f;
-        return;
-    }
     enum { L = ZLM_CE_LANES };
     int64_t full = ncls - ncls % L;
-    float mx[L];
-    for (int l = 0; l < L; l++) mx[l] = -INFINITY;
-    /* max skipping NaN, as fmaxf: the NaN still poisons the sum through exp. */
-    for (int64_t c = 0; c < full; c += L)
-        for (int l = 0; l < L; l++) mx[l] = x[c + l] > mx[l] ? x[c + l] : mx[l];
-    for (int64_t c = full; c < ncls; c++) mx[c - full] = x[c] > mx[c - full] ? x[c] : mx[c - full];
-    float m = mx[0];
-    for (int l = 1; l < L; l++) m = mx[l] > m ? mx[l] : m;
     double acc[L];
     for (int l = 0; l < L; l++) acc[l] = 0.0;
     for (int64_t c = 0; c < full; c += L)
@@ -62,6 +51,22 @@ static inline ZL_HD void zlm_ce_row(int64_t ncls, const float *ZLM_RESTRICT x, i
     *loss = v - x[target];
 }
 
+/* x [ncls] f32; *lse, *loss [out]. The max is exact in any order (a NaN it
+ * skips still reaches the sum through exp), so the CPU op reduces it at its
+ * vector's width and keeps these bits. */
+static inline ZL_HD void zlm_ce_row(int64_t ncls, const float *ZLM_RESTRICT x, int64_t target, int64_t ignore,
+                                    float *lse, float *loss)
+{
+    if (target == ignore) {
+        *lse = 0.0f;
+        *loss = 0.0f;
+        return;
+    }
+    float m = -INFINITY;
+    for (int64_t c = 0; c < ncls; c++) m = x[c] > m ? x[c] : m;
+    zlm_ce_row_from_max(ncls, x, m, target, lse, loss);
+}
+
 /* x [ncls] f32; gx [out] [ncls] f32. */
 static inline ZL_HD void zlm_ce_row_backward(int64_t ncls, const float *ZLM_RESTRICT x, int64_t target,
                                              int64_t ignore, float lse, float scale, float *ZLM_RESTRICT gx)
@@ -70,7 +75,7 @@ static inline ZL_HD void zlm_ce_row_backward(int64_t ncls, const float *ZLM_REST
         for (int64_t c = 0; c < ncls; c++) gx[c] = 0.0f;
         return;
     }
-    for (int64_t c = 0; c < ncls; c++) gx[c] = scale * zlm_expf(x[c] - lse);
+    for (int64_t c = 0; c < ncls; c++) gx[c] = scale * zlm_ce_exp(x[c], lse);
     gx[target] -= scale;
 }
 

@@ -36,7 +36,7 @@ static inline ZL_HD float zlm_erfc_large(float a)
     p = p * t + 2.810427619e-01f;
     p = p * t + 2.821954797e-01f;
     p = p * t - 3.991272464e-06f;
-    return a > 9.5f ? 0.0f : zlm_expf(-a * a) * p;
+    return a > 9.5f ? 0.0f : zlm_expf_nonpos(-a * a) * p;
 }
 
 /* erfc(a) for a >= 0: both forms computed and one kept, so no branch. */

@@ -54,7 +54,7 @@ static inline ZL_HD float zlm_unary_backward(int kind, float v, float y, float g
     case ZLM_U_AFFINE: d = p0; break;
     case ZLM_U_GELU: {
         float cdf = zlm_normal_cdf(v);
-        float pdf = zlm_expf(-0.5f * v * v) * ZLM_INV_SQRT_2PI;
+        float pdf = zlm_expf_nonpos(-0.5f * v * v) * ZLM_INV_SQRT_2PI;
         d = cdf + v * pdf;
         break;
     }

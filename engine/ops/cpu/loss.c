@@ -40,6 +40,20 @@ static ce_ctx *ce_ctx_new(int64_t n)
     return c;
 }
 
+/* zlm_ce_row with the max reduced at the vector's width (same bits). */
+static void ce_row(int64_t ncls, const float *restrict x, int64_t target, int64_t ignore, float *lse, float *loss)
+{
+    if (target == ignore) {
+        *lse = 0.0f;
+        *loss = 0.0f;
+        return;
+    }
+    float m = -INFINITY;
+    #pragma omp simd reduction(max : m)
+    for (int64_t c = 0; c < ncls; c++) m = x[c] > m ? x[c] : m;
+    zlm_ce_row_from_max(ncls, x, m, target, lse, loss);
+}
+
 /* x [n, ncls] contiguous; target [n]; lse, loss [n] [out]. Ignored rows get
  * loss 0. The rows are the CUDA kernels' (cuda/math/cross_entropy.h): a row's
  * bits do not depend on the thread count or the vector width. */
@@ -47,7 +61,7 @@ static void ce_forward_kernel(int64_t n, int64_t ncls, const float *restrict x, 
                               int64_t ignore, float *restrict lse, float *restrict loss)
 {
     #pragma omp parallel for schedule(static) if (n * ncls > ZLI_PAR_MIN && n > 1)
-    for (int64_t r = 0; r < n; r++) zlm_ce_row(ncls, x + r * ncls, target[r], ignore, &lse[r], &loss[r]);
+    for (int64_t r = 0; r < n; r++) ce_row(ncls, x + r * ncls, target[r], ignore, &lse[r], &loss[r]);
 }
 
 /* gx[r, c] = scale_r * (exp(x[r, c] - lse[r]) - (c == target[r])); zero on ignored rows.
@@ -108,7 +122,7 @@ static zl_status ce_forward_half(int64_t n, int64_t ncls, const uint16_t *x, zl_
         #pragma omp for schedule(static)
         for (int64_t r = 0; r < n; r++) {
             widen_row(x + r * ncls, dt, ncls, f);
-            zlm_ce_row(ncls, f, target[r], ignore, &lse[r], &loss[r]);
+            ce_row(ncls, f, target[r], ignore, &lse[r], &loss[r]);
         }
     }
     zl_mem_free(rows, (size_t)threads * (size_t)ncls * sizeof(float), ZL_MEM_ACTIVATIONS);

@@ -1,6 +1,7 @@
 /* GEMM on a CUDA device through cuBLASLt, for the ops' kernel table: the
  * engine's row-major f32 GEMM, computed in strict f32 (no TF32, so results
- * stay comparable with the CPU's), one cuBLASLt handle per device. */
+ * stay comparable with the CPU's), and bf16 or f16 operands multiplied into
+ * f32 with f32 accumulation (tensor cores), one cuBLASLt handle per device. */
 #include <pthread.h>
 #include <stdint.h>
 #include <cublasLt.h>
@@ -28,10 +29,10 @@ static cublasLtHandle_t handle_of(int index)
 
 /* A layout of rows x cols (column-major), leading dim ld, `batch` of them
  * `stride` elements apart. */
-static cublasStatus_t layout(cublasLtMatrixLayout_t *l, uint64_t rows, uint64_t cols, int64_t ld, int32_t batch,
-                             int64_t stride)
+static cublasStatus_t layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
+                             int32_t batch, int64_t stride)
 {
-    cublasStatus_t s = cublasLtMatrixLayoutCreate(l, CUDA_R_32F, rows, cols, ld);
+    cublasStatus_t s = cublasLtMatrixLayoutCreate(l, type, rows, cols, ld);
     if (!s && batch > 1)
         s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
     if (!s && batch > 1)
@@ -41,10 +42,11 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t *l, uint64_t rows, uint64_t 
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt
  * gets B first, and each row-major matrix read as its column-major transpose.
- * cuBLASLt counts batches in int32: more go in groups. */
-zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                                const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
-                                float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+ * A and B are `ab` (es bytes an element), C f32; cuBLASLt counts batches in
+ * int32: more go in groups. */
+static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                         float alpha, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                         float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     if (M <= 0 || N <= 0 || batch <= 0) return ZL_OK;
@@ -70,14 +72,15 @@ zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t 
         if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
         if (!s) {
             what = "matrix layout";
-            s = layout(&la, tb ? (uint64_t)K : (uint64_t)N, tb ? (uint64_t)N : (uint64_t)K, ldb, nb, sb);
+            s = layout(&la, ab, tb ? (uint64_t)K : (uint64_t)N, tb ? (uint64_t)N : (uint64_t)K, ldb, nb, sb);
         }
-        if (!s) s = layout(&lb, ta ? (uint64_t)M : (uint64_t)K, ta ? (uint64_t)K : (uint64_t)M, lda, nb, sa);
-        if (!s) s = layout(&lc, (uint64_t)N, (uint64_t)M, ldc, nb, sc);
+        if (!s) s = layout(&lb, ab, ta ? (uint64_t)M : (uint64_t)K, ta ? (uint64_t)K : (uint64_t)M, lda, nb, sa);
+        if (!s) s = layout(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldc, nb, sc);
         if (!s) {
             what = "matmul";
-            s = cublasLtMatmul(h, desc, &alpha, B + b0 * sb, la, A + b0 * sa, lb, &beta, C + b0 * sc, lc, C + b0 * sc,
-                               lc, NULL, NULL, 0, NULL);
+            s = cublasLtMatmul(h, desc, &alpha, (const char *)B + (size_t)(b0 * sb) * es, la,
+                               (const char *)A + (size_t)(b0 * sa) * es, lb, &beta, C + b0 * sc, lc, C + b0 * sc, lc,
+                               NULL, NULL, 0, NULL);
         }
         if (lc) cublasLtMatrixLayoutDestroy(lc);
         if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -86,6 +89,25 @@ zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t 
         if (s) return lt_error(index, what, s);
     }
     return zli_cuda_done(index, "matmul", 0);
+}
+
+zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                                float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    return lt_gemm(index, CUDA_R_32F, sizeof(float), ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                   batch);
+}
+
+zl_status zli_cuda_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                             const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                             float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    if (dt != ZL_DTYPE_BF16 && dt != ZL_DTYPE_F16)
+        return zl_error(ZL_EINVAL, "cuda:%d: matmul: half-precision operands must be bf16 or f16, not %s", index,
+                        zl_dtype_name((zl_dtype)dt));
+    return lt_gemm(index, dt == ZL_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F, 2, ta, tb, M, N, K, alpha, A, lda, sa, B,
+                   ldb, sb, beta, C, ldc, sc, batch);
 }
 
 zl_status zli_cuda_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,

@@ -51,14 +51,18 @@ ZLI_HIDDEN zl_status zli_cuda_add(zl_tensor *dst, const zl_tensor *src, double a
 ZLI_HIDDEN zl_status zli_cuda_from_host(zl_tensor *dst, const zl_tensor *src);
 ZLI_HIDDEN zl_status zli_cuda_to_host(void *dst, const zl_tensor *src);
 ZLI_HIDDEN zl_status zli_cuda_rand(zl_tensor *t, bool normal, double a, double b, uint64_t seed, uint64_t offset);
-/* cuBLASLt's f32 GEMM, row-major (blas.c): one, and `batch` of them with
- * strides between operands, alpha and beta (ops/device_kernels.h's gemm and
- * gemm_batched). */
+/* cuBLASLt's GEMMs, row-major (blas.c): f32, one and `batch` of them with
+ * strides between operands, alpha and beta, and bf16/f16 operands into f32
+ * (ops/device_kernels.h's gemm, gemm_batched and gemm_half). */
 ZLI_HIDDEN zl_status zli_cuda_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
                                    int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc);
 ZLI_HIDDEN zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                                            const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb,
                                            int64_t sb, float beta, float *C, int64_t ldc, int64_t sc, int64_t batch);
+ZLI_HIDDEN zl_status zli_cuda_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                                        float alpha, const void *A, int64_t lda, int64_t sa, const void *B,
+                                        int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc,
+                                        int64_t batch);
 /* The ops layer's kernels on CUDA (ops.c), as an opaque table for core. */
 ZLI_HIDDEN extern const struct zli_dev_kernels zli_cuda_kernels;
 /* Page-locked host memory (pinned.c) and the device table it names (alloc.c). */

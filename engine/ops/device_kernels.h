@@ -92,6 +92,11 @@ typedef struct zli_dev_kernels {
     zl_status (*gemm_batched)(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                               const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
                               float beta, float *C, int64_t ldc, int64_t sc, int64_t batch);
+    /* gemm_batched with A and B in dt (bf16 or f16, a zl_dtype code) and C in
+     * f32, the products accumulated in f32 (a GPU's tensor cores). */
+    zl_status (*gemm_half)(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                           const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                           float beta, float *C, int64_t ldc, int64_t sc, int64_t batch);
     /* s [rows, tk] [in/out]: attention's scaled scores to probabilities, row r
      * being query r % tq, causal rows cut there (attention.c's softmax_rows). */
     zl_status (*att_softmax)(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s);

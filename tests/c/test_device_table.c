@@ -74,26 +74,48 @@ static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape
     return ZL_OK;
 }
 
-/* A plain triple loop: the order differs from OpenBLAS's, so GEMM results
- * are compared to a tolerance, not bit for bit. alpha and beta as BLAS
- * applies them: alpha times the product, plus beta times C. */
+/* A plain triple loop over A and B stored as dt (ZLM_*): the order differs
+ * from OpenBLAS's, so GEMM results are compared to a tolerance, not bit for
+ * bit. alpha and beta as BLAS applies them: alpha times the product, plus
+ * beta times C. */
+static void loop_gemm(int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
+                      int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc,
+                      int64_t sc, int64_t batch)
+{
+    for (int64_t b = 0; b < batch; b++) {
+        float *Cb = C + b * sc;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < K; p++)
+                    s += (double)zlm_load(A, dt, b * sa + (ta ? p * lda + i : i * lda + p)) *
+                         zlm_load(B, dt, b * sb + (tb ? j * ldb + p : p * ldb + j));
+                float v = alpha * (float)s;
+                Cb[i * ldc + j] = beta == 0.0f ? v : v + beta * Cb[i * ldc + j];
+            }
+    }
+}
+
 static zl_status fake_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                                    const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
                                    float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t b = 0; b < batch; b++) {
-        const float *Ab = A + b * sa, *Bb = B + b * sb;
-        float *Cb = C + b * sc;
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                double s = 0;
-                for (int64_t p = 0; p < K; p++) s += (double)(ta ? Ab[p * lda + i] : Ab[i * lda + p]) *
-                                                       (tb ? Bb[j * ldb + p] : Bb[p * ldb + j]);
-                float v = alpha * (float)s;
-                Cb[i * ldc + j] = beta == 0.0f ? v : v + beta * Cb[i * ldc + j];
-            }
-    }
+    loop_gemm(ZLM_F32, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    return ZL_OK;
+}
+
+/* Calls of the half-precision GEMM, by ZLM_* dtype: the ops that should take
+ * it are checked to have. */
+static int half_gemms[3];
+
+static zl_status fake_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                                float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
+    half_gemms[dt]++;
+    loop_gemm(dt, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
     return ZL_OK;
 }
 
@@ -380,7 +402,8 @@ static const zli_dev_kernels fake_kernels = {
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
     .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
-    .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .att_softmax = fake_att_softmax,
+    .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .gemm_half = fake_gemm_half,
+    .att_softmax = fake_att_softmax,
     .att_softmax_backward = fake_att_softmax_backward, .dropout = fake_dropout,
     .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
     .reduce_backward = fake_reduce_backward, .select = fake_select,
@@ -772,21 +795,25 @@ static void release_run(zl_tensor *y[2], zl_tensor *gr[2][3])
     release_all(objs, 8);
 }
 
-/* linear with and without a bias, x of 3 dims, f32 and bf16: the GEMMs to a
- * tolerance (another summation order; bf16 rounds differently on the host's
- * bf16 GEMM), the bias's gradient (rows added in order) bit for bit. */
+/* linear with and without a bias, x of 3 dims, f32, bf16 and f16: the GEMMs
+ * to a tolerance (another summation order; bf16 rounds differently on the
+ * host's bf16 GEMM, and the device rounds g to f16 for its f16 GEMMs), the
+ * bias's gradient (rows added in order) bit for bit. bf16 and f16 x and w
+ * go to the device's half-precision GEMM as they are: forward, gx and gw. */
 TEST(linear_on_the_device)
 {
     zl_tensor *xr = zt_randn(SHAPE(2, 3, 6)), *wr = zt_randn(SHAPE(5, 6)), *bh = zt_randn(SHAPE(5));
     zl_tensor *gh = zt_randn(SHAPE(2, 3, 5));
-    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
-    for (int k = 0; k < 2; k++)
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (int k = 0; k < 3; k++)
         for (int bias = 0; bias < 2; bias++) {
             zl_tensor *h[3] = {zl_tensor_to(xr, dts[k]), zl_tensor_to(wr, dts[k]), bias ? bh : NULL};
             zl_tensor *y[2], *gr[2][3];
+            int before[3] = {half_gemms[0], half_gemms[1], half_gemms[2]};
             run3(linear3, false, h, gh, y, gr);
+            for (int d = 0; d < 3; d++) CHECK(half_gemms[d] - before[d] == (d == (int)dts[k] && k > 0 ? 3 : 0));
             CHECK(y[0] && y[1] && zl_tensor_dtype(y[0]) == dts[k] && zl_tensor_dtype(y[1]) == dts[k]);
-            double tol = dts[k] == ZL_DTYPE_BF16 ? 1e-2 : 1e-5;
+            double tol = dts[k] == ZL_DTYPE_F32 ? 1e-5 : 1e-2;
             if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "linear");
             if (gr[0][0] && gr[1][0]) check_close_host(gr[0][0], gr[1][0], tol, "linear's gradient of x");
             if (gr[0][1] && gr[1][1]) check_close_host(gr[0][1], gr[1][1], tol, "linear's gradient of w");

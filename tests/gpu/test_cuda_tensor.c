@@ -295,6 +295,32 @@ TEST(linear_and_attention_match_the_cpu)
     release_all(objs, 8);
 }
 
+/* linear with bf16 and f16 x and w: cuBLASLt multiplies them as they are
+ * into f32 (tensor cores), against the CPU to their rounding, on aligned
+ * shapes and on odd ones (leading dimensions not a multiple of 8). */
+TEST(half_linear_matches_the_cpu)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    const int64_t shapes[2][3] = {{36, 32, 24}, {21, 13, 11}};   /* rows, in, out */
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            int64_t rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+            zl_tensor *xr = zt_randn(SHAPE(rows, in)), *wr = zt_randn(SHAPE(out, in)), *b = zt_randn(SHAPE(out));
+            zl_tensor *g = zt_randn(SHAPE(rows, out));
+            zl_tensor *h[3] = {zl_tensor_to(xr, dts[k]), zl_tensor_to(wr, dts[k]), b};
+            zl_tensor *y[2], *gr[2][3];
+            run3(linear3, false, h, g, y, gr);
+            CHECK(zl_tensor_dtype(y[0]) == dts[k] && zl_tensor_dtype(y[1]) == dts[k]);
+            check_close_dev(y[0], y[1], 1e-2, "half linear");
+            check_close_dev(gr[0][0], gr[1][0], 1e-2, "half linear's gradient of x");
+            check_close_dev(gr[0][1], gr[1][1], 1e-2, "half linear's gradient of w");
+            check_bits_dev(gr[0][2], gr[1][2], "half linear's gradient of the bias");
+            zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[0][2], gr[1][0], gr[1][1], gr[1][2],
+                                 h[0], h[1], g, b, wr, xr};
+            release_all(objs, 14);
+        }
+}
+
 /* dropout on the GPU keeps the CPU's mask for the same generator state, and
  * uniform_ fills a GPU tensor with the CPU's bits; normal_ goes through the
  * GPU's logf and cosf, a few ulp from the CPU's. */

@@ -2,8 +2,9 @@
  * the weight's use hooks fire around the GEMMs that actually read it, in
  * forward and in backward. x [..., in], w [out, in], b [out] or NULL. When x
  * and w are both bf16 the GEMMs run in bf16 (gemm_bf16.c), otherwise in f32
- * (a bf16 w with an f32 x widened a panel at a time); on a device, the
- * device's f32 GEMM in the same steps. */
+ * (a bf16 w with an f32 x widened a panel at a time); on a device the same
+ * steps, in the device's half-precision GEMM (f32 accumulation) when x and w
+ * are both bf16 or both f16, else its f32 GEMM. */
 #include <string.h>
 #include "gemm.h"
 #include "gemm_bf16.h"
@@ -91,26 +92,59 @@ static bool wide_panels(const zl_tensor *x, const zl_tensor *w)
 /* With bf16 x and w, g is rounded to bf16 once for the two gradient GEMMs,
  * which write f32: the autograd engine sums gradients in f32 and stores a
  * leaf's .grad in the leaf's dtype. The bias gradient sums the f32 g. */
+/* The dtype both x and w are when it is bf16 or f16 (the device's GEMMs then
+ * take them as they are), else f32. */
+static zl_dtype device_gemm_dtype(const zl_tensor *x, const zl_tensor *w)
+{
+    bool half = x->dtype == w->dtype && (x->dtype == ZL_DTYPE_BF16 || x->dtype == ZL_DTYPE_F16);
+    return half ? x->dtype : ZL_DTYPE_F32;
+}
+
+/* t as a contiguous dt tensor in the memory `like` lives in. */
+static zl_tensor *device_operand(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
+{
+    if (dt == ZL_DTYPE_F32) return zli_f32c_like(t, like);
+    zl_tensor *c = zli_copy_as_like(t, dt, like);
+    if (!c || zl_tensor_is_contiguous(c)) return c;
+    zl_tensor *cc = zl_tensor_contiguous(c);
+    zl_tensor_release(c);
+    return cc;
+}
+
+/* C[M,N] f32 = op(A) op(B) + beta C on the device, A and B in dt. */
+static zl_status device_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, bool ta, bool tb, int64_t M,
+                             int64_t N, int64_t K, const zl_tensor *A, int64_t lda, const zl_tensor *B, int64_t ldb,
+                             float beta, zl_tensor *C, int64_t ldc)
+{
+    if (dt == ZL_DTYPE_F32)
+        return k->gemm_batched(index, ta, tb, M, N, K, 1.0f, zl_tensor_data(A), lda, 0, zl_tensor_data(B), ldb, 0,
+                               beta, zl_tensor_data(C), ldc, 0, 1);
+    return k->gemm_half(index, (int)dt, ta, tb, M, N, K, 1.0f, zl_tensor_data(A), lda, 0, zl_tensor_data(B), ldb, 0,
+                        beta, zl_tensor_data(C), ldc, 0, 1);
+}
+
 /* The three gradients on a device, in the host's steps: gx and gw by the
- * GEMMs, gb by the rows of g added in order from zero (sum_to over dim 0). */
+ * GEMMs, gb by the rows of g added in order from zero (sum_to over dim 0).
+ * With half-precision x and w, g is rounded to their dtype once for the two
+ * GEMMs, as on the host; gb sums the f32 g. */
 static zl_status linear_backward_device(const zli_dev_kernels *k, int index, zl_node *n, zl_tensor *g,
                                         zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
-    zl_tensor *xc = zli_f32c_like(x, g), *wc = zli_f32c_like(w, g), *gc = zli_f32c(g);
-    zl_status st = xc && wc && gc ? ZL_OK : ZL_ENOMEM;
+    zl_dtype dt = device_gemm_dtype(x, w);
+    zl_tensor *xc = device_operand(x, dt, g), *wc = device_operand(w, dt, g), *gh = device_operand(g, dt, g);
+    zl_tensor *gc = zli_f32c(g);
+    zl_status st = xc && wc && gh && gc ? ZL_OK : ZL_ENOMEM;
     if (!st && zli_requires_grad(x)) {
         gin[0] = zli_new_f32_like(g, x->ndim, x->shape);
-        st = gin[0] ? k->gemm(index, false, false, rows, in, outf, zl_tensor_data(gc), outf, zl_tensor_data(wc), in,
-                              zl_tensor_data(gin[0]), in)
+        st = gin[0] ? device_gemm(k, index, dt, false, false, rows, in, outf, gh, outf, wc, in, 0.0f, gin[0], in)
                     : ZL_ENOMEM;
     }
     if (!st && zli_requires_grad(w)) {
         gin[1] = zli_new_f32_like(g, 2, w->shape);
         if (gin[1]) zl_tensor_set_category(gin[1], ZL_MEM_GRADS);
-        st = gin[1] ? k->gemm(index, true, false, outf, in, rows, zl_tensor_data(gc), outf, zl_tensor_data(xc), in,
-                              zl_tensor_data(gin[1]), in)
+        st = gin[1] ? device_gemm(k, index, dt, true, false, outf, in, rows, gh, outf, xc, in, 0.0f, gin[1], in)
                     : ZL_ENOMEM;
     }
     if (!st && b && zli_requires_grad(b)) {
@@ -122,6 +156,7 @@ static zl_status linear_backward_device(const zli_dev_kernels *k, int index, zl_
     }
     zl_tensor_release(xc);
     zl_tensor_release(wc);
+    zl_tensor_release(gh);
     zl_tensor_release(gc);
     return st;
 }
@@ -209,19 +244,19 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 }
 
 /* y [rows, outf] on the device, f32: the bias copied into each row and the
- * GEMM added to it (beta 1), the host's sgemm steps. */
+ * GEMM added to it (beta 1), the host's sgemm steps; half-precision x and w
+ * go in as they are. */
 static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *const *in, int nin, int64_t rows,
                                 int64_t inf, int64_t outf, int ndim, const int64_t *shape)
 {
     const zl_tensor *home = zli_op_home(nin, in);
-    zl_tensor *xc = zli_f32c_like(in[0], home), *wc = zli_f32c_like(in[1], home);
+    zl_dtype dt = device_gemm_dtype(in[0], in[1]);
+    zl_tensor *xc = device_operand(in[0], dt, home), *wc = device_operand(in[1], dt, home);
     zl_tensor *bc = nin > 2 ? zli_f32c_like(in[2], home) : NULL;
     zl_tensor *y = xc && wc && (nin < 3 || bc) ? zli_new_f32_like(home, ndim, shape) : NULL;
     zl_status st = y ? ZL_OK : ZL_ENOMEM;
     if (!st && bc) st = zli_copy(y, bc);
-    if (!st)
-        st = k->gemm_batched(index, false, true, rows, outf, inf, 1.0f, zl_tensor_data(xc), inf, 0,
-                             zl_tensor_data(wc), inf, 0, bc ? 1.0f : 0.0f, zl_tensor_data(y), outf, 0, 1);
+    if (!st) st = device_gemm(k, index, dt, false, true, rows, outf, inf, xc, inf, wc, inf, bc ? 1.0f : 0.0f, y, outf);
     zl_tensor_release(xc);
     zl_tensor_release(wc);
     zl_tensor_release(bc);

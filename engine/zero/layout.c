@@ -41,12 +41,12 @@ int zz_find(const zl_zero *z, const zl_tensor *p)
     return -1;
 }
 
-void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha)
+void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha, bool first)
 {
     if (dt == ZL_DTYPE_F32) {
         float *d = dst;
         #pragma omp parallel for schedule(static) if (n > 65536)
-        for (int64_t i = 0; i < n; i++) d[i] += alpha * src[i];
+        for (int64_t i = 0; i < n; i++) d[i] = (first ? 0.0f : d[i]) + alpha * src[i];
         return;
     }
     /* Half gradients take the conversions inline, so the loops vectorize. */
@@ -54,10 +54,12 @@ void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha)
         uint16_t *d = dst;
         if (dt == ZL_DTYPE_BF16) {
             #pragma omp parallel for schedule(static) if (n > 65536)
-            for (int64_t i = 0; i < n; i++) d[i] = zlm_f32_to_bf16(zlm_bf16_to_f32(d[i]) + alpha * src[i]);
+            for (int64_t i = 0; i < n; i++)
+                d[i] = zlm_f32_to_bf16((first ? 0.0f : zlm_bf16_to_f32(d[i])) + alpha * src[i]);
         } else {
             #pragma omp parallel for schedule(static) if (n > 65536)
-            for (int64_t i = 0; i < n; i++) d[i] = zlm_f32_to_f16(zlm_f16_to_f32(d[i]) + alpha * src[i]);
+            for (int64_t i = 0; i < n; i++)
+                d[i] = zlm_f32_to_f16((first ? 0.0f : zlm_f16_to_f32(d[i])) + alpha * src[i]);
         }
         return;
     }
@@ -65,7 +67,7 @@ void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha)
     char *d = dst;
     for (int64_t i = 0; i < n; i++) {
         char *p = d + i * (int64_t)tr->size;
-        tr->from_f32(p, tr->to_f32(p) + alpha * src[i]);
+        tr->from_f32(p, (first ? 0.0f : tr->to_f32(p)) + alpha * src[i]);
     }
 }
 

@@ -90,7 +90,7 @@ zl_status zz_add(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t sof
 {
     if (n <= 0) return ZL_OK;
     if (!zz_on_device(dst) && !zz_on_device(src)) {
-        zz_axpy(zz_at(dst, doff), zl_tensor_dtype(dst), (const float *)zz_at((zl_tensor *)src, soff), n, alpha);
+        zz_axpy(zz_at(dst, doff), zl_tensor_dtype(dst), (const float *)zz_at((zl_tensor *)src, soff), n, alpha, false);
         return ZL_OK;
     }
     zl_status st = zli_same_device("ZeRO", dst, src);
@@ -100,4 +100,10 @@ zl_status zz_add(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t sof
     zl_tensor_release(sv);
     zl_tensor_release(dv);
     return st;
+}
+
+void zz_put(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n, float alpha)
+{
+    if (n > 0)
+        zz_axpy(zz_at(dst, doff), zl_tensor_dtype(dst), (const float *)zz_at((zl_tensor *)src, soff), n, alpha, true);
 }

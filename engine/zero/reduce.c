@@ -9,12 +9,33 @@
  * two buffers used in turn. The sum, divided by the world size, is added into
  * the gradient buffer, so micro-steps accumulate there; DeepSpeed's
  * prescale_gradients and gradient_predivide_factor move part or all of that
- * division before the sum (the same mean, other roundings and range). */
+ * division before the sum (the same mean, other roundings and range).
+ * Alone, with the buffer in host memory, zero_grad only marks the slots
+ * stale: a step's first gradient is written over its slot, not added to a
+ * cleared one (no pass over the whole buffer), and zz_grads_settle clears
+ * the slots no gradient reached before the buffer is read. */
 #include <stdlib.h>
 #include <string.h>
 #include "zero_impl.h"
 
 static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
+
+bool zz_grads_lazy(const zl_zero *z) { return z->world == 1 && z->P == 1 && !zz_on_device(z->grads); }
+
+/* A stale entry's slot cleared, for an add into it. */
+static zl_status settle(zl_zero *z, zz_entry *e)
+{
+    if (!e->stale) return ZL_OK;
+    e->stale = false;
+    return zz_zero(z->grads, e->off, e->k);
+}
+
+zl_status zz_grads_settle(zl_zero *z)
+{
+    zl_status st = ZL_OK;
+    for (int i = 0; i < z->nent && !st; i++) st = settle(z, &z->ents[i]);
+    return st;
+}
 static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
 
 /* The factor each rank's gradient is multiplied by before the sum, and the
@@ -59,6 +80,7 @@ static zl_status finish(zl_zero *z, zz_bucket *b)
     for (int i = 0; i < b->nitems && !st; i++) {
         zz_entry *e = b->items[i].e;
         int64_t boff = b->items[i].boff;
+        if ((st = settle(z, e))) break;
         if (partitioned(z)) {
             st = zz_add(z->grads, e->off, src, base + boff, e->k, inv);
         } else {
@@ -182,7 +204,12 @@ zl_status zz_reduce_add(zl_zero *z, zz_entry *e)
      * the gradient buffer, the bucket's copy and collective skipped, with the
      * bucket's arithmetic (a copy, then the post-scaled add), so the same bits. */
     if (z->world == 1 && e->k == e->n && pre_scale(z) == 1.0f && zz_on_device(g) == zz_on_device(z->grads)) {
-        st = zz_add(z->grads, e->off, g, 0, e->n, post_scale(z));
+        if (e->stale && !zz_on_device(g)) {
+            zz_put(z->grads, e->off, g, 0, e->n, post_scale(z));
+            e->stale = false;
+        } else if (!(st = settle(z, e))) {
+            st = zz_add(z->grads, e->off, g, 0, e->n, post_scale(z));
+        }
         zl_tensor_release(g);
         return st;
     }

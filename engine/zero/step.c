@@ -277,7 +277,9 @@ static zl_status norm_sq(zl_zero *z, double *out)
 zl_status zl_zero_zero_grad(zl_zero *z)
 {
     if (!z) return zl_error(ZL_EINVAL, "zl_zero_zero_grad: no engine");
-    return zz_zero(z->grads, 0, zl_tensor_numel(z->grads));
+    if (!zz_grads_lazy(z)) return zz_zero(z->grads, 0, zl_tensor_numel(z->grads));
+    for (int i = 0; i < z->nent; i++) z->ents[i].stale = true;
+    return ZL_OK;
 }
 
 zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool check_overflow, zl_zero_step_info *info)
@@ -286,8 +288,8 @@ zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool chec
     if (!(loss_scale > 0) || !isfinite(loss_scale))
         return zl_error(ZL_EINVAL, "zl_zero_step: loss_scale must be finite and > 0, got %g", loss_scale);
     zl_zero_step_info r = {.overflow = false, .grad_norm = 0, .clip_coef = 1};
-    zl_status st = ZL_OK;
-    if (check_overflow) st = overflow_vote(z, &r.overflow);
+    zl_status st = zz_grads_settle(z);
+    if (!st && check_overflow) st = overflow_vote(z, &r.overflow);
     if (!st && r.overflow) r.grad_norm = INFINITY;
     if (!st && !r.overflow) {
         double sq;

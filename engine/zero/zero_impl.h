@@ -25,6 +25,7 @@ typedef struct zz_entry {
     int64_t lo, own;           /* this rank's real elements of the flattened parameter */
     int grad_hook, use_hook;   /* hook handles, 0 when none */
     bool seen;                 /* its gradient arrived in this backward */
+    bool stale;                /* its gradient slot holds an earlier step's values, which count as zero */
     /* stage 3 */
     bool persistent;
     int status, active;
@@ -127,8 +128,10 @@ ZZ_HIDDEN double zz_now(void);
 /* Prefix the current error with what failed and on which parameter; its status. */
 ZZ_HIDDEN zl_status zz_fail(const char *what, const char *name);
 ZZ_HIDDEN int zz_find(const zl_zero *z, const zl_tensor *p);
-/* dst[i] (+)= alpha * src[i] for n elements: dst in dt, src f32. */
-ZZ_HIDDEN void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha);
+/* dst[i] (+)= alpha * src[i] for n elements: dst in dt, src f32. With
+ * first, dst's old values count as zero and are not read (0 + alpha * src,
+ * the add's bits). */
+ZZ_HIDDEN void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, float alpha, bool first);
 /* A 1-d view of t's elements [off, off + n). */
 ZZ_HIDDEN zl_tensor *zz_slice(zl_tensor *t, int64_t off, int64_t n);
 ZZ_HIDDEN void *zz_at(zl_tensor *t, int64_t off);
@@ -186,6 +189,15 @@ ZZ_HIDDEN zl_status zz_copy(zl_tensor *dst, int64_t doff, const zl_tensor *src, 
 ZZ_HIDDEN zl_status zz_zero(zl_tensor *t, int64_t off, int64_t n);
 /* dst[doff..] += alpha * src[soff..] (src f32), both in one place, as zz_axpy. */
 ZZ_HIDDEN zl_status zz_add(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n, float alpha);
+/* dst[doff..] = 0 + alpha * src[soff..], both in host memory: zz_add's bits
+ * over zeros, without reading dst. */
+ZZ_HIDDEN void zz_put(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n, float alpha);
+
+/* reduce.c: whether zero_grad leaves the gradient buffer's slots stale
+ * (alone, the buffer in host memory), and the stale slots cleared, before
+ * anything reads the buffer. */
+ZZ_HIDDEN bool zz_grads_lazy(const zl_zero *z);
+ZZ_HIDDEN zl_status zz_grads_settle(zl_zero *z);
 
 /* collect.c: collectives on buffers wherever they live. allreduce and
  * broadcast work in place on `in` (out unused). zz_start returns NULL with

@@ -79,8 +79,8 @@ static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape
  * bit. alpha and beta as BLAS applies them: alpha times the product, plus
  * beta times C. */
 static void loop_gemm(int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
-                      int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc,
-                      int64_t sc, int64_t batch)
+                      int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, float beta, float *C,
+                      int64_t ldc, int64_t sc, int64_t batch)
 {
     for (int64_t b = 0; b < batch; b++) {
         float *Cb = C + b * sc;

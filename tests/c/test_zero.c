@@ -241,6 +241,67 @@ TEST(init_store_hands_its_chunks_over)
     zl_comm_close(c);
 }
 
+/* sqrt(sum of squares) of w1's and b1's gradients of sum(linear(x, w1, b1)^2),
+ * by plain autograd on copies. */
+static double first_layer_norm(net *n, zl_tensor *x)
+{
+    zl_tensor *dw = zl_tensor_detach(n->p[0]), *db = zl_tensor_detach(n->p[1]);
+    zl_tensor *w = zl_tensor_clone(dw), *b = zl_tensor_clone(db);
+    zl_tensor_release(dw);
+    zl_tensor_release(db);
+    zl_tensor_set_requires_grad(w, true);
+    zl_tensor_set_requires_grad(b, true);
+    zl_tensor *h = zl_linear(x, w, b), *h2 = zl_mul(h, h), *s = zl_sum(h2, ZL_ALL_DIMS, false);
+    CHECK(s && zl_backward(s, NULL, false) == ZL_OK);
+    double sq = 0;
+    zl_tensor *gs[2] = {zl_tensor_grad(w), zl_tensor_grad(b)};
+    for (int i = 0; i < 2; i++)
+        for (int64_t j = 0; gs[i] && j < zl_tensor_numel(gs[i]); j++) {
+            double v = zl_tensor_get(gs[i], j);
+            sq += v * v;
+        }
+    zl_tensor *rel[] = {w, b, h, h2, s};
+    for (int i = 0; i < 5; i++) zl_tensor_release(rel[i]);
+    return sqrt(sq);
+}
+
+/* A step reads only its own gradients: after a step where every parameter
+ * had one, a step whose loss reaches only the first layer reports the norm
+ * of that layer's gradients (alone the buffer's slots are left stale by
+ * zero_grad, and the ones no gradient reached must count as zero). */
+TEST(a_step_reads_only_its_own_gradients)
+{
+    zl_comm *c = self_comm();
+    for (int stage = 0; stage <= 2; stage += 2) {
+        net n;
+        make_net(&n, 5);
+        zl_zero_config cfg = zl_zero_config_defaults();
+        cfg.stage = stage;
+        zl_zero *z = engine(c, &n, &cfg);
+        zl_tensor *x = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 3}, NULL);
+        for (int s = 0; z && s < 3; s++) {
+            bool all = s != 1;
+            double want = all ? 0 : first_layer_norm(&n, x);
+            CHECK(zl_zero_begin_forward(z) == ZL_OK);
+            zl_tensor *y = all ? forward(&n, x) : zl_linear(x, n.p[0], n.p[1]);
+            zl_tensor *y2 = zl_mul(y, y), *loss = zl_sum(y2, ZL_ALL_DIMS, false);
+            CHECK(loss && zl_backward(loss, NULL, false) == ZL_OK);
+            CHECK(zl_zero_end_backward(z) == ZL_OK);
+            zl_zero_step_info info;
+            CHECK(zl_zero_step(z, 1.0, 0.0, false, &info) == ZL_OK);
+            if (!all && fabs(info.grad_norm - want) > 1e-5 * want)
+                zt_fail(__FILE__, __LINE__, "stage %d: the step's gradient norm is %.9g, its gradients' %.9g", stage,
+                        info.grad_norm, want);
+            zl_tensor *rel[] = {y, y2, loss};
+            for (int i = 0; i < 3; i++) zl_tensor_release(rel[i]);
+        }
+        zl_tensor_release(x);
+        zl_zero_free(z);
+        free_net(&n);
+    }
+    zl_comm_close(c);
+}
+
 TEST(bad_input_is_refused_by_name)
 {
     zl_comm *c = self_comm();

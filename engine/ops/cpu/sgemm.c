@@ -18,13 +18,17 @@
  * and the LM head's weight gradient (50257 x 256 x 512) 30% faster on two
  * (it threads over our OpenMP pool; OpenBLAS's slices scale poorly there);
  * limited to AVX2 the two were even, shape by shape either way. With B
- * transposed (a linear's forward, X W^T) oneDNN was no faster and took a
- * fresh packing buffer from malloc per call, page faults in every step for
- * the first several; below about 128^3 multiply-adds its fixed cost per call
- * (1-10 us) loses to OpenBLAS. So: oneDNN for untransposed B from that size
- * up on CPUs with AVX-512, OpenBLAS otherwise; ZLUA_GEMM=openblas or onednn
- * overrides the CPU test. The choice depends only on the CPU, the
- * environment and the shape, so a run's bits repeat. */
+ * transposed (a linear's forward, X W^T) oneDNN is 4-8% faster on one thread
+ * (the LM head 107 against 103 GFLOP/s, a 256 -> 1024 layer 112 against 106)
+ * but on two it ran the layers' shapes (0.1-0.3 GFLOP) at a sixth of
+ * OpenBLAS's rate, and the whole step was no faster with it taking the LM
+ * head's alone. Below about 128^3 multiply-adds its fixed cost per call
+ * (1-10 us) loses to OpenBLAS. So: oneDNN on CPUs with AVX-512 from that size
+ * up, with B transposed only on one thread; OpenBLAS otherwise; ZLUA_GEMM=
+ * openblas or onednn overrides the CPU test. The choice depends only on the
+ * CPU, the environment, the thread count and the shape, so a run's bits
+ * repeat. oneDNN takes its packing buffers from malloc on every call: the
+ * zlua executable's malloc settings (lua/src/zlua.c) keep those in the heap. */
 #define ONEDNN_MIN_MACS ((int64_t)1 << 21)
 
 enum { LIB_OPENBLAS = 0, LIB_ONEDNN = 1 };
@@ -120,6 +124,15 @@ static void set_blas_threads(int n)
     }
 }
 
+/* The threads a GEMM called here may use: one inside a parallel region. */
+static int gemm_threads(void)
+{
+#ifdef _OPENMP
+    if (!omp_in_parallel()) return omp_get_max_threads();
+#endif
+    return 1;
+}
+
 /* Slices are whole multiples of 16 rows or columns, so each one starts where
  * the BLAS kernels' panels would. */
 static int64_t slice(int64_t n, int parts) { return ((n + parts - 1) / parts + 15) / 16 * 16; }
@@ -131,10 +144,7 @@ static void openblas_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
         const char *env = getenv("ZLUA_GEMM_THREADS");
         blas_owns_threads = env && strcmp(env, "blas") == 0;
     }
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel()) nt = omp_get_max_threads();
-#endif
+    int nt = gemm_threads();
     if (blas_owns_threads) {
         set_blas_threads(nt);
         sgemm_blocks(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -172,7 +182,7 @@ void zli_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 #ifdef ZLUA_HAVE_DNNL
     /* oneDNN refuses only arguments OpenBLAS would refuse too; then OpenBLAS
      * says so in its own way. */
-    if (current_lib() == LIB_ONEDNN && !tb && M * N * K >= ONEDNN_MIN_MACS &&
+    if (current_lib() == LIB_ONEDNN && M * N * K >= ONEDNN_MIN_MACS && (!tb || gemm_threads() == 1) &&
         dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success)
         return;
 #endif

@@ -6,7 +6,7 @@
   PyTorch ms / zlua ms (above 1: zlua is faster). Each run is its own process.
   Run by hand, not in CI:
     zlua scripts/bench/gpt.lua [--configs anchor,l12] [--precision f32,bf16]
-        [--threads 1,2] [--steps 10] [--warmup 6] [--repeat 3] [--device cpu|cuda]
+        [--threads 1,2] [--steps 10] [--warmup 8] [--repeat 3] [--device cpu|cuda]
         [--modes bare,engine] [--torch=false]
 
   Configurations (GPT-2 shapes, vocabulary 50257, random tokens):
@@ -19,11 +19,12 @@
   weights, f32 masters, as DeepSpeed's bf16) while PyTorch runs bf16 as its
   users do, autocast over f32 weights. --device cuda runs both on the GPU.
 
-  Six warm-up steps by default: oneDNN's sgemm takes its packing buffers
-  (1.3 MB) from malloc on every call, and in the bare loop Lua's garbage of
-  the first steps splits the freed ones, so glibc's heap grows by a few pages
-  a step until about the sixth (0-15 page faults a step before that, none
-  from the engine's own tensors). ]]
+  Eight warm-up steps by default: oneDNN's sgemm takes its packing buffers
+  (up to 1.3 MB) from malloc on every call, and in the bare loop Lua's
+  garbage of the first steps splits the freed ones, so glibc's heap grows by
+  a few pages a step until about the eighth (on one thread 2-15 page faults
+  a step after 3 or 6 warm-up steps, 0 after 8; none of them the engine's
+  own tensors, which its block cache serves). ]]
 
 local zl = require 'zlua'
 local fmt = string.format
@@ -35,7 +36,7 @@ local CONFIGS = {
 }
 local VOCAB = 50257
 
-local args = zl.args(nil, { configs = 'anchor', precision = 'f32', threads = '', steps = 10, warmup = 6,
+local args = zl.args(nil, { configs = 'anchor', precision = 'f32', threads = '', steps = 10, warmup = 8,
   ['repeat'] = 3, device = 'cpu', modes = 'bare,engine', torch = true, worker = '', n_layer = 0, n_embd = 0,
   n_head = 0, batch = 0, block_size = 0, seed = 1 })
 

@@ -96,11 +96,15 @@ static void loop_gemm(int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
     }
 }
 
+/* Calls of more than one GEMM at once. */
+static int batched_gemms;
+
 static zl_status fake_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                                    const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
                                    float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
 {
     CHECK(index == FAKE_INDEX);
+    batched_gemms += batch > 1;
     loop_gemm(ZLM_F32, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
     return ZL_OK;
 }
@@ -591,15 +595,20 @@ static void check_close_host(const zl_tensor *a, const zl_tensor *dev, double to
 }
 
 /* matmul forward and backward for the layouts the GEMM sees: plain, a
- * transposed operand, batched, batch rows folded into one GEMM, bf16 inputs. */
+ * transposed operand, batched (in one call where the batches lie evenly,
+ * one by one under a broadcast), batch rows folded into one GEMM, bf16 and
+ * f16 inputs (the device's half-precision GEMM, as they are). */
 TEST(matmul_and_its_backward_on_the_device)
 {
-    struct { int64_t as[3], bs[3]; int na, nb; bool trans_b; zl_dtype dt; } cases[] = {
-        {{4, 6}, {6, 5}, 2, 2, false, ZL_DTYPE_F32},
-        {{4, 6}, {5, 6}, 2, 2, true, ZL_DTYPE_F32},
-        {{3, 4, 6}, {3, 6, 5}, 3, 3, false, ZL_DTYPE_F32},
-        {{3, 4, 6}, {6, 5}, 3, 2, false, ZL_DTYPE_F32},
-        {{4, 6}, {6, 5}, 2, 2, false, ZL_DTYPE_BF16},
+    struct { int64_t as[4], bs[4]; int na, nb; bool trans_b; zl_dtype dt; bool one_call; } cases[] = {
+        {{4, 6}, {6, 5}, 2, 2, false, ZL_DTYPE_F32, false},
+        {{4, 6}, {5, 6}, 2, 2, true, ZL_DTYPE_F32, false},
+        {{3, 4, 6}, {3, 6, 5}, 3, 3, false, ZL_DTYPE_F32, true},
+        {{3, 4, 6}, {6, 5}, 3, 2, false, ZL_DTYPE_F32, false},
+        {{2, 3, 4, 6}, {3, 6, 5}, 4, 3, false, ZL_DTYPE_F32, false},
+        {{4, 6}, {6, 5}, 2, 2, false, ZL_DTYPE_BF16, false},
+        {{3, 4, 6}, {3, 5, 6}, 3, 3, true, ZL_DTYPE_BF16, false},
+        {{4, 6}, {6, 5}, 2, 2, false, ZL_DTYPE_F16, false},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         zl_tensor *ar = zl_tensor_new(ZL_DTYPE_F32, cases[c].na, cases[c].as, ZL_MEM_OTHER);
@@ -608,6 +617,7 @@ TEST(matmul_and_its_backward_on_the_device)
         zl_tensor_normal_(br, 0, 1, NULL);
         zl_tensor *ah = zl_tensor_to(ar, cases[c].dt), *bh = zl_tensor_to(br, cases[c].dt);
         zl_tensor *y[2] = {0}, *ga[2] = {0}, *gb[2] = {0};
+        int halves = half_gemms[ZLM_BF16] + half_gemms[ZLM_F16], batched = batched_gemms;
         for (int dev = 0; dev < 2; dev++) {
             zl_tensor *a = dev ? to_fake(ah) : zl_tensor_clone(ah), *b = dev ? to_fake(bh) : zl_tensor_clone(bh);
             zl_tensor_set_requires_grad(a, true);
@@ -624,8 +634,12 @@ TEST(matmul_and_its_backward_on_the_device)
             zl_tensor *objs[] = {g, gh, s, bt, b, a};
             for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
         }
-        /* bf16 on the host takes the bf16 GEMM, on the device f32: they agree to bf16's rounding. */
-        double tol = cases[c].dt == ZL_DTYPE_BF16 ? 1e-2 : 1e-5;
+        /* forward and the two gradients */
+        CHECK(half_gemms[ZLM_BF16] + half_gemms[ZLM_F16] - halves >= (cases[c].dt != ZL_DTYPE_F32 ? 3 : 0));
+        CHECK(half_gemms[ZLM_BF16] + half_gemms[ZLM_F16] == halves || cases[c].dt != ZL_DTYPE_F32);
+        if (cases[c].one_call) CHECK(batched_gemms - batched >= 3);
+        /* the host's bf16 GEMM (f32 for f16) and the device's half one agree to bf16's rounding */
+        double tol = cases[c].dt != ZL_DTYPE_F32 ? 1e-2 : 1e-5;
         if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "matmul");
         if (ga[0] && ga[1]) check_close_host(ga[0], ga[1], tol, "matmul's gradient of a");
         if (gb[0] && gb[1]) check_close_host(gb[0], gb[1], tol, "matmul's gradient of b");

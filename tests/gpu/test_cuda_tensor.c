@@ -321,6 +321,32 @@ TEST(half_linear_matches_the_cpu)
         }
 }
 
+static zl_tensor *matmul3(zl_tensor *a, zl_tensor *b, zl_tensor *unused, bool flag)
+{
+    (void)unused;
+    (void)flag;
+    return zl_matmul(a, b);
+}
+
+/* matmul with bf16 and f16 operands on the GPU (the batch in one cuBLASLt
+ * call, tensor cores) against the CPU, forward and both gradients, to their
+ * rounding. */
+TEST(half_batched_matmul_matches_the_cpu)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (int k = 0; k < 2; k++) {
+        zl_tensor *ar = zt_randn(SHAPE(3, 20, 16)), *br = zt_randn(SHAPE(3, 16, 24)), *g = zt_randn(SHAPE(3, 20, 24));
+        zl_tensor *h[3] = {zl_tensor_to(ar, dts[k]), zl_tensor_to(br, dts[k]), NULL};
+        zl_tensor *y[2], *gr[2][3];
+        run3(matmul3, false, h, g, y, gr);
+        check_close_dev(y[0], y[1], 1e-2, "half matmul");
+        check_close_dev(gr[0][0], gr[1][0], 1e-2, "half matmul's gradient of a");
+        check_close_dev(gr[0][1], gr[1][1], 1e-2, "half matmul's gradient of b");
+        zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[1][0], gr[1][1], h[0], h[1], g, br, ar};
+        release_all(objs, 11);
+    }
+}
+
 /* dropout on the GPU keeps the CPU's mask for the same generator state, and
  * uniform_ fills a GPU tensor with the CPU's bits; normal_ goes through the
  * GPU's logf and cosf, a few ulp from the CPU's. */

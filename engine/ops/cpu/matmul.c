@@ -1,7 +1,9 @@
 /* matmul (numpy semantics, batch dims broadcast) on the f32 GEMM (sgemm.c), or
- * on the bf16 GEMM when both operands are bf16. An operand whose last two dims
- * are row- or column-major is passed to the GEMM as it lies, with the
- * transpose flag, so w:transpose() costs no copy. */
+ * on the bf16 GEMM when both operands are bf16; on a device, its f32 GEMM or,
+ * for two bf16 or two f16 operands, its half-precision one (f32 accumulation),
+ * the batch in one call when each operand's batches lie a fixed stride apart.
+ * An operand whose last two dims are row- or column-major is passed to the
+ * GEMM as it lies, with the transpose flag, so w:transpose() costs no copy. */
 #include <stdlib.h>
 #include <string.h>
 #include "gemm.h"
@@ -49,13 +51,47 @@ static int on_device(zl_tensor *a, zl_tensor *b, const zli_dev_kernels **k, int 
     return zli_op_device("matmul", 2, in, k, index);
 }
 
-/* An operand of a device GEMM: f32, in the device's memory, a layout it can read. */
-static zl_tensor *device_operand(zl_tensor *t, const zl_tensor *home, bool *trans, int64_t *lead)
+/* The dtype a device GEMM reads a and b in: theirs when both are bf16 or
+ * both f16, else f32. */
+static zl_dtype device_dtype(const zl_tensor *a, const zl_tensor *b)
 {
-    if (t->storage->dev) return blas_operand(t, ZL_DTYPE_F32, trans, lead);
-    zl_tensor *c = zli_f32c_like(t, home);
+    bool half = a->dtype == b->dtype && (a->dtype == ZL_DTYPE_BF16 || a->dtype == ZL_DTYPE_F16);
+    return half ? a->dtype : ZL_DTYPE_F32;
+}
+
+/* An operand of a device GEMM: dtype dt, in the device's memory, a layout it can read. */
+static zl_tensor *device_operand(zl_tensor *t, const zl_tensor *home, zl_dtype dt, bool *trans, int64_t *lead)
+{
+    if (t->storage->dev) return blas_operand(t, dt, trans, lead);
+    zl_tensor *c = dt == ZL_DTYPE_F32 ? zli_f32c_like(t, home) : zli_copy_as_like(t, dt, home);
     if (c) blas_layout(c, trans, lead);
     return c;
+}
+
+/* `batch` device GEMMs into C [M, N] f32 (dense rows), operands sa and sb
+ * elements apart and results M * N apart, A and B in dt. */
+static zl_status device_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, bool ta, bool tb, int64_t M,
+                             int64_t N, int64_t K, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb,
+                             int64_t sb, float *C, int64_t batch)
+{
+    if (dt == ZL_DTYPE_F32)
+        return k->gemm_batched(index, ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, C, N, M * N, batch);
+    return k->gemm_half(index, (int)dt, ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, C, N, M * N, batch);
+}
+
+/* Whether batch i's offset is i * *step for every i of the broadcast batch
+ * shape (strides s, 0 on stretched dims): then the batches go in one call. */
+static bool even_batches(int nbat, const int64_t *bshape, const int64_t *s, int64_t *step)
+{
+    int64_t inner = 1;
+    *step = 0;
+    for (int d = nbat - 1; d >= 0; d--) {
+        if (bshape[d] == 1) continue;
+        if (inner == 1) *step = s[d];
+        else if (s[d] != *step * inner) return false;
+        inner *= bshape[d];
+    }
+    return true;
 }
 
 /* Both operands have >= 2 dims; the result has dtype odt. Two bf16 operands
@@ -85,12 +121,12 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
     oshape[nbat] = m;
     oshape[nbat + 1] = nn;
     bool ta, tb, half = !on && a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
-    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+    zl_dtype wdt = on ? device_dtype(a, b) : half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     zl_dtype cdt = half ? odt : ZL_DTYPE_F32;
     int64_t la, lb, es = (int64_t)zl_dtype_size(wdt), ces = (int64_t)zl_dtype_size(cdt);
     const zl_tensor *home = a->storage->dev ? a : b;
-    zl_tensor *fa = on ? device_operand(a, home, &ta, &la) : blas_operand(a, wdt, &ta, &la);
-    zl_tensor *fb = !fa ? NULL : on ? device_operand(b, home, &tb, &lb) : blas_operand(b, wdt, &tb, &lb);
+    zl_tensor *fa = on ? device_operand(a, home, wdt, &ta, &la) : blas_operand(a, wdt, &ta, &la);
+    zl_tensor *fb = !fa ? NULL : on ? device_operand(b, home, wdt, &tb, &lb) : blas_operand(b, wdt, &tb, &lb);
     zl_tensor *out = !fb ? NULL : on ? zli_new_f32_like(home, nbat + 2, oshape)
                                      : zl_tensor_new(cdt, nbat + 2, oshape, ZL_MEM_ACTIVATIONS);
     if (out) {
@@ -104,10 +140,12 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
         const char *pa = zl_tensor_data(fa), *pb = zl_tensor_data(fb);
         char *po = zl_tensor_data(out);
         bool fold = nbat > 0 && nb == 2 && !ta && zl_tensor_is_contiguous(fa);
+        int64_t step_a, step_b;
         zl_status st = ZL_OK;
         if (fold && on) {
-            st = kern->gemm(index, false, tb, batches * m, nn, k, (const float *)pa, k, (const float *)pb, lb,
-                            (float *)po, nn);
+            st = device_gemm(kern, index, wdt, false, tb, batches * m, nn, k, pa, k, 0, pb, lb, 0, (float *)po, 1);
+        } else if (on && even_batches(nbat, bshape, sa, &step_a) && even_batches(nbat, bshape, sb, &step_b)) {
+            st = device_gemm(kern, index, wdt, ta, tb, m, nn, k, pa, la, step_a, pb, lb, step_b, (float *)po, batches);
         } else if (fold) {   /* [..., m, k] x [k, n]: one GEMM over all rows */
             st = gemm(half, false, tb, batches * m, nn, k, pa, k, pb, lb, po, cdt);
         } else {
@@ -120,8 +158,8 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
                     ob += i * sb[d];
                 }
                 if (on)
-                    st = kern->gemm(index, ta, tb, m, nn, k, (const float *)(pa + oa * es), la,
-                                    (const float *)(pb + ob * es), lb, (float *)(po + bi * m * nn * ces), nn);
+                    st = device_gemm(kern, index, wdt, ta, tb, m, nn, k, pa + oa * es, la, 0, pb + ob * es, lb, 0,
+                                     (float *)(po + bi * m * nn * ces), 1);
                 else
                     st = gemm(half, ta, tb, m, nn, k, pa + oa * es, la, pb + ob * es, lb, po + bi * m * nn * ces, cdt);
             }
@@ -172,14 +210,17 @@ static zl_status matmul_grads(zl_tensor *a, zl_tensor *b, zl_tensor *g, zl_tenso
     return ZL_OK;
 }
 
-/* With two bf16 inputs the gradient GEMMs run in bf16 too: g is rounded to
- * bf16 once, and they write f32, the dtype the autograd engine sums
- * gradients in (a leaf's .grad is then stored in the leaf's dtype). */
+/* With two bf16 inputs (on a device, two bf16 or two f16) the gradient GEMMs
+ * run in that dtype too: g is rounded to it once, and they write f32, the
+ * dtype the autograd engine sums gradients in (a leaf's .grad is then stored
+ * in the leaf's dtype). */
 static zl_status matmul_backward(zl_node *n, zl_tensor *gout, zl_tensor **gin)
 {
     zl_tensor *a = n->inputs[0], *b = n->inputs[1];
-    bool half = !a->storage->dev && a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
-    zl_tensor *g = half ? zli_copy_as(gout, ZL_DTYPE_BF16, ZL_MEM_ACTIVATIONS) : zl_tensor_retain(gout);
+    bool dev = a->storage->dev || b->storage->dev;
+    zl_dtype dt = dev ? device_dtype(a, b) : a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16 ? ZL_DTYPE_BF16
+                                                                                                  : ZL_DTYPE_F32;
+    zl_tensor *g = dt != ZL_DTYPE_F32 ? zli_copy_as(gout, dt, ZL_MEM_ACTIVATIONS) : zl_tensor_retain(gout);
     zl_status st = g ? matmul_grads(a, b, g, gin) : ZL_ENOMEM;
     zl_tensor_release(g);
     return st;

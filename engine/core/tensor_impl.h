@@ -150,4 +150,18 @@ ZLI_HIDDEN zl_status zli_broadcast_error(const char *op, const zl_tensor *src, c
 /* dst += alpha * src in f32; dst must be a float tensor, src is broadcast to its shape. */
 ZLI_HIDDEN zl_status zli_add(zl_tensor *dst, const zl_tensor *src, double alpha);
 
+/* A choice made once, on first use (a kernel or library picked from the CPU
+ * and the environment): *slot, set from decide() while it is still -1. Two
+ * first calls both decide, and decide the same, so relaxed atomics are all
+ * the ordering a slot needs. */
+static inline int zli_choice(int *slot, int (*decide)(void))
+{
+    int v = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = decide();
+        __atomic_store_n(slot, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 #endif

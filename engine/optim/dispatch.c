@@ -8,9 +8,8 @@
 
 static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
 
-/* The kernel in use, -1 until the first step chooses it. Two first steps on
- * two threads both choose, and choose the same; zl_optim_set_kernel is not to
- * run beside a step, so relaxed atomics are all the ordering needed. */
+/* The kernel in use, -1 until the first step chooses it (zli_choice);
+ * zl_optim_set_kernel is not to run beside a step. */
 static int chosen = -1;
 
 #ifdef ZLI_OPTIM_X86
@@ -52,15 +51,7 @@ static int from_environment(void)
     return cap >= 0 && cap < best ? cap : best;
 }
 
-int zli_optim_isa(void)
-{
-    int isa = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
-    if (isa < 0) {
-        isa = from_environment();
-        __atomic_store_n(&chosen, isa, __ATOMIC_RELAXED);
-    }
-    return isa;
-}
+int zli_optim_isa(void) { return zli_choice(&chosen, from_environment); }
 
 const char *zl_optim_kernel_name(void) { return isa_names[zli_optim_isa()]; }
 

@@ -23,9 +23,8 @@
 enum { PATH_F32 = 0, PATH_ONEDNN = 1 };
 static const char *const path_names[] = {"f32", "onednn"};
 
-/* The path in use, -1 until the first GEMM chooses it (as engine/optim's
- * kernel choice: two first calls choose the same; selection never runs beside
- * a GEMM, so relaxed atomics suffice). */
+/* The path in use, -1 until the first GEMM chooses it (zli_choice);
+ * selection never runs beside a GEMM. */
 static int chosen = -1;
 
 static inline float bf16_f32(uint16_t h)
@@ -291,15 +290,7 @@ static int from_environment(void)
     return env && path_of_name(env) == PATH_F32 ? PATH_F32 : onednn_runs() ? PATH_ONEDNN : PATH_F32;
 }
 
-static int current_path(void)
-{
-    int p = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
-    if (p < 0) {
-        p = from_environment();
-        __atomic_store_n(&chosen, p, __ATOMIC_RELAXED);
-    }
-    return p;
-}
+static int current_path(void) { return zli_choice(&chosen, from_environment); }
 
 const char *zli_gemm_bf16_path(void) { return path_names[current_path()]; }
 

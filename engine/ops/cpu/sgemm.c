@@ -33,7 +33,7 @@
 
 enum { LIB_OPENBLAS = 0, LIB_ONEDNN = 1 };
 static const char *const lib_names[] = {"openblas", "onednn"};
-static int chosen = -1;   /* relaxed atomics: two first calls choose the same */
+static int chosen = -1;   /* zli_choice's slot */
 
 static bool onednn_built(void)
 {
@@ -62,15 +62,7 @@ static int from_environment(void)
     return auto_lib();
 }
 
-static int current_lib(void)
-{
-    int l = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
-    if (l < 0) {
-        l = from_environment();
-        __atomic_store_n(&chosen, l, __ATOMIC_RELAXED);
-    }
-    return l;
-}
+static int current_lib(void) { return zli_choice(&chosen, from_environment); }
 
 const char *zli_sgemm_library(void) { return lib_names[current_lib()]; }
 

@@ -19,6 +19,7 @@
 #include "zero_impl.h"
 
 static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
+static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
 
 bool zz_grads_lazy(const zl_zero *z) { return z->world == 1 && z->P == 1 && !zz_on_device(z->grads); }
 
@@ -36,7 +37,6 @@ zl_status zz_grads_settle(zl_zero *z)
     for (int i = 0; i < z->nent && !st; i++) st = settle(z, &z->ents[i]);
     return st;
 }
-static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
 
 /* The factor each rank's gradient is multiplied by before the sum, and the
  * one the sum is multiplied by after: 1/world before with prescale_gradients,

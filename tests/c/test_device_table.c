@@ -118,6 +118,7 @@ static zl_status fake_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, 
                                 float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
 {
     CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
+    if (dt != ZLM_BF16 && dt != ZLM_F16) return zl_error(ZL_EINVAL, "gemm_half: dtype %d", dt);
     half_gemms[dt]++;
     loop_gemm(dt, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
     return ZL_OK;

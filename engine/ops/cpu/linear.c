@@ -89,9 +89,6 @@ static bool wide_panels(const zl_tensor *x, const zl_tensor *w)
     return x->dtype == ZL_DTYPE_F32 && w->dtype == ZL_DTYPE_BF16 && zl_tensor_is_contiguous(w);
 }
 
-/* With bf16 x and w, g is rounded to bf16 once for the two gradient GEMMs,
- * which write f32: the autograd engine sums gradients in f32 and stores a
- * leaf's .grad in the leaf's dtype. The bias gradient sums the f32 g. */
 /* The dtype both x and w are when it is bf16 or f16 (the device's GEMMs then
  * take them as they are), else f32. */
 static zl_dtype device_gemm_dtype(const zl_tensor *x, const zl_tensor *w)
@@ -179,6 +176,9 @@ static bool bf16_valued(const float *g, int64_t n)
     return true;
 }
 
+/* With bf16 x and w, g is rounded to bf16 once for the two gradient GEMMs,
+ * which write f32: the autograd engine sums gradients in f32 and stores a
+ * leaf's .grad in the leaf's dtype. The bias gradient sums the f32 g. */
 static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;

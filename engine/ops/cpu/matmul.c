@@ -96,7 +96,7 @@ static bool even_batches(int nbat, const int64_t *bshape, const int64_t *s, int6
 
 /* Both operands have >= 2 dims; the result has dtype odt. Two bf16 operands
  * take the bf16 GEMM (written straight in odt), anything else sgemm in f32;
- * on a device, the device's f32 GEMM. */
+ * on a device, the device's GEMM in device_dtype's dtype, written in f32. */
 static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
 {
     zl_tensor *in[2] = {a, b};

@@ -4,53 +4,15 @@
 #include <omp.h>
 #include <math.h>
 #include "zlua/dtype.h"
+#include "../cuda/math/convert.h"
 
-static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-/* Inline copies for zl_convert's loops: the exported functions may be
- * interposed, so the compiler calls them per element instead of vectorizing. */
-static inline uint16_t to_bf16(float f)
-{
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float from_bf16(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t zl_f32_to_bf16(float f) { return to_bf16(f); }
-float zl_bf16_to_f32(uint16_t h) { return from_bf16(h); }
-
-uint16_t zl_f32_to_f16(float f)
-{
-    uint32_t u = f32_bits(f);
-    uint32_t sign = (u >> 16) & 0x8000u;
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);           /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);          /* overflow to inf */
-    if (a < 0x38800000u) {                                            /* subnormal or zero */
-        /* Adding 0.5 (as a float) aligns the mantissa so the FPU rounds to even for us. */
-        float v = bits_f32(a) + 0.5f;
-        return (uint16_t)(sign | (f32_bits(v) - 0x3f000000u));
-    }
-    uint32_t mant_odd = (a >> 13) & 1u;
-    a += 0xc8000fffu + mant_odd;   /* rebias exponent (-112 << 23) and round */
-    return (uint16_t)(sign | (a >> 13));
-}
-
-float zl_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    if (exp == 0) {
-        float v = (float)mant * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));
-    return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
-}
+/* The conversions are cuda/math/convert.h's, the kernels' own, inlined into
+ * zl_convert's loops (the exported functions could be interposed, and a call
+ * per element would not vectorize). */
+uint16_t zl_f32_to_bf16(float f) { return zlm_f32_to_bf16(f); }
+float zl_bf16_to_f32(uint16_t h) { return zlm_bf16_to_f32(h); }
+uint16_t zl_f32_to_f16(float f) { return zlm_f32_to_f16(f); }
+float zl_f16_to_f32(uint16_t h) { return zlm_f16_to_f32(h); }
 
 static float f32_get(const void *p) { return *(const float *)p; }
 static void f32_set(void *p, float v) { *(float *)p = v; }
@@ -152,10 +114,10 @@ void zl_convert(const void *src, zl_dtype sdt, void *dst, zl_dtype ddt, size_t n
 {
     if ((unsigned)sdt >= ZL_DTYPE_COUNT || (unsigned)ddt >= ZL_DTYPE_COUNT) return;
     if (sdt == ddt) { memcpy(dst, src, n * traits[sdt].size); return; }
-    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_BF16) { CONVERT(float, uint16_t, to_bf16); return; }
-    if (sdt == ZL_DTYPE_BF16 && ddt == ZL_DTYPE_F32) { CONVERT(uint16_t, float, from_bf16); return; }
-    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_F16) { CONVERT(float, uint16_t, zl_f32_to_f16); return; }
-    if (sdt == ZL_DTYPE_F16 && ddt == ZL_DTYPE_F32) { CONVERT(uint16_t, float, zl_f16_to_f32); return; }
+    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_BF16) { CONVERT(float, uint16_t, zlm_f32_to_bf16); return; }
+    if (sdt == ZL_DTYPE_BF16 && ddt == ZL_DTYPE_F32) { CONVERT(uint16_t, float, zlm_bf16_to_f32); return; }
+    if (sdt == ZL_DTYPE_F32 && ddt == ZL_DTYPE_F16) { CONVERT(float, uint16_t, zlm_f32_to_f16); return; }
+    if (sdt == ZL_DTYPE_F16 && ddt == ZL_DTYPE_F32) { CONVERT(uint16_t, float, zlm_f16_to_f32); return; }
     /* Everything else goes through f64, exact for every value our dtypes hold
      * except i64 beyond 2^53. */
     const zl_dtype_traits *st = &traits[sdt], *dt = &traits[ddt];

@@ -1,5 +1,6 @@
-/* f32 <-> bf16/f16 with round-to-nearest-even, bit for bit as engine/core/dtype.c
- * converts (NaN stays a quiet NaN, overflow goes to inf), and element loads and
+/* f32 <-> bf16/f16 with round-to-nearest-even (NaN stays a quiet NaN,
+ * overflow goes to inf), the engine's conversions on the host too (core's
+ * zl_convert and zl_f32_to_f16 and kin are these), and element loads and
  * stores through a storage dtype: every kernel widens to f32 and narrows once. */
 #ifndef ZL_CUDA_MATH_CONVERT_H
 #define ZL_CUDA_MATH_CONVERT_H

@@ -31,7 +31,6 @@ typedef struct mpi_pending {
 /* How many open communicators use MPI, and whether the first one initialised it. */
 static int g_open_count;
 static bool g_we_initialised;
-static int g_world_rank = -1;
 
 zl_status zli_mpi_fail(int rc, const char *what, int rank)
 {
@@ -320,7 +319,6 @@ static zl_status mpi_open(zl_comm *c)
     }
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(s->comm, &c->rank);
-    g_world_rank = c->rank;
     MPI_Comm_size(s->comm, &c->size);
     c->local_rank = local_rank_of(s->comm, c->rank);
     zl_status st = meet_peers(s->comm, c->rank, c->size);
@@ -353,7 +351,7 @@ static void mpi_close(zl_comm *c, bool clean)
     if (--g_open_count > 0) return;
     drop_peers();
     if (g_we_initialised) {
-        if (MPI_Finalize() == MPI_SUCCESS) zli_mpi_receipt_arm(g_world_rank);
+        if (MPI_Finalize() == MPI_SUCCESS) zli_mpi_receipt_arm(g_self_rank);
         g_we_initialised = false;
     }
 }

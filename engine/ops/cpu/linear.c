@@ -36,17 +36,18 @@ static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t
  * just before the GEMM that reads it, so the f32 panel (4 MiB) is read from
  * the last-level cache rather than a whole f32 copy (an LM head's [50257, C])
  * going out to memory and back. */
-static int64_t panel_rows(int64_t in)
+static int64_t panel_rows(int64_t in, int64_t outf)
 {
     int64_t r = ((int64_t)1 << 20) / (in > 0 ? in : 1) / 16 * 16;
-    return r < 16 ? 16 : r;
+    r = r < 16 ? 16 : r;
+    return r < outf ? r : outf;
 }
 
 /* y[rows, outf] = x[rows, in] · wᵀ (+ bias), w [outf, in] bf16. */
 static zl_status forward_wide(const float *x, const uint16_t *w, const float *bias, float *y, int64_t rows,
                               int64_t in, int64_t outf)
 {
-    int64_t pr = panel_rows(in) < outf ? panel_rows(in) : outf;
+    int64_t pr = panel_rows(in, outf);
     size_t nb = (size_t)(pr * in) * sizeof(float);
     float *wp = zl_mem_alloc(nb, ZL_MEM_ACTIVATIONS);
     if (!wp) return ZL_ENOMEM;
@@ -70,7 +71,7 @@ static zl_status forward_wide(const float *x, const uint16_t *w, const float *bi
 static zl_status backward_x_wide(const float *g, const uint16_t *w, float *gx, int64_t rows, int64_t in,
                                  int64_t outf)
 {
-    int64_t pr = panel_rows(in) < outf ? panel_rows(in) : outf;
+    int64_t pr = panel_rows(in, outf);
     size_t nb = (size_t)(pr * in) * sizeof(float);
     float *wp = zl_mem_alloc(nb, ZL_MEM_ACTIVATIONS);
     if (!wp) return ZL_ENOMEM;
@@ -100,7 +101,6 @@ static zl_dtype device_gemm_dtype(const zl_tensor *x, const zl_tensor *w)
 /* t as a contiguous dt tensor in the memory `like` lives in. */
 static zl_tensor *device_operand(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
 {
-    if (dt == ZL_DTYPE_F32) return zli_f32c_like(t, like);
     zl_tensor *c = zli_copy_as_like(t, dt, like);
     if (!c || zl_tensor_is_contiguous(c)) return c;
     zl_tensor *cc = zl_tensor_contiguous(c);
@@ -130,8 +130,9 @@ static zl_status linear_backward_device(const zli_dev_kernels *k, int index, zl_
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
     zl_dtype dt = device_gemm_dtype(x, w);
-    zl_tensor *xc = device_operand(x, dt, g), *wc = device_operand(w, dt, g), *gh = device_operand(g, dt, g);
-    zl_tensor *gc = zli_f32c(g);
+    /* g in f32 for the bias, and in the GEMMs' dtype (the same tensor in f32) */
+    zl_tensor *gc = zli_f32c(g), *gh = dt == ZL_DTYPE_F32 ? zl_tensor_retain(gc) : device_operand(g, dt, g);
+    zl_tensor *xc = device_operand(x, dt, g), *wc = device_operand(w, dt, g);
     zl_status st = xc && wc && gh && gc ? ZL_OK : ZL_ENOMEM;
     if (!st && zli_requires_grad(x)) {
         gin[0] = zli_new_f32_like(g, x->ndim, x->shape);

@@ -10,6 +10,26 @@
 
 typedef struct zl_storage zl_storage;
 
+/* A device's copy stream: copies between host and device memory that run
+ * beside the compute instead of behind it (issue 12). An event marks the
+ * work queued on one stream up to its making. The caching allocator knows
+ * only the compute stream, so neither buffer of a copy may be written,
+ * reused or freed until its event was waited for by the host. */
+typedef struct zli_copy_stream {
+    /* *ev = an event marking the compute work queued so far. */
+    zl_status (*mark)(int index, void **ev);
+    /* The copy stream waits for `after` (an event from mark; NULL: the
+     * compute work queued so far), then copies n bytes dst = src between
+     * host memory (page-locked for it to overlap) and device `index`;
+     * *done = an event marking the copy. */
+    zl_status (*start)(int index, void *after, void *dst, const void *src, size_t n, bool to_host,
+                       void **done);
+    /* host: the host waits for ev; otherwise the compute work queued from now
+     * on waits for it, and the host goes on. */
+    zl_status (*wait)(int index, void *ev, bool host);
+    void (*drop)(void *ev);
+} zli_copy_stream;
+
 /* A device's own table, handed to core with each storage the device layer
  * (engine/cuda) makes: core gives the block back through it and never reads
  * or writes the bytes of a storage that has one. A pointer per storage rather
@@ -46,6 +66,8 @@ typedef struct zli_device_ops {
      * back through free_pinned. Both NULL: the device pins nothing. */
     zl_tensor *(*alloc_pinned)(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
     void (*free_pinned)(zl_storage *s);
+    /* NULL: every copy is done when from_host or to_host returns. */
+    const zli_copy_stream *streams;
 } zli_device_ops;
 
 struct zl_storage {

@@ -121,7 +121,7 @@ static const zli_device_ops cuda_ops = {
     .copy = zli_cuda_copy_into, .fill = zli_cuda_fill, .add = zli_cuda_add, .from_host = zli_cuda_from_host,
     .to_host = zli_cuda_to_host, .rand = zli_cuda_rand,
     .kernels = &zli_cuda_kernels, .optim = &zli_cuda_optim,
-    .alloc_pinned = zli_cuda_alloc_pinned, .free_pinned = zli_cuda_free_pinned,
+    .alloc_pinned = zli_cuda_alloc_pinned, .free_pinned = zli_cuda_free_pinned, .streams = &zli_cuda_streams,
 };
 
 const zli_device_ops *zli_cuda_ops(void) { return &cuda_ops; }

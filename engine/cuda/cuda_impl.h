@@ -70,6 +70,8 @@ ZLI_HIDDEN zl_tensor *zli_cuda_alloc_pinned(zl_dtype dt, int ndim, const int64_t
                                            int index);
 ZLI_HIDDEN void zli_cuda_free_pinned(zl_storage *s);
 ZLI_HIDDEN const zli_device_ops *zli_cuda_ops(void);
+/* The copy stream and its events (stream.c), for the allocator's table. */
+ZLI_HIDDEN extern const zli_copy_stream zli_cuda_streams;
 /* The optim layer's table on CUDA (optim.c), as opaque to core. */
 ZLI_HIDDEN extern const struct zli_dev_optim zli_cuda_optim;
 

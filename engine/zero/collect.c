@@ -3,7 +3,11 @@
  * "nccl") goes to it as it is; one elsewhere is staged: its contents copied
  * into the communicator's memory, the collective run there, the result
  * copied back when the request is waited for. On one rank a staged
- * collective is done where the buffers are, without the communicator. */
+ * collective is done where the buffers are, without the communicator.
+ * Copies between host memory and the device go on the device's copy stream
+ * (place.c), so that fetching an offloaded parameter does not wait for the
+ * compute queued after it; the host waits for such a copy in zz_wait, before
+ * its source may change. */
 #include <stdlib.h>
 #include "zero_impl.h"
 
@@ -12,49 +16,51 @@ struct zz_req {
     zl_tensor *staged_out;     /* after the wait, out = staged_out */
     zl_tensor *out;
     zl_tensor *staged_in;      /* kept until the collective is done */
+    void *copied;              /* the copy of the input on the copy stream, until the host waited for it */
 };
 
 static bool in_comm_memory(const zl_zero *z, const zl_tensor *t) { return zz_on_device(t) == z->comm_dev; }
 
-/* A tensor like t (flat) in the communicator's memory, t's contents copied when `fill`. */
-static zl_tensor *staged(zl_zero *z, zl_tensor *t, bool fill)
+/* A tensor like t (flat) in the communicator's memory. */
+static zl_tensor *staged(zl_zero *z, zl_tensor *t)
 {
-    int64_t n = zl_tensor_numel(t);
-    zl_tensor *s = zz_new(z, z->comm_dev, zl_tensor_dtype(t), n, ZL_MEM_COMM, false);
-    if (s && fill && zz_copy(s, 0, t, 0, n)) {
-        zl_tensor_release(s);
-        return NULL;
-    }
-    return s;
+    return zz_new(z, z->comm_dev, zl_tensor_dtype(t), zl_tensor_numel(t), ZL_MEM_COMM, false);
 }
 
-static void req_free(zz_req *r)
+/* The request's input copy waited for by the host: its buffers are free to change. */
+static zl_status copied(zl_zero *z, zz_req *r) { return zz_event_wait(z, &r->copied, true); }
+
+static void req_free(zl_zero *z, zz_req *r)
 {
+    copied(z, r);
     zl_tensor_release(r->staged_out);
     zl_tensor_release(r->out);
     zl_tensor_release(r->staged_in);
     free(r);
 }
 
+zl_status zz_req_settle(zl_zero *z, zz_req *r) { return r ? copied(z, r) : ZL_OK; }
+
 zl_status zz_wait(zl_zero *z, zz_req *r)
 {
     if (!r) return ZL_OK;
-    zl_status st = ZL_OK;
-    if (r->req) {
+    zl_status st = copied(z, r);
+    if (!st && r->req) {
         double t0 = zz_now();
         st = zl_comm_wait(r->req);
         z->comm_time += zz_now() - t0;
     }
     if (!st && r->staged_out) st = zz_copy(r->out, 0, r->staged_out, 0, zl_tensor_numel(r->out));
-    req_free(r);
+    req_free(z, r);
     return st;
 }
 
 /* One rank, buffers outside the communicator's memory: the collective's
  * result is its input, copied where the output is. */
-static zl_status local(zz_coll kind, zl_tensor *in, zl_tensor *out)
+static zl_status local(zl_zero *z, zz_req *r, zz_coll kind, zl_tensor *in, zl_tensor *out)
 {
-    if (kind == ZZ_REDUCE_SCATTER || kind == ZZ_ALLGATHER) return zz_copy(out, 0, in, 0, zl_tensor_numel(out));
+    if (kind == ZZ_REDUCE_SCATTER || kind == ZZ_ALLGATHER)
+        return zz_copy_start(z, NULL, out, 0, in, 0, zl_tensor_numel(out), &r->copied);
     return ZL_OK;
 }
 
@@ -71,20 +77,25 @@ zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_com
     zl_status st = ZL_OK;
     bool direct = in_comm_memory(z, in) && in_comm_memory(z, out);
     if (!direct && z->world == 1) {
-        st = local(kind, in, out);
+        st = local(z, r, kind, in, out);
         if (st) {
-            req_free(r);
+            req_free(z, r);
             return NULL;
         }
         return r;
     }
     zl_tensor *cin = in, *cout = out;
     if (!in_comm_memory(z, in)) {
-        if (!(cin = r->staged_in = staged(z, in, true))) st = ZL_ENOMEM;
+        /* A collective on the device (nccl) runs after the compute queued
+         * before it, so the compute waits for the copy in, not the host; one
+         * on the host reads the copy when it starts. */
+        if (!(cin = r->staged_in = staged(z, in))) st = ZL_ENOMEM;
+        if (!st) st = zz_copy_start(z, NULL, cin, 0, in, 0, zl_tensor_numel(in), &r->copied);
+        if (!st) st = zz_event_wait(z, &r->copied, !z->comm_dev);
         if (in_place) cout = cin;
     }
     if (!st && !in_comm_memory(z, cout)) {
-        if (!(cout = staged(z, out, false))) st = ZL_ENOMEM;
+        if (!(cout = staged(z, out))) st = ZL_ENOMEM;
     }
     if (!st && cout != out) {
         r->staged_out = zl_tensor_retain(cout);
@@ -103,7 +114,7 @@ zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_com
     }
     z->comm_time += zz_now() - t0;
     if (st) {
-        req_free(r);
+        req_free(z, r);
         return NULL;
     }
     return r;

@@ -117,7 +117,7 @@ zl_status zz_masters_flush(zl_zero *z)
 zl_status zl_zero_each_chunk(zl_zero *z, bool write, const bool *only, zl_zero_chunk_fn fn, void *user)
 {
     if (!z || !fn) return zl_error(ZL_EINVAL, "zl_zero_each_chunk: no engine or function");
-    zl_status st = ZL_OK;
+    zl_status st = write && z->stage == 3 ? zz_params_settle(z) : ZL_OK;
     for (int s = 0; s < z->nsub && !st; s++) {
         zz_sub *sg = &z->subs[s];
         bool wanted = !only;
@@ -150,7 +150,7 @@ zl_status zl_zero_each_chunk(zl_zero *z, bool write, const bool *only, zl_zero_c
 zl_status zl_zero_sync_working(zl_zero *z)
 {
     if (!z) return zl_error(ZL_EINVAL, "zl_zero_sync_working: no engine");
-    zl_status st = ZL_OK;
+    zl_status st = z->stage == 3 ? zz_params_settle(z) : ZL_OK;
     for (int s = 0; s < z->nsub && !st; s++) {
         zz_view v;
         if ((st = zz_sub_acquire(z, s, false, &v))) break;

@@ -98,6 +98,13 @@ zl_status zz_params_complete(zl_zero *z, zz_entry *e)
     return st;
 }
 
+zl_status zz_params_settle(zl_zero *z)
+{
+    zl_status st = ZL_OK;
+    for (int i = 0; i < z->nent && !st; i++) st = zz_req_settle(z, z->ents[i].req);
+    return st;
+}
+
 zl_status zz_params_release(zl_zero *z, zz_entry *e)
 {
     if (e->status == ZZ_RELEASED) return ZL_OK;

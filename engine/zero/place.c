@@ -73,6 +73,42 @@ zl_status zz_copy(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t so
     return st;
 }
 
+static const zli_copy_stream *streams(const zl_zero *z) { return z->dev ? z->dev->streams : NULL; }
+
+zl_status zz_mark(const zl_zero *z, void **ev)
+{
+    *ev = NULL;
+    return streams(z) ? streams(z)->mark(z->dev_index, ev) : ZL_OK;
+}
+
+zl_status zz_copy_start(const zl_zero *z, void *after, zl_tensor *dst, int64_t doff, const zl_tensor *src,
+                        int64_t soff, int64_t n, void **done)
+{
+    *done = NULL;
+    bool ddev = zz_on_device(dst), sdev = zz_on_device(src);
+    const zl_storage *d = (ddev ? dst : src)->storage;
+    /* the stream copies bytes between host memory and the engine's device only */
+    if (!streams(z) || ddev == sdev || d->dev != z->dev || d->dev_index != z->dev_index ||
+        zl_tensor_dtype(dst) != zl_tensor_dtype(src) || n <= 0)
+        return zz_copy(dst, doff, src, soff, n);
+    return streams(z)->start(z->dev_index, after, zz_at(dst, doff), zz_at((zl_tensor *)src, soff),
+                             (size_t)n * zl_dtype_size(zl_tensor_dtype(dst)), sdev, done);
+}
+
+zl_status zz_event_wait(const zl_zero *z, void **ev, bool host)
+{
+    if (!*ev) return ZL_OK;
+    zl_status st = streams(z)->wait(z->dev_index, *ev, host);
+    if (host) zz_event_drop(z, ev);
+    return st;
+}
+
+void zz_event_drop(const zl_zero *z, void **ev)
+{
+    if (*ev) streams(z)->drop(*ev);
+    *ev = NULL;
+}
+
 zl_status zz_zero(zl_tensor *t, int64_t off, int64_t n)
 {
     if (n <= 0) return ZL_OK;

@@ -51,29 +51,41 @@ static float post_scale(const zl_zero *z)
     return z->cfg.prescale_gradients ? 1.0f : (float)(z->cfg.gradient_predivide_factor / z->world);
 }
 
+/* Whether the bucket's reduced part goes to host memory before its add
+ * (the buckets on the device, the gradient buffer offloaded with the optimizer). */
+static bool to_host(const zl_zero *z, const zz_bucket *b) { return zz_on_device(b->data) && !zz_on_device(z->grads); }
+
 /* Wait for a bucket's collective and add its result into the gradient
  * buffer. A gradient buffer in host memory (the optimizer offloaded) takes
- * the part this rank keeps in one copy from the device first. */
+ * the part this rank keeps in one copy from the device first, on the copy
+ * stream: it waits for the compute that wrote that part, not for the
+ * backward queued since. */
 static zl_status finish(zl_zero *z, zz_bucket *b)
 {
     if (!b->busy) return ZL_OK;
     b->busy = false;
     zl_status st = zz_wait(z, b->req);
     b->req = NULL;
-    if (st) return st;
+    if (st) {
+        zz_event_drop(z, &b->ready);
+        return st;
+    }
     float inv = post_scale(z);
     /* src holds the reduced elements; element i of partition q's part is at base + q * L + i */
     zl_tensor *src = scatter(z) ? b->out : b->data;
     int64_t base = scatter(z) ? 0 : partitioned(z) ? (int64_t)z->rank * b->len : 0, L = b->len;
     int64_t span = partitioned(z) ? L : z->P * L;
-    if (zz_on_device(src) != zz_on_device(z->grads)) {
+    if (to_host(z, b)) {
         if (!b->host || zl_tensor_numel(b->host) < span) {
             zl_tensor_release(b->host);
             b->host = zz_new_host(z, z->cfg.offload_optimizer.pin_memory, ZL_DTYPE_F32, zl_tensor_numel(b->data),
                                   ZL_MEM_COMM, false);
-            if (!b->host) return ZL_ENOMEM;
         }
-        if ((st = zz_copy(b->host, 0, src, base, span))) return st;
+        void *copied = NULL;
+        st = b->host ? zz_copy_start(z, b->ready, b->host, 0, src, base, span, &copied) : ZL_ENOMEM;
+        if (!st) st = zz_event_wait(z, &copied, true);
+        zz_event_drop(z, &b->ready);
+        if (st) return st;
         src = b->host;
         base = 0;
     }
@@ -175,10 +187,14 @@ static zl_status flush(zl_zero *z)
                   : zz_start(z, ZZ_ALLREDUCE, whole, NULL, ZL_COMM_SUM, 0);
     zl_tensor_release(whole);
     zl_tensor_release(part);
-    if (!b->req) {
+    zl_status marked = b->req && to_host(z, b) ? zz_mark(z, &b->ready) : ZL_OK;
+    if (!b->req || marked) {
+        zl_status code = b->req ? marked : zli_last_code();
+        zz_wait(z, b->req);
+        b->req = NULL;
         b->busy = false;
         b->nitems = 0;
-        return zli_last_code();
+        return code;
     }
     return z->cfg.overlap_comm ? ZL_OK : finish(z, b);
 }
@@ -258,6 +274,7 @@ void zz_reduce_free(zl_zero *z)
     for (int i = 0; i < 2; i++) {
         zz_bucket *b = &z->buckets[i];
         if (b->req) zz_wait(z, b->req);
+        zz_event_drop(z, &b->ready);
         for (int j = 0; j < b->nitems; j++) zl_tensor_release(b->items[j].g);
         free(b->items);
         zl_tensor_release(b->data);

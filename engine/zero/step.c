@@ -289,6 +289,8 @@ zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool chec
         return zl_error(ZL_EINVAL, "zl_zero_step: loss_scale must be finite and > 0, got %g", loss_scale);
     zl_zero_step_info r = {.overflow = false, .grad_norm = 0, .clip_coef = 1};
     zl_status st = zz_grads_settle(z);
+    /* a parameter fetched ahead and not used yet may still be reading its chunk */
+    if (!st && z->stage == 3) st = zz_params_settle(z);
     if (!st && check_overflow) st = overflow_vote(z, &r.overflow);
     if (!st && r.overflow) r.grad_norm = INFINITY;
     if (!st && !r.overflow) {

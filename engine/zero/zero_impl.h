@@ -59,6 +59,7 @@ typedef struct zz_bucket {
     int nitems, icap;
     int64_t len;               /* L: elements per partition in this bucket */
     zl_tensor *host;           /* the reduced part copied to host memory, for a gradient buffer there */
+    void *ready;               /* marks the compute that wrote the reduced part, for that copy (place.c) */
     zz_req *req;               /* in flight */
     bool busy;
 } zz_bucket;
@@ -148,6 +149,8 @@ ZZ_HIDDEN zl_status zz_params_setup(zl_zero *z);
 ZZ_HIDDEN zl_status zz_params_begin_forward(zl_zero *z);
 ZZ_HIDDEN zl_status zz_params_after_step(zl_zero *z);
 ZZ_HIDDEN zl_status zz_params_complete(zl_zero *z, zz_entry *e);
+/* Every gather in flight past reading its working chunk, before the step writes the chunks. */
+ZZ_HIDDEN zl_status zz_params_settle(zl_zero *z);
 ZZ_HIDDEN zl_status zz_params_release(zl_zero *z, zz_entry *e);
 ZZ_HIDDEN void zz_params_free(zl_zero *z);
 ZZ_HIDDEN int64_t zz_params_gathered_bytes(const zl_zero *z);
@@ -187,6 +190,20 @@ ZZ_HIDDEN zl_tensor *zz_new_host(const zl_zero *z, bool pin, zl_dtype dt, int64_
 /* dst[doff, doff + n) = src[soff, soff + n) in dst's dtype. */
 ZZ_HIDDEN zl_status zz_copy(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n);
 ZZ_HIDDEN zl_status zz_zero(zl_tensor *t, int64_t off, int64_t n);
+/* Copies on the device's copy stream (core/tensor_impl.h's zli_copy_stream),
+ * beside the compute. zz_mark: *ev = an event marking the compute queued so
+ * far (NULL without a copy stream). zz_copy_start: zz_copy between host
+ * memory and the engine's device, same dtype, on the copy stream after
+ * `after` (NULL: the compute queued so far), *done marking it; any other
+ * copy, or one on a device without a copy stream, is zz_copy, done on
+ * return (*done NULL). Neither buffer may be touched until *done was waited
+ * for by the host. zz_event_wait: the host waits for *ev (and drops it), or
+ * without host the compute queued from now on does; NULL is done already. */
+ZZ_HIDDEN zl_status zz_mark(const zl_zero *z, void **ev);
+ZZ_HIDDEN zl_status zz_copy_start(const zl_zero *z, void *after, zl_tensor *dst, int64_t doff, const zl_tensor *src,
+                                  int64_t soff, int64_t n, void **done);
+ZZ_HIDDEN zl_status zz_event_wait(const zl_zero *z, void **ev, bool host);
+ZZ_HIDDEN void zz_event_drop(const zl_zero *z, void **ev);
 /* dst[doff..] += alpha * src[soff..] (src f32), both in one place, as zz_axpy. */
 ZZ_HIDDEN zl_status zz_add(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n, float alpha);
 /* dst[doff..] = 0 + alpha * src[soff..], both in host memory: zz_add's bits
@@ -205,6 +222,9 @@ ZZ_HIDDEN zl_status zz_grads_settle(zl_zero *z);
 typedef enum zz_coll { ZZ_ALLREDUCE, ZZ_REDUCE_SCATTER, ZZ_ALLGATHER, ZZ_BROADCAST } zz_coll;
 ZZ_HIDDEN zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root);
 ZZ_HIDDEN zl_status zz_wait(zl_zero *z, zz_req *r);
+/* The host waits until r no longer reads its input (a copy on the copy
+ * stream), so that the input may be written; r stays in flight. */
+ZZ_HIDDEN zl_status zz_req_settle(zl_zero *z, zz_req *r);
 ZZ_HIDDEN zl_status zz_run(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root);
 
 /* init.c: zero.Init's chunks taken over by an engine */

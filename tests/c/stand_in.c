@@ -12,8 +12,87 @@
 
 static int64_t charged[ZL_MEM_COUNT];
 
+/* ---- the copy stream: a queued copy is done only when an event after it
+ * is waited for, the latest a GPU may do it, so a read before the wait sees
+ * the old bytes and a write to its source before the wait is copied. The
+ * compute runs as it is called: its events are always complete. ---- */
+typedef struct fake_job {
+    void *dst;
+    const void *src;
+    size_t n;
+} fake_job;
+
+static fake_job *jobs;
+static int64_t njobs, jobs_cap, jobs_done;
+
+typedef struct fake_event {
+    int64_t upto;   /* the copies queued when it was made; 0 for the compute */
+} fake_event;
+
+static bool overlaps(const void *a, size_t na, const void *b, size_t nb)
+{
+    const char *x = a, *y = b;
+    return x < y + nb && y < x + na;
+}
+
+/* Whether a queued copy not yet done reads or writes [p, p + n). */
+static bool pending_on(const void *p, size_t n)
+{
+    for (int64_t i = jobs_done; i < njobs; i++)
+        if (overlaps(jobs[i].dst, jobs[i].n, p, n) || overlaps(jobs[i].src, jobs[i].n, p, n)) return true;
+    return false;
+}
+
+static zl_status new_event(int64_t upto, void **ev)
+{
+    fake_event *e = malloc(sizeof *e);
+    CHECK(e != NULL);
+    e->upto = upto;
+    *ev = e;
+    return ZL_OK;
+}
+
+static zl_status fake_mark(int index, void **ev)
+{
+    CHECK(index == FAKE_INDEX);
+    return new_event(0, ev);
+}
+
+static zl_status fake_start(int index, void *after, void *dst, const void *src, size_t n, bool to_host, void **done)
+{
+    (void)after;
+    (void)to_host;
+    CHECK(index == FAKE_INDEX);
+    if (njobs == jobs_cap) {
+        jobs_cap = jobs_cap ? 2 * jobs_cap : 16;
+        jobs = realloc(jobs, (size_t)jobs_cap * sizeof *jobs);
+        CHECK(jobs != NULL);
+    }
+    jobs[njobs++] = (fake_job){dst, src, n};
+    return new_event(njobs, done);
+}
+
+static zl_status fake_wait(int index, void *ev, bool host)
+{
+    (void)host;
+    CHECK(index == FAKE_INDEX);
+    for (fake_event *e = ev; e && jobs_done < e->upto; jobs_done++)
+        memcpy(jobs[jobs_done].dst, jobs[jobs_done].src, jobs[jobs_done].n);
+    return ZL_OK;
+}
+
+static void fake_drop(void *ev) { free(ev); }
+
+static const zli_copy_stream fake_streams = {.mark = fake_mark, .start = fake_start, .wait = fake_wait,
+                                             .drop = fake_drop};
+
+int64_t fake_copies_pending(void) { return njobs - jobs_done; }
+int64_t fake_copies_queued(void) { return njobs; }
+
 static void fake_free(zl_storage *s)
 {
+    if (pending_on(s->data, s->nbytes))
+        zt_fail(__FILE__, __LINE__, "device memory freed while a copy on the copy stream still uses it");
     charged[s->cat] -= (int64_t)s->nbytes;
     free(s->data);
 }
@@ -171,6 +250,8 @@ static zl_tensor *fake_alloc_pinned(zl_dtype dt, int ndim, const int64_t *shape,
 
 static void fake_free_pinned(zl_storage *s)
 {
+    if (pending_on(s->data, s->nbytes))
+        zt_fail(__FILE__, __LINE__, "pinned memory freed while a copy on the copy stream still uses it");
     pinned_bytes -= (int64_t)s->nbytes;
     free(s->data);
 }
@@ -179,6 +260,7 @@ static zli_device_ops fake = {
     .kind = ZL_DEVICE_CUDA, .free = fake_free, .recharge = fake_recharge, .alloc = fake_alloc,
     .copy = fake_copy, .fill = fake_fill, .add = fake_add, .from_host = fake_from_host, .to_host = fake_to_host,
     .rand = fake_rand, .optim = &fake_optim, .alloc_pinned = fake_alloc_pinned, .free_pinned = fake_free_pinned,
+    .streams = &fake_streams,
 };
 
 static zl_tensor *fake_alloc_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
@@ -197,6 +279,8 @@ int64_t fake_pinned_bytes(void) { return pinned_bytes; }
 void fake_use_kernels(const struct zli_dev_kernels *k) { fake.kernels = k; }
 
 void fake_use_rand(bool on) { fake.rand = on ? fake_rand : NULL; }
+
+void fake_use_streams(bool on) { fake.streams = on ? &fake_streams : NULL; }
 
 static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index)
 {

@@ -17,6 +17,12 @@ struct zli_dev_kernels;
 void fake_use_kernels(const struct zli_dev_kernels *k);
 /* Whether the stand-in draws random numbers (false: it has no rand primitive). */
 void fake_use_rand(bool on);
+/* Whether the stand-in has a copy stream (true at first; false: ZeRO copies
+ * through from_host and to_host, done when they return). */
+void fake_use_streams(bool on);
+/* Copies queued on the stand-in's copy stream that no wait has done yet, and all ever queued. */
+int64_t fake_copies_pending(void);
+int64_t fake_copies_queued(void);
 /* An uninitialised contiguous tensor on the stand-in, charged to cat. */
 zl_tensor *fake_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat);
 /* Bytes of the stand-in's memory charged to cat now. */

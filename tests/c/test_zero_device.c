@@ -199,7 +199,17 @@ TEST(offloaded_optimizer_and_parameters)
         c.offload_optimizer.device = ZL_OFFLOAD_CPU;
         c.offload_optimizer.pin_memory = c.offload_param.pin_memory = stage != 2;
         if (stage == 3) c.offload_param.device = ZL_OFFLOAD_CPU;
+        /* The gradients' copies to host memory (and stage 3's parameter
+         * fetches) go on the copy stream, whose copies the stand-in does
+         * only when waited for; and without one, as plain copies. */
+        int64_t queued = fake_copies_queued();
         compare("offload cpu", &c, 1.0, -1);
+        CHECK(fake_copies_queued() > queued && fake_copies_pending() == 0);
+        fake_use_streams(false);
+        queued = fake_copies_queued();
+        compare("offload cpu, no copy stream", &c, 1.0, -1);
+        CHECK(fake_copies_queued() == queued);
+        fake_use_streams(true);
     }
     zl_zero_config c3 = base(3, ZL_DTYPE_F32);   /* f32 masters in host memory, working chunks on the device */
     c3.offload_optimizer.device = ZL_OFFLOAD_CPU;

@@ -4,6 +4,7 @@
  * machine has no CUDA device. */
 #include <stdlib.h>
 #include "harness.h"
+#include "core/tensor_impl.h"
 
 __attribute__((constructor(200))) static void skip_without_gpu(void)
 {
@@ -600,4 +601,47 @@ TEST(host_ops_refuse_device_tensors)
     CHECK_ERR(zl_tensor_to_device(d, ZL_DEVICE_CUDA, 4096), "cuda:4096: no such device");
     zl_tensor_release(h);
     zl_tensor_release(d);
+}
+
+/* The copy stream (cuda/stream.c) against kernels on the default stream,
+ * with enough work queued ahead that a missing order shows: a copy to host
+ * memory after a fill reads the fill's values, and an add ordered after a
+ * copy to the device (the host not waiting) reads the copied values. */
+TEST(copy_stream_orders_against_the_compute)
+{
+    int64_t n = 1 << 22;
+    zl_tensor *d = zl_tensor_zeros_on(ZL_DTYPE_F32, 1, &n, ZL_DEVICE_CUDA, 0);
+    const zli_device_ops *dev = d ? d->storage->dev : NULL;
+    CHECK(dev && dev->streams && dev->alloc_pinned);
+    if (!dev || !dev->streams) {
+        zl_tensor_release(d);
+        return;
+    }
+    const zli_copy_stream *cs = dev->streams;
+    zl_tensor *pin = dev->alloc_pinned(ZL_DTYPE_F32, 1, &n, ZL_MEM_OTHER, 0);
+    zl_tensor *one = zl_tensor_zeros_on(ZL_DTYPE_F32, 1, &n, ZL_DEVICE_CUDA, 0);
+    CHECK(pin && one && zl_tensor_fill(one, 1.0) == ZL_OK);
+    float *h = zl_tensor_data(pin);
+    size_t bytes = (size_t)n * 4;
+    for (int r = 1; r <= 4; r++) {
+        for (int k = 0; k < 8; k++) CHECK(zl_tensor_add_(d, one, 1.0) == ZL_OK);   /* d = 8r, queued */
+        void *ev = NULL, *done = NULL;
+        CHECK(cs->mark(0, &ev) == ZL_OK);
+        CHECK(cs->start(0, r % 2 ? ev : NULL, h, zl_tensor_data(d), bytes, true, &done) == ZL_OK);
+        CHECK(cs->wait(0, done, true) == ZL_OK);
+        cs->drop(done);
+        cs->drop(ev);
+        CHECK(h[0] == 8.0f * (float)r && h[n - 1] == 8.0f * (float)r);
+    }
+    for (int64_t i = 0; i < n; i++) h[i] = 7.0f;
+    void *done = NULL;
+    CHECK(cs->start(0, NULL, zl_tensor_data(d), h, bytes, false, &done) == ZL_OK);
+    CHECK(cs->wait(0, done, false) == ZL_OK);
+    CHECK(zl_tensor_add_(d, one, 1.0) == ZL_OK);
+    CHECK(cs->wait(0, done, true) == ZL_OK);   /* the host's buffer is free again */
+    cs->drop(done);
+    zl_tensor *back = zl_tensor_to_device(d, ZL_DEVICE_CPU, 0);
+    CHECK(back && zl_tensor_get(back, 0) == 8.0 && zl_tensor_get(back, n - 1) == 8.0);
+    zl_tensor *objs[] = {back, one, pin, d};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }

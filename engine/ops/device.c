@@ -58,6 +58,33 @@ zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
     return moves ? upload(h, like, ZL_MEM_ACTIVATIONS) : h;
 }
 
+zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
+{
+    zl_tensor *c = zli_copy_as_like(t, dt, like);
+    if (!c || zl_tensor_is_contiguous(c)) return c;
+    zl_tensor *cc = zl_tensor_contiguous(c);
+    zl_tensor_release(c);
+    return cc;
+}
+
+zl_dtype zli_dev_gemm_dtype(int n, zl_tensor *const *ts)
+{
+    zl_dtype dt = ts[0]->dtype;
+    if (dt != ZL_DTYPE_BF16 && dt != ZL_DTYPE_F16) return ZL_DTYPE_F32;
+    for (int i = 1; i < n; i++)
+        if (ts[i]->dtype != dt) return ZL_DTYPE_F32;
+    return dt;
+}
+
+zl_status zli_dev_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, bool ta, bool tb, int64_t M, int64_t N,
+                       int64_t K, float alpha, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb,
+                       int64_t sb, float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    if (dt == ZL_DTYPE_F32)
+        return k->gemm_batched(index, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    return k->gemm_half(index, (int)dt, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
 zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like)
 {
     if (t->storage->dev || !like->storage->dev) return zli_f32c(t);

@@ -142,6 +142,18 @@ ZLI_HIDDEN zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like);
  * zli_copy_as converts (a host scalar is copied over to like's device). */
 ZLI_HIDDEN zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
 
+/* zli_copy_as_like, made contiguous: a GEMM's operand. */
+ZLI_HIDDEN zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
+/* The dtype a device's GEMMs read ts[n] in: bf16 or f16 when all n have it
+ * (tensor cores, f32 accumulation), else f32. */
+ZLI_HIDDEN zl_dtype zli_dev_gemm_dtype(int n, zl_tensor *const *ts);
+/* `batch` GEMMs into f32 C on the device, A and B in dt: the kernels'
+ * gemm_batched for f32, gemm_half for bf16 and f16 (arguments as theirs). */
+ZLI_HIDDEN zl_status zli_dev_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, bool ta, bool tb, int64_t M,
+                                  int64_t N, int64_t K, float alpha, const void *A, int64_t lda, int64_t sa,
+                                  const void *B, int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc,
+                                  int64_t sc, int64_t batch);
+
 /* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);
 

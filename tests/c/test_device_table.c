@@ -843,24 +843,37 @@ TEST(linear_on_the_device)
 }
 
 /* attention, causal and not, more keys than queries, value width apart from
- * the key width: every gradient; GEMMs to a tolerance. */
+ * the key width: every gradient; GEMMs to a tolerance. q, k and v in bf16 or
+ * f16 take the half-precision GEMM for all six products (the host computes
+ * in f32; the device rounds P, g and dS to the inputs' dtype); mixed dtypes
+ * take the f32 one. */
 TEST(attention_on_the_device)
 {
     struct { int64_t tq, tk; bool causal; } cases[] = {{4, 4, true}, {3, 5, false}};
     const char *what[4] = {"attention", "attention's gradient of q", "attention's gradient of k",
                            "attention's gradient of v"};
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        zl_tensor *h[3] = {zt_randn(SHAPE(2, 3, cases[c].tq, 6)), zt_randn(SHAPE(2, 3, cases[c].tk, 6)),
-                           zt_randn(SHAPE(2, 3, cases[c].tk, 5))};
-        zl_tensor *gh = zt_randn(SHAPE(2, 3, cases[c].tq, 5)), *y[2], *gr[2][3];
-        run3(attention3, cases[c].causal, h, gh, y, gr);
-        if (y[0] && y[1]) check_close_host(y[0], y[1], 1e-5, what[0]);
-        for (int i = 0; i < 3; i++)
-            if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], 1e-5, what[i + 1]);
-        release_run(y, gr);
-        zl_tensor *objs[] = {gh, h[2], h[1], h[0]};
-        release_all(objs, 4);
-    }
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int k = 0; k < 4; k++) {
+            zl_tensor *r[3] = {zt_randn(SHAPE(2, 3, cases[c].tq, 6)), zt_randn(SHAPE(2, 3, cases[c].tk, 6)),
+                               zt_randn(SHAPE(2, 3, cases[c].tk, 5))};
+            /* k 3: q and k bf16, v f32 */
+            zl_dtype dt = dts[k % 3 + (k == 3)];
+            zl_tensor *h[3];
+            for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], k == 3 && i == 2 ? ZL_DTYPE_F32 : dt);
+            zl_tensor *gh = zt_randn(SHAPE(2, 3, cases[c].tq, 5)), *y[2], *gr[2][3];
+            int before[3] = {half_gemms[0], half_gemms[1], half_gemms[2]};
+            run3(attention3, cases[c].causal, h, gh, y, gr);
+            bool half = k == 1 || k == 2;
+            for (int d = 0; d < 3; d++) CHECK(half_gemms[d] - before[d] == (half && d == (int)dt ? 6 : 0));
+            double tol = k == 0 ? 1e-5 : 2e-2;
+            if (y[0] && y[1]) check_close_host(y[0], y[1], tol, what[0]);
+            for (int i = 0; i < 3; i++)
+                if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], tol, what[i + 1]);
+            release_run(y, gr);
+            zl_tensor *objs[] = {gh, h[2], h[1], h[0], r[2], r[1], r[0]};
+            release_all(objs, 7);
+        }
 }
 
 /* dropout draws the host's mask from the same generator state and moves the

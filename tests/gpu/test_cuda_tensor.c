@@ -322,6 +322,32 @@ TEST(half_linear_matches_the_cpu)
         }
 }
 
+/* attention with bf16 and f16 q, k and v: all six products on tensor cores
+ * (P, g and dS rounded to the inputs' dtype), the softmax and its backward
+ * in f32, against the CPU's f32 computation to their rounding; causal rows
+ * longer than a warp, and an odd head width. */
+TEST(half_attention_matches_the_cpu)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    const int64_t shapes[2][3] = {{70, 16, 12}, {37, 13, 11}};   /* T, head width of q/k, of v */
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            int64_t t = shapes[s][0], d = shapes[s][1], dv = shapes[s][2];
+            zl_tensor *r[3] = {zt_randn(SHAPE(2, 3, t, d)), zt_randn(SHAPE(2, 3, t, d)), zt_randn(SHAPE(2, 3, t, dv))};
+            zl_tensor *g = zt_randn(SHAPE(2, 3, t, dv)), *h[3], *y[2], *gr[2][3];
+            for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], dts[k]);
+            run3(attention3, s == 0, h, g, y, gr);
+            CHECK(zl_tensor_dtype(y[1]) == dts[k]);
+            check_close_dev(y[0], y[1], 2e-2, "half attention");
+            check_close_dev(gr[0][0], gr[1][0], 2e-2, "half attention's gradient of q");
+            check_close_dev(gr[0][1], gr[1][1], 2e-2, "half attention's gradient of k");
+            check_close_dev(gr[0][2], gr[1][2], 2e-2, "half attention's gradient of v");
+            zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[0][2], gr[1][0], gr[1][1], gr[1][2],
+                                 h[0], h[1], h[2], g, r[0], r[1], r[2]};
+            release_all(objs, 15);
+        }
+}
+
 static zl_tensor *matmul3(zl_tensor *a, zl_tensor *b, zl_tensor *unused, bool flag)
 {
     (void)unused;

@@ -92,40 +92,48 @@ static void bmat_done(bmat *m) { zl_tensor_release(m->owner); }
 #define BATCH_PARALLEL(B, work) if ((B) > 1 && (B) * (work) > ZLI_PAR_MIN)
 
 /* The backward's GEMMs over all batches at once, dS [B, tq, tk] in one
- * scratch; P and g are on the device. */
+ * scratch; P and g are on the device. With q, k and v all bf16 (or all f16)
+ * the GEMMs read their operands in that dtype, P, g and dS rounded to it
+ * once each, as the forward's values' GEMM reads P; the softmax's backward
+ * stays in f32. */
 static zl_status attention_backward_device(const zli_dev_kernels *kern, int index, zl_node *n, zl_tensor *g,
                                            zl_tensor **gin)
 {
     zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     int64_t B = n->i[A_B], tq = n->i[A_TQ], tk = n->i[A_TK], d = n->i[A_D], dv = n->i[A_DV];
     float scale = (float)n->f[0];
+    zl_dtype dt = zli_dev_gemm_dtype(3, n->inputs);
     const float *pp = zl_tensor_data(n->saved[0]);
-    zl_tensor *qf = zli_f32c_like(q, g), *kf = zli_f32c_like(k, g), *vf = zli_f32c_like(v, g), *gc = zli_f32c(g);
+    zl_tensor *qc = zli_contiguous_as_like(q, dt, g), *kc = zli_contiguous_as_like(k, dt, g);
+    zl_tensor *vc = zli_contiguous_as_like(v, dt, g), *gc = zli_contiguous_as_like(g, dt, g);
+    zl_tensor *pc = zli_contiguous_as_like(n->saved[0], dt, g), *dsc = NULL;
     bool need_ds = zli_requires_grad(q) || zli_requires_grad(k);
     zl_tensor *ds = need_ds ? zli_new_f32_like(g, 3, (int64_t[]){B, tq, tk}) : NULL;
     if (zli_requires_grad(q)) gin[0] = zli_new_f32_like(g, q->ndim, q->shape);
     if (zli_requires_grad(k)) gin[1] = zli_new_f32_like(g, k->ndim, k->shape);
     if (zli_requires_grad(v)) gin[2] = zli_new_f32_like(g, v->ndim, v->shape);
     zl_status st = ZL_OK;
-    if (!qf || !kf || !vf || !gc || (need_ds && !ds) || (zli_requires_grad(q) && !gin[0]) ||
+    if (!qc || !kc || !vc || !gc || !pc || (need_ds && !ds) || (zli_requires_grad(q) && !gin[0]) ||
         (zli_requires_grad(k) && !gin[1]) || (zli_requires_grad(v) && !gin[2]))
         st = ZL_ENOMEM;
-    const float *pg = gc ? zl_tensor_data(gc) : NULL;
+    const void *pg = gc ? zl_tensor_data(gc) : NULL;
     float *pds = ds ? zl_tensor_data(ds) : NULL;
     if (!st && gin[2])   /* dV [tk, dv] = Pᵀ · dO */
-        st = kern->gemm_batched(index, true, false, tk, dv, tq, 1.0f, pp, tk, tq * tk, pg, dv, tq * dv, 0.0f,
-                                zl_tensor_data(gin[2]), dv, tk * dv, B);
+        st = zli_dev_gemm(kern, index, dt, true, false, tk, dv, tq, 1.0f, zl_tensor_data(pc), tk, tq * tk, pg, dv,
+                          tq * dv, 0.0f, zl_tensor_data(gin[2]), dv, tk * dv, B);
     if (!st && need_ds)   /* dP [tq, tk] = dO · Vᵀ, then dS in place */
-        st = kern->gemm_batched(index, false, true, tq, tk, dv, 1.0f, pg, dv, tq * dv, zl_tensor_data(vf), dv,
-                                tk * dv, 0.0f, pds, tk, tq * tk, B);
+        st = zli_dev_gemm(kern, index, dt, false, true, tq, tk, dv, 1.0f, pg, dv, tq * dv, zl_tensor_data(vc), dv,
+                          tk * dv, 0.0f, pds, tk, tq * tk, B);
     if (!st && need_ds) st = kern->att_softmax_backward(index, B * tq, tk, pds, pp);
+    if (!st && need_ds && !(dsc = zli_contiguous_as_like(ds, dt, g))) st = ZL_ENOMEM;
+    const void *pdsc = dsc ? zl_tensor_data(dsc) : NULL;
     if (!st && gin[0])   /* dQ [tq, d] = dS · K · scale */
-        st = kern->gemm_batched(index, false, false, tq, d, tk, scale, pds, tk, tq * tk, zl_tensor_data(kf), d,
-                                tk * d, 0.0f, zl_tensor_data(gin[0]), d, tq * d, B);
+        st = zli_dev_gemm(kern, index, dt, false, false, tq, d, tk, scale, pdsc, tk, tq * tk, zl_tensor_data(kc), d,
+                          tk * d, 0.0f, zl_tensor_data(gin[0]), d, tq * d, B);
     if (!st && gin[1])   /* dK [tk, d] = dSᵀ · Q · scale */
-        st = kern->gemm_batched(index, true, false, tk, d, tq, scale, pds, tk, tq * tk, zl_tensor_data(qf), d,
-                                tq * d, 0.0f, zl_tensor_data(gin[1]), d, tk * d, B);
-    zl_tensor *objs[] = {qf, kf, vf, gc, ds};
+        st = zli_dev_gemm(kern, index, dt, true, false, tk, d, tq, scale, pdsc, tk, tq * tk, zl_tensor_data(qc), d,
+                          tq * d, 0.0f, zl_tensor_data(gin[1]), d, tk * d, B);
+    zl_tensor *objs[] = {qc, kc, vc, gc, pc, ds, dsc};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     return st;
 }
@@ -227,24 +235,28 @@ static zl_status attention_host(zl_tensor *const *in, bool causal, float scale, 
 }
 
 /* The same on the device, each step one call for all batches: the scores'
- * GEMM (scale as its alpha), the rows' softmax, the values' GEMM. */
+ * GEMM (scale as its alpha), the rows' softmax, the values' GEMM. With q, k
+ * and v all bf16 (or all f16) the GEMMs read them as they are, and P, kept
+ * in f32 for the backward, is rounded to their dtype for the values' GEMM. */
 static zl_status attention_device(const zli_dev_kernels *kern, int index, zl_tensor *const *in, bool causal,
                                   float scale, int64_t B, int64_t tq, int64_t tk, int64_t d, int64_t dv, zl_tensor *p,
                                   zl_tensor *out)
 {
-    zl_tensor *qf = zli_f32c_like(in[0], p), *kf = zli_f32c_like(in[1], p), *vf = zli_f32c_like(in[2], p);
-    zl_status st = qf && kf && vf ? ZL_OK : ZL_ENOMEM;
+    zl_dtype dt = zli_dev_gemm_dtype(3, in);
+    zl_tensor *qc = zli_contiguous_as_like(in[0], dt, p), *kc = zli_contiguous_as_like(in[1], dt, p);
+    zl_tensor *vc = zli_contiguous_as_like(in[2], dt, p), *pc = NULL;
+    zl_status st = qc && kc && vc ? ZL_OK : ZL_ENOMEM;
     float *pp = zl_tensor_data(p);
     if (!st)
-        st = kern->gemm_batched(index, false, true, tq, tk, d, scale, zl_tensor_data(qf), d, tq * d,
-                                zl_tensor_data(kf), d, tk * d, 0.0f, pp, tk, tq * tk, B);
+        st = zli_dev_gemm(kern, index, dt, false, true, tq, tk, d, scale, zl_tensor_data(qc), d, tq * d,
+                          zl_tensor_data(kc), d, tk * d, 0.0f, pp, tk, tq * tk, B);
     if (!st) st = kern->att_softmax(index, B * tq, tq, tk, causal, pp);
+    if (!st && !(pc = zli_contiguous_as_like(p, dt, p))) st = ZL_ENOMEM;
     if (!st)
-        st = kern->gemm_batched(index, false, false, tq, dv, tk, 1.0f, pp, tk, tq * tk, zl_tensor_data(vf), dv,
-                                tk * dv, 0.0f, zl_tensor_data(out), dv, tq * dv, B);
-    zl_tensor_release(qf);
-    zl_tensor_release(kf);
-    zl_tensor_release(vf);
+        st = zli_dev_gemm(kern, index, dt, false, false, tq, dv, tk, 1.0f, zl_tensor_data(pc), tk, tq * tk,
+                          zl_tensor_data(vc), dv, tk * dv, 0.0f, zl_tensor_data(out), dv, tq * dv, B);
+    zl_tensor *objs[] = {qc, kc, vc, pc};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     return st;
 }
 

@@ -90,33 +90,12 @@ static bool wide_panels(const zl_tensor *x, const zl_tensor *w)
     return x->dtype == ZL_DTYPE_F32 && w->dtype == ZL_DTYPE_BF16 && zl_tensor_is_contiguous(w);
 }
 
-/* The dtype both x and w are when it is bf16 or f16 (the device's GEMMs then
- * take them as they are), else f32. */
-static zl_dtype device_gemm_dtype(const zl_tensor *x, const zl_tensor *w)
-{
-    bool half = x->dtype == w->dtype && (x->dtype == ZL_DTYPE_BF16 || x->dtype == ZL_DTYPE_F16);
-    return half ? x->dtype : ZL_DTYPE_F32;
-}
-
-/* t as a contiguous dt tensor in the memory `like` lives in. */
-static zl_tensor *device_operand(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
-{
-    zl_tensor *c = zli_copy_as_like(t, dt, like);
-    if (!c || zl_tensor_is_contiguous(c)) return c;
-    zl_tensor *cc = zl_tensor_contiguous(c);
-    zl_tensor_release(c);
-    return cc;
-}
-
 /* C[M,N] f32 = op(A) op(B) + beta C on the device, A and B in dt. */
 static zl_status device_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, bool ta, bool tb, int64_t M,
                              int64_t N, int64_t K, const zl_tensor *A, int64_t lda, const zl_tensor *B, int64_t ldb,
                              float beta, zl_tensor *C, int64_t ldc)
 {
-    if (dt == ZL_DTYPE_F32)
-        return k->gemm_batched(index, ta, tb, M, N, K, 1.0f, zl_tensor_data(A), lda, 0, zl_tensor_data(B), ldb, 0,
-                               beta, zl_tensor_data(C), ldc, 0, 1);
-    return k->gemm_half(index, (int)dt, ta, tb, M, N, K, 1.0f, zl_tensor_data(A), lda, 0, zl_tensor_data(B), ldb, 0,
+    return zli_dev_gemm(k, index, dt, ta, tb, M, N, K, 1.0f, zl_tensor_data(A), lda, 0, zl_tensor_data(B), ldb, 0,
                         beta, zl_tensor_data(C), ldc, 0, 1);
 }
 
@@ -129,10 +108,10 @@ static zl_status linear_backward_device(const zli_dev_kernels *k, int index, zl_
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
-    zl_dtype dt = device_gemm_dtype(x, w);
+    zl_dtype dt = zli_dev_gemm_dtype(2, n->inputs);
     /* g in f32 for the bias, and in the GEMMs' dtype (the same tensor in f32) */
-    zl_tensor *gc = zli_f32c(g), *gh = dt == ZL_DTYPE_F32 ? zl_tensor_retain(gc) : device_operand(g, dt, g);
-    zl_tensor *xc = device_operand(x, dt, g), *wc = device_operand(w, dt, g);
+    zl_tensor *gc = zli_f32c(g), *gh = dt == ZL_DTYPE_F32 ? zl_tensor_retain(gc) : zli_contiguous_as_like(g, dt, g);
+    zl_tensor *xc = zli_contiguous_as_like(x, dt, g), *wc = zli_contiguous_as_like(w, dt, g);
     zl_status st = xc && wc && gh && gc ? ZL_OK : ZL_ENOMEM;
     if (!st && zli_requires_grad(x)) {
         gin[0] = zli_new_f32_like(g, x->ndim, x->shape);
@@ -251,8 +230,8 @@ static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *
                                 int64_t inf, int64_t outf, int ndim, const int64_t *shape)
 {
     const zl_tensor *home = zli_op_home(nin, in);
-    zl_dtype dt = device_gemm_dtype(in[0], in[1]);
-    zl_tensor *xc = device_operand(in[0], dt, home), *wc = device_operand(in[1], dt, home);
+    zl_dtype dt = zli_dev_gemm_dtype(2, in);
+    zl_tensor *xc = zli_contiguous_as_like(in[0], dt, home), *wc = zli_contiguous_as_like(in[1], dt, home);
     zl_tensor *bc = nin > 2 ? zli_f32c_like(in[2], home) : NULL;
     zl_tensor *y = xc && wc && (nin < 3 || bc) ? zli_new_f32_like(home, ndim, shape) : NULL;
     zl_status st = y ? ZL_OK : ZL_ENOMEM;

@@ -51,14 +51,6 @@ static int on_device(zl_tensor *a, zl_tensor *b, const zli_dev_kernels **k, int 
     return zli_op_device("matmul", 2, in, k, index);
 }
 
-/* The dtype a device GEMM reads a and b in: theirs when both are bf16 or
- * both f16, else f32. */
-static zl_dtype device_dtype(const zl_tensor *a, const zl_tensor *b)
-{
-    bool half = a->dtype == b->dtype && (a->dtype == ZL_DTYPE_BF16 || a->dtype == ZL_DTYPE_F16);
-    return half ? a->dtype : ZL_DTYPE_F32;
-}
-
 /* An operand of a device GEMM: dtype dt, in the device's memory, a layout it can read. */
 static zl_tensor *device_operand(zl_tensor *t, const zl_tensor *home, zl_dtype dt, bool *trans, int64_t *lead)
 {
@@ -74,9 +66,7 @@ static zl_status device_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, b
                              int64_t N, int64_t K, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb,
                              int64_t sb, float *C, int64_t batch)
 {
-    if (dt == ZL_DTYPE_F32)
-        return k->gemm_batched(index, ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, C, N, M * N, batch);
-    return k->gemm_half(index, (int)dt, ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, C, N, M * N, batch);
+    return zli_dev_gemm(k, index, dt, ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, C, N, M * N, batch);
 }
 
 /* Whether batch i's offset is i * *step for every i of the broadcast batch
@@ -96,7 +86,7 @@ static bool even_batches(int nbat, const int64_t *bshape, const int64_t *s, int6
 
 /* Both operands have >= 2 dims; the result has dtype odt. Two bf16 operands
  * take the bf16 GEMM (written straight in odt), anything else sgemm in f32;
- * on a device, the device's GEMM in device_dtype's dtype, written in f32. */
+ * on a device, the device's GEMM in zli_dev_gemm_dtype's dtype, written in f32. */
 static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
 {
     zl_tensor *in[2] = {a, b};
@@ -121,7 +111,7 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
     oshape[nbat] = m;
     oshape[nbat + 1] = nn;
     bool ta, tb, half = !on && a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
-    zl_dtype wdt = on ? device_dtype(a, b) : half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+    zl_dtype wdt = on ? zli_dev_gemm_dtype(2, in) : half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     zl_dtype cdt = half ? odt : ZL_DTYPE_F32;
     int64_t la, lb, es = (int64_t)zl_dtype_size(wdt), ces = (int64_t)zl_dtype_size(cdt);
     const zl_tensor *home = a->storage->dev ? a : b;
@@ -218,8 +208,8 @@ static zl_status matmul_backward(zl_node *n, zl_tensor *gout, zl_tensor **gin)
 {
     zl_tensor *a = n->inputs[0], *b = n->inputs[1];
     bool dev = a->storage->dev || b->storage->dev;
-    zl_dtype dt = dev ? device_dtype(a, b) : a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16 ? ZL_DTYPE_BF16
-                                                                                                  : ZL_DTYPE_F32;
+    bool bf16 = a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
+    zl_dtype dt = dev ? zli_dev_gemm_dtype(2, n->inputs) : bf16 ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
     zl_tensor *g = dt != ZL_DTYPE_F32 ? zli_copy_as(gout, dt, ZL_MEM_ACTIVATIONS) : zl_tensor_retain(gout);
     zl_status st = g ? matmul_grads(a, b, g, gin) : ZL_ENOMEM;
     zl_tensor_release(g);

@@ -1,22 +1,22 @@
 /* The ops layer's kernel table for CUDA devices (ops/device_kernels.h): each
- * entry launches its kernel from kernels/ on f32 buffers in the default
+ * entry launches its kernel from kernels/ on its buffers in the default
  * stream's order (zli_cuda_done says when a fault is seen). */
 #include "cuda_impl.h"
 #include "kernels/kernels.h"
 #include "../ops/device_kernels.h"
 
-static zl_status unary(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1)
+static zl_status unary(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "unary op", zlk_cuda_unary_forward(kind, n, x, ZLM_F32, y, ZLM_F32, p0, p1, NULL));
+    return zli_cuda_done(index, "unary op", zlk_cuda_unary_forward(kind, n, x, xdt, y, ydt, p0, p1, NULL));
 }
 
-static zl_status unary_backward(int index, int kind, int64_t n, const float *x, const float *y, const float *g,
-                                float *gx, float p0)
+static zl_status unary_backward(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
+                                const void *g, int gdt, float *gx, float p0)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "unary op backward",
-                         zlk_cuda_unary_backward(kind, n, x, ZLM_F32, y, ZLM_F32, g, ZLM_F32, gx, p0, NULL));
+                         zlk_cuda_unary_backward(kind, n, x, xdt, y, ydt, g, gdt, gx, p0, NULL));
 }
 
 static zlk_bcast bcast_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb)
@@ -31,12 +31,11 @@ static zlk_bcast bcast_of(int ndim, const int64_t *shape, const int64_t *sa, con
 }
 
 static zl_status binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
-                        const float *a, const float *b, float *out)
+                        const void *a, int adt, const void *b, int bdt, void *out, int odt)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     zlk_bcast bc = bcast_of(ndim, shape, sa, sb);
-    return zli_cuda_done(index, "binary op",
-                         zlk_cuda_binary_forward(kind, &bc, a, ZLM_F32, b, ZLM_F32, out, ZLM_F32, NULL));
+    return zli_cuda_done(index, "binary op", zlk_cuda_binary_forward(kind, &bc, a, adt, b, bdt, out, odt, NULL));
 }
 
 static zl_status binary_int(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
@@ -55,61 +54,60 @@ static zl_status sum_to(int index, int nd, const int64_t *shape, const int *red,
     return zli_cuda_done(index, "sum to shape", zlk_cuda_sum_to(nd, shape, red, g, out, nout, NULL));
 }
 
-static zl_status softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x, float *y)
+static zl_status softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x, int xdt,
+                         void *y, int ydt)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "softmax",
-                         zlk_cuda_softmax_forward(is_log, outer, d, inner, x, ZLM_F32, y, ZLM_F32, NULL));
+    return zli_cuda_done(index, "softmax", zlk_cuda_softmax_forward(is_log, outer, d, inner, x, xdt, y, ydt, NULL));
 }
 
-static zl_status softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *y,
-                                  const float *g, float *gx)
+static zl_status softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *y,
+                                  int ydt, const void *g, int gdt, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "softmax backward",
-                         zlk_cuda_softmax_backward(is_log, outer, d, inner, y, ZLM_F32, g, ZLM_F32, gx, NULL));
+                         zlk_cuda_softmax_backward(is_log, outer, d, inner, y, ydt, g, gdt, gx, NULL));
 }
 
-static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                             int64_t ignore, float *lse, float *loss)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "cross_entropy",
-                         zlk_cuda_cross_entropy_forward(rows, ncls, x, ZLM_F32, target, ignore, lse, loss, NULL));
+                         zlk_cuda_cross_entropy_forward(rows, ncls, x, xdt, target, ignore, lse, loss, NULL));
 }
 
-static zl_status ce_backward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+static zl_status ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                              int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "cross_entropy backward",
-                         zlk_cuda_cross_entropy_backward(rows, ncls, x, ZLM_F32, target, ignore, lse, g, g_stride,
-                                                         k, gx, NULL));
+                         zlk_cuda_cross_entropy_backward(rows, ncls, x, xdt, target, ignore, lse, g, g_stride, k, gx,
+                                                         NULL));
 }
 
-static zl_status ln_forward(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
-                            double eps, float *y, float *mean, float *rstd)
+static zl_status ln_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                            const void *b, int bdt, double eps, void *y, int ydt, float *mean, float *rstd)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "layer_norm", zlk_cuda_layer_norm_forward(rows, m, x, ZLM_F32, w, ZLM_F32, b, ZLM_F32,
-                                                                          eps, y, ZLM_F32, mean, rstd, NULL));
+    return zli_cuda_done(index, "layer_norm",
+                         zlk_cuda_layer_norm_forward(rows, m, x, xdt, w, wdt, b, bdt, eps, y, ydt, mean, rstd, NULL));
 }
 
-static zl_status ln_backward_x(int index, int64_t rows, int64_t m, const float *x, const float *w,
-                               const float *mean, const float *rstd, const float *g, float *gx)
-{
-    if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "layer_norm backward",
-                         zlk_cuda_layer_norm_backward_x(rows, m, x, ZLM_F32, w, ZLM_F32, mean, rstd, g, ZLM_F32, gx,
-                                                        NULL));
-}
-
-static zl_status ln_backward_wb(int index, int64_t rows, int64_t m, const float *x, const float *mean,
-                                const float *rstd, const float *g, float *gw, float *gb)
+static zl_status ln_backward_x(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                               const float *mean, const float *rstd, const void *g, int gdt, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "layer_norm backward",
-                         zlk_cuda_layer_norm_backward_wb(rows, m, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb, NULL));
+                         zlk_cuda_layer_norm_backward_x(rows, m, x, xdt, w, wdt, mean, rstd, g, gdt, gx, NULL));
+}
+
+static zl_status ln_backward_wb(int index, int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
+                                const float *rstd, const void *g, int gdt, float *gw, float *gb)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "layer_norm backward",
+                         zlk_cuda_layer_norm_backward_wb(rows, m, x, xdt, mean, rstd, g, gdt, gw, gb, NULL));
 }
 
 static zl_status emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out)

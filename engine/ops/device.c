@@ -58,6 +58,24 @@ zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
     return moves ? upload(h, like, ZL_MEM_ACTIVATIONS) : h;
 }
 
+zl_dtype zli_kernel_dtype(zl_dtype dt)
+{
+    return dt == ZL_DTYPE_BF16 || dt == ZL_DTYPE_F16 ? dt : ZL_DTYPE_F32;
+}
+
+zl_tensor *zli_kernel_input(zl_tensor *t, bool on)
+{
+    return on && zli_kernel_dtype(t->dtype) == t->dtype ? zl_tensor_contiguous(t) : zli_f32c(t);
+}
+
+zl_tensor *zli_kernel_output(const zl_tensor *like, bool on, zl_dtype dt, int ndim, const int64_t *shape)
+{
+    dt = zli_kernel_dtype(dt);
+    if (!on || dt == ZL_DTYPE_F32) return zli_new_f32_like(like, ndim, shape);
+    const zl_storage *s = like->storage;
+    return s->dev->alloc(dt, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
+}
+
 zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
 {
     zl_tensor *c = zli_copy_as_like(t, dt, like);

@@ -1,8 +1,10 @@
 /* The ops that run on a device: the kernel table a device hands the ops layer
  * (through its storage's zli_device_ops.kernels) and the helpers an op uses
  * to find where its inputs live and to put its f32 work buffers there. The
- * kernels take contiguous f32 buffers in the device's memory, as the CPU
- * kernels take them in host memory. */
+ * kernels take contiguous buffers in the device's memory, as the CPU kernels
+ * take them in host memory: f32, or where a dtype (a zl_dtype code) goes
+ * with a buffer, f32, bf16 or f16, read into f32 and rounded to it on store
+ * (the host's bits: it converts to f32, computes, and rounds the result). */
 #ifndef ZL_OPS_DEVICE_KERNELS_H
 #define ZL_OPS_DEVICE_KERNELS_H
 
@@ -16,29 +18,30 @@ typedef struct zli_dev_window {
 
 typedef struct zli_dev_kernels {
     /* y[n] = f(x[n]); kind is unary.c's (and cuda/math/unary.h's) code. */
-    zl_status (*unary)(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1);
+    zl_status (*unary)(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1);
     /* gx[n] = g * f'(x); y is the op's output, or NULL where f' does not need it. */
-    zl_status (*unary_backward)(int index, int kind, int64_t n, const float *x, const float *y, const float *g,
-                                float *gx, float p0);
+    zl_status (*unary_backward)(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
+                                const void *g, int gdt, float *gx, float p0);
     /* out[shape] (contiguous) = a (op) b, each read through its strides
      * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
     zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,
-                        const float *a, const float *b, float *out);
+                        const void *a, int adt, const void *b, int bdt, void *out, int odt);
     /* y[outer, d, inner] = softmax (or log_softmax) of x[outer, d, inner] over its middle dim. */
-    zl_status (*softmax)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x, float *y);
+    zl_status (*softmax)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x, int xdt,
+                         void *y, int ydt);
     /* gx[outer, d, inner] from the output y and its gradient g. */
-    zl_status (*softmax_backward)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *y,
-                                  const float *g, float *gx);
+    zl_status (*softmax_backward)(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *y,
+                                  int ydt, const void *g, int gdt, float *gx);
     /* binary's integer path: out[shape] (contiguous, odt: any zl_dtype) = a (op)
      * b in double, a (adt) and b (bdt) read through strides broadcast to shape. */
     zl_status (*binary_int)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
                             const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt);
     /* Cross-entropy per row of x[rows, ncls] against target[rows] (i64, on the
      * device): lse and loss [rows] (0 on rows whose target is `ignore`). */
-    zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+    zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                             int64_t ignore, float *lse, float *loss);
     /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored rows. */
-    zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+    zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                              int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx);
     /* sq[n] = (x - t)^2, elementwise. */
     zl_status (*mse_forward)(int index, int64_t n, const float *x, const float *t, float *sq);
@@ -46,14 +49,14 @@ typedef struct zli_dev_kernels {
     zl_status (*mse_backward)(int index, int64_t n, const float *x, const float *t, const float *g, int64_t g_stride,
                               float k, float *gx, float *gt);
     /* Layer norm over rows of m: y[rows, m], mean and rstd [rows]; w, b [m] or NULL. */
-    zl_status (*ln_forward)(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
-                            double eps, float *y, float *mean, float *rstd);
+    zl_status (*ln_forward)(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                            const void *b, int bdt, double eps, void *y, int ydt, float *mean, float *rstd);
     /* gx[rows, m] from x, w (or NULL), the saved statistics and g. */
-    zl_status (*ln_backward_x)(int index, int64_t rows, int64_t m, const float *x, const float *w,
-                               const float *mean, const float *rstd, const float *g, float *gx);
+    zl_status (*ln_backward_x)(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                               const float *mean, const float *rstd, const void *g, int gdt, float *gx);
     /* gw, gb [m] (either NULL): the weight's and bias's gradients, rows in order. */
-    zl_status (*ln_backward_wb)(int index, int64_t rows, int64_t m, const float *x, const float *mean,
-                                const float *rstd, const float *g, float *gw, float *gb);
+    zl_status (*ln_backward_wb)(int index, int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
+                                const float *rstd, const void *g, int gdt, float *gw, float *gb);
     /* out[n, d] = rows idx[n] (i64, on the device, checked) of w[v, d]; es bytes an element. */
     zl_status (*emb_forward)(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out);
     /* gw[v, d] = g's rows summed into the rows idx names, in position order. */
@@ -142,6 +145,16 @@ ZLI_HIDDEN zl_tensor *zli_f32c_like(const zl_tensor *t, const zl_tensor *like);
  * zli_copy_as converts (a host scalar is copied over to like's device). */
 ZLI_HIDDEN zl_tensor *zli_copy_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
 
+/* The dtype a device's kernels read and write dt in: dt itself for bf16 and
+ * f16, f32 for anything else. */
+ZLI_HIDDEN zl_dtype zli_kernel_dtype(zl_dtype dt);
+/* An elementwise kernel's input: on a device (on) t contiguous in its own
+ * dtype when that is f32, bf16 or f16, else zli_f32c(t); on the host zli_f32c(t). */
+ZLI_HIDDEN zl_tensor *zli_kernel_input(zl_tensor *t, bool on);
+/* A new tensor for a kernel's output in the memory `like` lives in: dt on a
+ * device, where the kernels round to it as they store; f32 on the host, which
+ * computes in f32 (the op rounds its result to dt after). */
+ZLI_HIDDEN zl_tensor *zli_kernel_output(const zl_tensor *like, bool on, zl_dtype dt, int ndim, const int64_t *shape);
 /* zli_copy_as_like, made contiguous: a GEMM's operand. */
 ZLI_HIDDEN zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
 /* The dtype a device's GEMMs read ts[n] in: bf16 or f16 when all n have it

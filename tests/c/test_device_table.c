@@ -32,18 +32,35 @@ _Static_assert(ZLI_SUM_CHUNK == ZLM_SUM_CHUNK, "the full sum's chunk differs bet
 
 
 /* The ops' kernels: what each CUDA kernel computes per element, in a loop. */
-static zl_status fake_unary(int index, int kind, int64_t n, const float *x, float *y, float p0, float p1)
+/* Calls of a kernel with an operand in bf16 or f16, which the ops should
+ * hand over as they are. */
+static int half_operands;
+
+static void count_half(int n, const int *dts)
+{
+    for (int i = 0; i < n; i++)
+        if (dts[i] == ZLM_BF16 || dts[i] == ZLM_F16) {
+            half_operands++;
+            return;
+        }
+}
+
+static zl_status fake_unary(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0,
+                            float p1)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n; i++) y[i] = zlm_unary_forward(kind, x[i], p0, p1);
+    count_half(2, (int[]){xdt, ydt});
+    for (int64_t i = 0; i < n; i++) zlm_store(y, ydt, i, zlm_unary_forward(kind, zlm_load(x, xdt, i), p0, p1));
     return ZL_OK;
 }
 
-static zl_status fake_unary_backward(int index, int kind, int64_t n, const float *x, const float *y, const float *g,
-                                     float *gx, float p0)
+static zl_status fake_unary_backward(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
+                                     const void *g, int gdt, float *gx, float p0)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(kind, x[i], y ? y[i] : 0.0f, g[i], p0);
+    count_half(3, (int[]){xdt, y ? ydt : ZLM_F32, gdt});
+    for (int64_t i = 0; i < n; i++)
+        gx[i] = zlm_unary_backward(kind, zlm_load(x, xdt, i), y ? zlm_load(y, ydt, i) : 0.0f, zlm_load(g, gdt, i), p0);
     return ZL_OK;
 }
 
@@ -64,13 +81,16 @@ static int64_t views_of(int ndim, const int64_t *shape, const int64_t *sa, const
 }
 
 static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
-                             const int64_t *sb, const float *a, const float *b, float *out)
+                             const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
 {
     CHECK(index == FAKE_INDEX);
+    count_half(3, (int[]){adt, bdt, odt});
     zlm_view va, vb;
     int64_t n = views_of(ndim, shape, sa, sb, &va, &vb);
     for (int64_t i = 0; i < n; i++)
-        out[i] = zlm_binary_forward(kind, a[zlm_view_offset(&va, i)], b[zlm_view_offset(&vb, i)]);
+        zlm_store(out, odt, i,
+                  zlm_binary_forward(kind, zlm_load(a, adt, zlm_view_offset(&va, i)),
+                                     zlm_load(b, bdt, zlm_view_offset(&vb, i))));
     return ZL_OK;
 }
 
@@ -220,71 +240,95 @@ static zl_status fake_sum_to(int index, int nd, const int64_t *shape, const int 
     return ZL_OK;
 }
 
-static zl_status fake_softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const float *x,
-                              float *y)
+/* Element i of buffer p in dtype dt, as a byte address (the math headers take rows so). */
+static void *at(const void *p, int dt, int64_t i) { return (char *)p + i * (int64_t)zl_dtype_size((zl_dtype)dt); }
+
+static zl_status fake_softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x,
+                              int xdt, void *y, int ydt)
 {
     CHECK(index == FAKE_INDEX);
+    count_half(2, (int[]){xdt, ydt});
     for (int64_t r = 0; r < outer * inner; r++) {
         int64_t b = zlm_softmax_row_base(r, d, inner);
-        zlm_softmax_row(is_log, d, inner, x + b, ZLM_F32, y + b, ZLM_F32);
+        zlm_softmax_row(is_log, d, inner, at(x, xdt, b), xdt, at(y, ydt, b), ydt);
     }
     return ZL_OK;
 }
 
 static zl_status fake_softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner,
-                                       const float *y, const float *g, float *gx)
+                                       const void *y, int ydt, const void *g, int gdt, float *gx)
 {
     CHECK(index == FAKE_INDEX);
+    count_half(2, (int[]){ydt, gdt});
     for (int64_t r = 0; r < outer * inner; r++) {
         int64_t b = zlm_softmax_row_base(r, d, inner);
-        zlm_softmax_row_backward(is_log, d, inner, y + b, ZLM_F32, g + b, ZLM_F32, gx + b);
+        zlm_softmax_row_backward(is_log, d, inner, at(y, ydt, b), ydt, at(g, gdt, b), gdt, gx + b);
     }
     return ZL_OK;
 }
 
-static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
+/* Row r of x [rows, ncls] (xdt) in f32, as the kernel loads each element. */
+static float *row_f32(const void *x, int xdt, int64_t ncls, int64_t r)
+{
+    float *row = malloc((size_t)(ncls ? ncls : 1) * sizeof *row);
+    CHECK(row != NULL);
+    for (int64_t c = 0; row && c < ncls; c++) row[c] = zlm_load(x, xdt, r * ncls + c);
+    return row;
+}
+
+static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                                  int64_t ignore, float *lse, float *loss)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t r = 0; r < rows; r++)
-        zlm_ce_row(ncls, x + r * ncls, target[r], ignore, lse + r, loss + r);
+    count_half(1, &xdt);
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = row_f32(x, xdt, ncls, r);
+        zlm_ce_row(ncls, row, target[r], ignore, lse + r, loss + r);
+        free(row);
+    }
     return ZL_OK;
 }
 
-static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const float *x, const int64_t *target,
-                                  int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k,
-                                  float *gx)
+static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
+                                  const int64_t *target, int64_t ignore, const float *lse, const float *g,
+                                  int64_t g_stride, float k, float *gx)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t r = 0; r < rows; r++)
-        zlm_ce_row_backward(ncls, x + r * ncls, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k),
-                            gx + r * ncls);
+    count_half(1, &xdt);
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = row_f32(x, xdt, ncls, r);
+        zlm_ce_row_backward(ncls, row, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k), gx + r * ncls);
+        free(row);
+    }
     return ZL_OK;
 }
 
-static zl_status fake_ln_forward(int index, int64_t rows, int64_t m, const float *x, const float *w, const float *b,
-                                 double eps, float *y, float *mean, float *rstd)
+static zl_status fake_ln_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                                 const void *b, int bdt, double eps, void *y, int ydt, float *mean, float *rstd)
 {
     CHECK(index == FAKE_INDEX);
+    count_half(4, (int[]){xdt, w ? wdt : ZLM_F32, b ? bdt : ZLM_F32, ydt});
     for (int64_t r = 0; r < rows; r++)
-        zlm_ln_row(m, x + r * m, ZLM_F32, w, ZLM_F32, b, ZLM_F32, eps, y + r * m, ZLM_F32, mean + r, rstd + r);
+        zlm_ln_row(m, at(x, xdt, r * m), xdt, w, wdt, b, bdt, eps, at(y, ydt, r * m), ydt, mean + r, rstd + r);
     return ZL_OK;
 }
 
-static zl_status fake_ln_backward_x(int index, int64_t rows, int64_t m, const float *x, const float *w,
-                                    const float *mean, const float *rstd, const float *g, float *gx)
+static zl_status fake_ln_backward_x(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w,
+                                    int wdt, const float *mean, const float *rstd, const void *g, int gdt, float *gx)
 {
     CHECK(index == FAKE_INDEX);
+    count_half(3, (int[]){xdt, w ? wdt : ZLM_F32, gdt});
     for (int64_t r = 0; r < rows; r++)
-        zlm_ln_row_backward(m, x + r * m, ZLM_F32, w, ZLM_F32, mean[r], rstd[r], g + r * m, ZLM_F32, gx + r * m);
+        zlm_ln_row_backward(m, at(x, xdt, r * m), xdt, w, wdt, mean[r], rstd[r], at(g, gdt, r * m), gdt, gx + r * m);
     return ZL_OK;
 }
 
-static zl_status fake_ln_backward_wb(int index, int64_t rows, int64_t m, const float *x, const float *mean,
-                                     const float *rstd, const float *g, float *gw, float *gb)
+static zl_status fake_ln_backward_wb(int index, int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
+                                     const float *rstd, const void *g, int gdt, float *gw, float *gb)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t j = 0; j < m; j++) zlm_ln_column_backward(rows, m, j, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb);
+    count_half(2, (int[]){xdt, gdt});
+    for (int64_t j = 0; j < m; j++) zlm_ln_column_backward(rows, m, j, x, xdt, mean, rstd, g, gdt, gw, gb);
     return ZL_OK;
 }
 
@@ -501,6 +545,11 @@ TEST(backward_through_device_ops)
     zl_tensor_release(grads[1]);
 }
 
+static void release_all(zl_tensor **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) zl_tensor_release(ts[i]);
+}
+
 /* f(x) then backward, on the host and on the device: the same bits, for the
  * unary and binary ops (broadcast and host scalars included) and a chain. */
 typedef zl_tensor *(*op2)(zl_tensor *a, zl_tensor *b);
@@ -539,37 +588,45 @@ TEST(elementwise_ops_and_their_backward_on_the_device)
     };
     zl_tensor *ah = zt_randn(SHAPE(3, 5)), *bh = zt_randn(SHAPE(3, 5)), *gh = zt_randn(SHAPE(3, 5));
     zl_tensor *pa = zl_abs(ah);   /* pow wants a positive base */
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        zl_tensor *out[2] = {0}, *ga[2] = {0}, *gb[2] = {0};
-        for (int dev = 0; dev < 2; dev++) {
-            zl_tensor *a0 = cases[c].f == pow_ ? pa : ah;
-            zl_tensor *a = dev ? to_fake(a0) : zl_tensor_clone(a0), *b = dev ? to_fake(bh) : zl_tensor_clone(bh);
-            zl_tensor *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
-            zl_tensor_set_requires_grad(a, cases[c].grad);
-            zl_tensor_set_requires_grad(b, cases[c].grad);
-            zl_tensor *y = cases[c].f(a, b);
-            CHECK(y && zl_tensor_device(y) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
-            if (y && cases[c].grad) CHECK(zl_backward(y, g, false) == ZL_OK);
-            out[dev] = y;
-            if (cases[c].grad) {
-                ga[dev] = zl_tensor_retain(zl_tensor_grad(a));
-                gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
+    /* In bf16 and f16 the kernels read and write the tensors as they are
+     * (no f32 copies): still the host's bits, and counted. */
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (int k = 0; k < 3; k++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            zl_tensor *out[2] = {0}, *ga[2] = {0}, *gb[2] = {0};
+            int halves = half_operands;
+            for (int dev = 0; dev < 2; dev++) {
+                zl_tensor *a0 = zl_tensor_to(cases[c].f == pow_ ? pa : ah, dts[k]), *b0 = zl_tensor_to(bh, dts[k]);
+                zl_tensor *g0 = zl_tensor_to(gh, dts[k]);
+                zl_tensor *a = dev ? to_fake(a0) : zl_tensor_clone(a0), *b = dev ? to_fake(b0) : zl_tensor_clone(b0);
+                zl_tensor *g = dev ? to_fake(g0) : zl_tensor_retain(g0);
+                zl_tensor_set_requires_grad(a, cases[c].grad);
+                zl_tensor_set_requires_grad(b, cases[c].grad);
+                zl_tensor *y = cases[c].f(a, b);
+                CHECK(y && zl_tensor_device(y) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
+                if (y && cases[c].grad) CHECK(zl_backward(y, g, false) == ZL_OK);
+                out[dev] = y;
+                if (cases[c].grad) {
+                    ga[dev] = zl_tensor_retain(zl_tensor_grad(a));
+                    gb[dev] = zl_tensor_retain(zl_tensor_grad(b));
+                }
+                zl_tensor *objs[] = {g, b, a, g0, b0, a0};
+                release_all(objs, 6);
             }
-            zl_tensor_release(g);
-            zl_tensor_release(b);
-            zl_tensor_release(a);
+            if ((half_operands > halves) != (k > 0))
+                zt_fail(__FILE__, __LINE__, "%s (%s): %d kernel calls took bf16/f16 operands", cases[c].name,
+                        zl_dtype_name(dts[k]), half_operands - halves);
+            if (out[0] && out[1]) check_bits(out[0], out[1], cases[c].name);
+            if (ga[0] && ga[1]) check_bits(ga[0], ga[1], cases[c].name);
+            if (gb[0] && gb[1] && cases[c].f != tanh_ && cases[c].f != sigmoid_ && cases[c].f != affine_ &&
+                cases[c].f != softmax_)
+                check_bits(gb[0], gb[1], cases[c].name);
+            for (int d = 0; d < 2; d++) {
+                zl_tensor_release(out[d]);
+                zl_tensor_release(ga[d]);
+                zl_tensor_release(gb[d]);
+            }
         }
-        if (out[0] && out[1]) check_bits(out[0], out[1], cases[c].name);
-        if (ga[0] && ga[1]) check_bits(ga[0], ga[1], cases[c].name);
-        if (gb[0] && gb[1] && cases[c].f != tanh_ && cases[c].f != sigmoid_ && cases[c].f != affine_ &&
-            cases[c].f != softmax_)
-            check_bits(gb[0], gb[1], cases[c].name);
-        for (int d = 0; d < 2; d++) {
-            zl_tensor_release(out[d]);
-            zl_tensor_release(ga[d]);
-            zl_tensor_release(gb[d]);
-        }
-    }
     /* Broadcasting, forward and backward (the gradient summed down on the device). */
     zl_tensor *row = zt_randn(SHAPE(5)), *hrow = zl_tensor_clone(row), *drow = to_fake(row), *da = to_fake(ah);
     zl_tensor_set_requires_grad(hrow, true);
@@ -653,16 +710,18 @@ TEST(matmul_and_its_backward_on_the_device)
  * reduction, forward and backward, the targets on the device too. */
 TEST(cross_entropy_on_the_device)
 {
-    zl_tensor *xh = zt_randn(SHAPE(6, 10));
+    zl_tensor *xr = zt_randn(SHAPE(6, 10));
     int64_t tv[6] = {3, 0, -100, 9, 3, 7};
     zl_tensor *th = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){6}, tv);
     const zl_reduction reds[] = {ZL_REDUCE_MEAN, ZL_REDUCE_SUM, ZL_REDUCE_NONE};
-    for (int r = 0; r < 3; r++) {
-        zl_tensor *loss[2] = {0}, *grad[2] = {0};
+    /* bf16 logits are read by the kernels as they are */
+    for (int r = 0; r < 4; r++) {
+        zl_tensor *loss[2] = {0}, *grad[2] = {0}, *xh = zl_tensor_to(xr, r == 3 ? ZL_DTYPE_BF16 : ZL_DTYPE_F32);
+        int halves = half_operands;
         for (int dev = 0; dev < 2; dev++) {
             zl_tensor *x = dev ? to_fake(xh) : zl_tensor_clone(xh), *t = dev ? to_fake(th) : zl_tensor_retain(th);
             zl_tensor_set_requires_grad(x, true);
-            zl_tensor *l = zl_cross_entropy(x, t, -100, reds[r]);
+            zl_tensor *l = zl_cross_entropy(x, t, -100, reds[r % 3]);
             CHECK(l && zl_tensor_device(l) == (dev ? ZL_DEVICE_CUDA : ZL_DEVICE_CPU));
             zl_tensor *gh = l ? zl_tensor_full(ZL_DTYPE_F32, l->ndim, l->shape, 0.75) : NULL;
             zl_tensor *g = !gh ? NULL : dev ? to_fake(gh) : zl_tensor_retain(gh);
@@ -672,19 +731,21 @@ TEST(cross_entropy_on_the_device)
             zl_tensor *objs[] = {g, gh, t, x};
             for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
         }
+        CHECK((half_operands > halves) == (r == 3));
         if (loss[0] && loss[1]) check_bits(loss[0], loss[1], "cross_entropy");
         if (grad[0] && grad[1]) check_bits(grad[0], grad[1], "cross_entropy's gradient");
         for (int d = 0; d < 2; d++) {
             zl_tensor_release(loss[d]);
             zl_tensor_release(grad[d]);
         }
+        zl_tensor_release(xh);
     }
     int64_t badv[6] = {0, 1, 2, 10, 4, 5};
-    zl_tensor *dx = to_fake(xh), *bad = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){6}, badv);
+    zl_tensor *dx = to_fake(xr), *bad = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){6}, badv);
     zl_tensor *dbad = to_fake(bad);
     CHECK_ERR(zl_cross_entropy(dx, dbad, -100, ZL_REDUCE_MEAN),
               "cross_entropy: target 10 at position 3 is out of range");
-    zl_tensor *objs[] = {dbad, bad, dx, th, xh};
+    zl_tensor *objs[] = {dbad, bad, dx, th, xr};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
@@ -693,10 +754,15 @@ TEST(cross_entropy_on_the_device)
  * by an ulp, so values compare to 1e-6 rather than bit for bit. */
 TEST(layer_norm_on_the_device)
 {
-    zl_tensor *xh = zt_randn(SHAPE(4, 3, 8)), *wh = zt_randn(SHAPE(8)), *bh = zt_randn(SHAPE(8));
-    zl_tensor *gh = zt_randn(SHAPE(4, 3, 8));
-    for (int affine = 0; affine < 2; affine++) {
+    zl_tensor *xr = zt_randn(SHAPE(4, 3, 8)), *wh = zt_randn(SHAPE(8)), *bh = zt_randn(SHAPE(8));
+    zl_tensor *gr = zt_randn(SHAPE(4, 3, 8));
+    /* case 2: bf16 x and g (f32 weight and bias), read by the kernels as they are */
+    for (int c = 0; c < 3; c++) {
+        int affine = c > 0;
+        zl_dtype dt = c == 2 ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+        zl_tensor *xh = zl_tensor_to(xr, dt), *gh = zl_tensor_to(gr, dt);
         zl_tensor *y[2] = {0}, *gx[2] = {0}, *gw[2] = {0}, *gb[2] = {0};
+        int halves = half_operands;
         for (int dev = 0; dev < 2; dev++) {
             zl_tensor *x = dev ? to_fake(xh) : zl_tensor_clone(xh), *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
             zl_tensor *w = !affine ? NULL : dev ? to_fake(wh) : zl_tensor_clone(wh);
@@ -713,17 +779,18 @@ TEST(layer_norm_on_the_device)
             zl_tensor *objs[] = {b, w, g, x};
             for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
         }
-        if (y[0] && y[1]) check_close_host(y[0], y[1], 1e-6, "layer_norm");
+        CHECK((half_operands > halves) == (c == 2));
+        if (y[0] && y[1]) check_close_host(y[0], y[1], dt == ZL_DTYPE_F32 ? 1e-6 : 1e-2, "layer_norm");
         if (gx[0] && gx[1]) check_close_host(gx[0], gx[1], 1e-6, "layer_norm's gradient of x");
         if (affine) {
             CHECK(gw[0] && gw[1] && gb[0] && gb[1]);
             if (gw[0] && gw[1]) check_bits(gw[0], gw[1], "layer_norm's gradient of the weight");
             if (gb[0] && gb[1]) check_bits(gb[0], gb[1], "layer_norm's gradient of the bias");
         }
-        zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gw[0], gw[1], gb[0], gb[1]};
+        zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gw[0], gw[1], gb[0], gb[1], gh, xh};
         for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     }
-    zl_tensor *objs[] = {gh, bh, wh, xh};
+    zl_tensor *objs[] = {gr, bh, wh, xr};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
@@ -767,11 +834,6 @@ static zl_tensor *leaf(zl_tensor *h, int dev)
     zl_tensor *t = dev ? to_fake(h) : zl_tensor_clone(h);
     zl_tensor_set_requires_grad(t, true);
     return t;
-}
-
-static void release_all(zl_tensor **ts, size_t n)
-{
-    for (size_t i = 0; i < n; i++) zl_tensor_release(ts[i]);
 }
 
 /* f over three leaves (the last may be NULL) made from h on the host (dev 0)

@@ -227,6 +227,45 @@ static void release_all(zl_tensor **ts, size_t n)
     for (size_t i = 0; i < n; i++) zl_tensor_release(ts[i]);
 }
 
+/* A block of a bf16 (and f16) model on the GPU, its kernels reading and
+ * writing the half-precision tensors as they are: layer norm, a residual
+ * add, GELU, softmax and cross-entropy, forward and backward, against the
+ * CPU to their rounding. */
+TEST(half_elementwise_kernels_match_the_cpu)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    zl_tensor *xr = zt_randn(SHAPE(6, 40)), *wr = zt_randn(SHAPE(40));
+    int64_t tv[6] = {1, 39, 0, 7, 7, 20};
+    zl_tensor *th = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){6}, tv);
+    for (int k = 0; k < 2; k++) {
+        zl_tensor *loss[2], *gx[2], *gw[2];
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *xh = zl_tensor_to(xr, dts[k]), *wh = zl_tensor_to(wr, dts[k]);
+            zl_tensor *x = dev ? zl_tensor_to_device(xh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(xh);
+            zl_tensor *w = dev ? zl_tensor_to_device(wh, ZL_DEVICE_CUDA, 0) : zl_tensor_clone(wh);
+            zl_tensor *t = dev ? zl_tensor_to_device(th, ZL_DEVICE_CUDA, 0) : zl_tensor_retain(th);
+            zl_tensor_set_requires_grad(x, true);
+            zl_tensor_set_requires_grad(w, true);
+            zl_tensor *n = zl_layer_norm(x, 1, w, NULL, 1e-5), *r = n ? zl_add(n, x) : NULL;
+            zl_tensor *a = r ? zl_gelu(r, false) : NULL, *s = a ? zl_softmax(a, -1) : NULL;
+            zl_tensor *m = s ? zl_mul(s, a) : NULL;
+            loss[dev] = m ? zl_cross_entropy(m, t, -100, ZL_REDUCE_MEAN) : NULL;
+            CHECK(loss[dev] && zl_backward(loss[dev], NULL, false) == ZL_OK);
+            gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+            gw[dev] = zl_tensor_retain(zl_tensor_grad(w));
+            zl_tensor *objs[] = {m, s, a, r, n, t, w, x, wh, xh};
+            release_all(objs, 10);
+        }
+        check_close_dev(loss[0], loss[1], 1e-2, "half block's loss");
+        check_close_dev(gx[0], gx[1], 2e-2, "half block's gradient of x");
+        check_close_dev(gw[0], gw[1], 2e-2, "half block's gradient of the norm's weight");
+        zl_tensor *objs[] = {loss[0], loss[1], gx[0], gx[1], gw[0], gw[1]};
+        release_all(objs, 6);
+    }
+    zl_tensor *objs[] = {th, wr, xr};
+    release_all(objs, 3);
+}
+
 /* The device's result moved back, bit for bit with the host's. */
 static void check_bits_dev(zl_tensor *h, zl_tensor *d, const char *what)
 {

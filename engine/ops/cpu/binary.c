@@ -153,17 +153,19 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     }
     zl_tensor *fa, *fb, *out;
     if (on) {
-        /* On a device the operands come over contiguous (a host scalar too). */
+        /* On a device the operands are read where they lie, through their
+         * strides, in f32, bf16 or f16 (a host scalar comes over, any other
+         * dtype as f32); the result is written in its dtype. */
         const zl_tensor *home = a->storage->dev ? a : b;
-        fa = zli_f32c_like(a, home);
-        fb = fa ? zli_f32c_like(b, home) : NULL;
-        out = fb ? zli_new_f32_like(home, nd, shape) : NULL;
+        fa = zli_copy_as_like(a, zli_kernel_dtype(a->dtype), home);
+        fb = fa ? zli_copy_as_like(b, zli_kernel_dtype(b->dtype), home) : NULL;
+        out = fb ? zli_kernel_output(home, true, rdt, nd, shape) : NULL;
         if (out) {
             int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
             zli_bcast_strides(fa, nd, shape, sa);
             zli_bcast_strides(fb, nd, shape, sb);
-            if (k->binary(index, kind, nd, shape, sa, sb, zl_tensor_data(fa), zl_tensor_data(fb),
-                          zl_tensor_data(out))) {
+            if (k->binary(index, kind, nd, shape, sa, sb, zl_tensor_data(fa), (int)fa->dtype, zl_tensor_data(fb),
+                          (int)fb->dtype, zl_tensor_data(out), (int)out->dtype)) {
                 zl_tensor_release(out);
                 out = NULL;
             }
@@ -176,7 +178,7 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     }
     zl_tensor_release(fa);
     zl_tensor_release(fb);
-    out = zli_cast_result(out, rdt);
+    out = out && out->dtype != rdt ? zli_cast_result(out, rdt) : out;
     zl_node *node;
     if (out && !cmp && zl_dtype_traits_of(rdt)->is_float) {
         if (zli_record(out, op, binary_backward, 2, in, &node)) { zl_tensor_release(out); out = NULL; }

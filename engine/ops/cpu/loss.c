@@ -175,12 +175,12 @@ static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
         gin[1] = NULL;
         return ZL_OK;
     }
-    zl_tensor *xf = zli_f32c(logits), *gc = xf ? zli_f32c(g) : NULL;
+    zl_tensor *xf = zli_kernel_input(logits, kern != NULL), *gc = xf ? zli_f32c(g) : NULL;
     zl_tensor *gx = gc ? zli_new_f32_like(logits, logits->ndim, logits->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
     if (gx && rows * ncls > 0) {
         if (kern)
-            st = kern->ce_backward(logits->storage->dev_index, rows, ncls, zl_tensor_data(xf),
+            st = kern->ce_backward(logits->storage->dev_index, rows, ncls, zl_tensor_data(xf), (int)xf->dtype,
                                    zl_tensor_data(n->saved[0]), ignore, zl_tensor_data(n->saved[1]),
                                    zl_tensor_data(gc), red == ZL_REDUCE_NONE ? 1 : 0, k, zl_tensor_data(gx));
         else
@@ -207,13 +207,13 @@ static zl_status ce_device(const zli_dev_kernels *kern, int index, zl_tensor *lo
                            int64_t rows, int64_t ncls, int64_t ignore, zl_tensor **tdev, zl_tensor **lse,
                            zl_tensor **loss)
 {
-    zl_tensor *xf = zli_f32c(logits);
+    zl_tensor *xf = zli_kernel_input(logits, true);
     *tdev = xf ? zli_copy_as(target, ZL_DTYPE_I64, ZL_MEM_OTHER) : NULL;
     *lse = *tdev ? zli_new_f32_like(logits, 1, &rows) : NULL;
     *loss = *lse ? zli_new_f32_like(logits, logits->ndim == 2 ? 1 : 0, logits->shape) : NULL;
     zl_status st = *loss ? ZL_OK : ZL_ENOMEM;
     if (*loss && rows * ncls > 0)
-        st = kern->ce_forward(index, rows, ncls, zl_tensor_data(xf), zl_tensor_data(*tdev), ignore,
+        st = kern->ce_forward(index, rows, ncls, zl_tensor_data(xf), (int)xf->dtype, zl_tensor_data(*tdev), ignore,
                               zl_tensor_data(*lse), zl_tensor_data(*loss));
     zl_tensor_release(xf);
     if (st) {

@@ -95,14 +95,16 @@ static zl_status ln_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     const zli_dev_kernels *kern = x->storage->dev ? x->storage->dev->kernels : NULL;
     int index = x->storage->dev_index;
     const float *mean = kern ? zl_tensor_data(n->saved[0]) : n->ctx, *rstd = mean + rows;
-    zl_tensor *xf = zli_f32c(x), *wf = w ? zli_f32c(w) : NULL, *gc = zli_f32c(g);
+    bool on = kern != NULL;
+    zl_tensor *xf = zli_kernel_input(x, on), *wf = w ? zli_kernel_input(w, on) : NULL, *gc = zli_kernel_input(g, on);
     zl_status st = xf && gc && (!w || wf) ? ZL_OK : ZL_ENOMEM;
     zl_tensor *gx = NULL, *gw = NULL, *gb = NULL;
     if (!st && zli_requires_grad(x)) {
         if (!(gx = zli_new_f32_like(x, x->ndim, x->shape))) st = ZL_ENOMEM;
         else if (kern)
-            st = kern->ln_backward_x(index, rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL, mean, rstd,
-                                  zl_tensor_data(gc), zl_tensor_data(gx));
+            st = kern->ln_backward_x(index, rows, m, zl_tensor_data(xf), (int)xf->dtype, wf ? zl_tensor_data(wf) : NULL,
+                                     wf ? (int)wf->dtype : ZL_DTYPE_F32, mean, rstd, zl_tensor_data(gc),
+                                     (int)gc->dtype, zl_tensor_data(gx));
         else
             ln_backward_x_kernel(rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL, mean, rstd,
                                  zl_tensor_data(gc), zl_tensor_data(gx));
@@ -112,8 +114,8 @@ static zl_status ln_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     if (gw) zl_tensor_set_category(gw, ZL_MEM_GRADS);
     if (gb) zl_tensor_set_category(gb, ZL_MEM_GRADS);
     if (!st && (gw || gb) && kern)
-        st = kern->ln_backward_wb(index, rows, m, zl_tensor_data(xf), mean, rstd, zl_tensor_data(gc),
-                               gw ? zl_tensor_data(gw) : NULL, gb ? zl_tensor_data(gb) : NULL);
+        st = kern->ln_backward_wb(index, rows, m, zl_tensor_data(xf), (int)xf->dtype, mean, rstd, zl_tensor_data(gc),
+                                  (int)gc->dtype, gw ? zl_tensor_data(gw) : NULL, gb ? zl_tensor_data(gb) : NULL);
     else if (!st && (gw || gb))
         ln_backward_wb_kernel(rows, m, zl_tensor_data(xf), mean, rstd, zl_tensor_data(gc),
                               gw ? zl_tensor_data(gw) : NULL, gb ? zl_tensor_data(gb) : NULL);
@@ -176,11 +178,15 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
         zl_error(ZL_ENOMEM, "%s: out of memory", op);
         return zli_op_end(op, nin, in, NULL);
     }
-    zl_tensor *xf = zli_f32c(x), *wf = weight ? zli_f32c(weight) : NULL, *bf = bias ? zli_f32c(bias) : NULL;
-    zl_tensor *y = xf && (!weight || wf) && (!bias || bf) ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
-    if (y && m > 0 && on && k->ln_forward(index, rows, m, zl_tensor_data(xf), wf ? zl_tensor_data(wf) : NULL,
-                                          bf ? zl_tensor_data(bf) : NULL, eps, zl_tensor_data(y), stats,
-                                          stats + rows)) {
+    zl_tensor *xf = zli_kernel_input(x, on), *wf = weight ? zli_kernel_input(weight, on) : NULL;
+    zl_tensor *bf = bias ? zli_kernel_input(bias, on) : NULL;
+    zl_tensor *y = xf && (!weight || wf) && (!bias || bf) ? zli_kernel_output(x, on, x->dtype, x->ndim, x->shape)
+                                                         : NULL;
+    if (y && m > 0 && on &&
+        k->ln_forward(index, rows, m, zl_tensor_data(xf), (int)xf->dtype, wf ? zl_tensor_data(wf) : NULL,
+                      wf ? (int)wf->dtype : ZL_DTYPE_F32, bf ? zl_tensor_data(bf) : NULL,
+                      bf ? (int)bf->dtype : ZL_DTYPE_F32, eps, zl_tensor_data(y), (int)y->dtype, stats,
+                      stats + rows)) {
         zl_tensor_release(y);
         y = NULL;
     } else if (y && m > 0 && !on) {
@@ -190,7 +196,7 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
     zl_tensor_release(xf);
     zl_tensor_release(wf);
     zl_tensor_release(bf);
-    y = zli_cast_result(y, x->dtype);
+    y = y && y->dtype != x->dtype ? zli_cast_result(y, x->dtype) : y;
     zl_node *n = NULL;
     if (y && zli_record(y, op, ln_backward, nin, in, &n)) { zl_tensor_release(y); y = NULL; }
     if (n) {

@@ -74,12 +74,12 @@ static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *in[2] = {n->saved[0], g};
     int on = zli_op_device("softmax backward", 2, in, &k, &index);
     if (on < 0) return zli_last_code();
-    zl_tensor *y = zli_f32c(n->saved[0]), *gc = y ? zli_f32c(g) : NULL;
+    zl_tensor *y = zli_kernel_input(n->saved[0], on), *gc = y ? zli_kernel_input(g, on) : NULL;
     zl_tensor *gx = gc ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
     if (gx && on)
-        st = k->softmax_backward(index, n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y),
-                                 zl_tensor_data(gc), zl_tensor_data(gx));
+        st = k->softmax_backward(index, n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), (int)y->dtype,
+                                 zl_tensor_data(gc), (int)gc->dtype, zl_tensor_data(gx));
     else if (gx)
         softmax_backward_kernel(n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), zl_tensor_data(gc),
                                 zl_tensor_data(gx));
@@ -105,17 +105,18 @@ static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
     int64_t outer = 1, len = x->ndim ? x->shape[d] : 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
-    zl_tensor *xf = zli_f32c(x);
-    zl_tensor *y = xf ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    zl_tensor *xf = zli_kernel_input(x, on);
+    zl_tensor *y = xf ? zli_kernel_output(x, on, x->dtype, x->ndim, x->shape) : NULL;
     if (y && on && outer * len * inner > 0 &&
-        k->softmax(index, is_log, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(y))) {
+        k->softmax(index, is_log, outer, len, inner, zl_tensor_data(xf), (int)xf->dtype, zl_tensor_data(y),
+                   (int)y->dtype)) {
         zl_tensor_release(y);
         y = NULL;
     } else if (y && !on && outer * len * inner > 0) {
         softmax_kernel(is_log, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(y));
     }
     zl_tensor_release(xf);
-    y = zli_cast_result(y, x->dtype);
+    y = y && y->dtype != x->dtype ? zli_cast_result(y, x->dtype) : y;
     zl_node *n = NULL;
     if (y && zli_record(y, op, softmax_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }
     else if (y && n) {

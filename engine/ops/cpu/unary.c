@@ -51,14 +51,15 @@ static zl_status unary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor *in[2] = {n->inputs[0], g};
     int on = zli_op_device(names[kind], 2, in, &k, &index);
     if (on < 0) return zli_last_code();
-    zl_tensor *x = zli_f32c(n->inputs[0]);
-    zl_tensor *y = n->saved[0] ? zli_f32c(n->saved[0]) : NULL;
-    zl_tensor *gc = zli_f32c(g);
+    zl_tensor *x = zli_kernel_input(n->inputs[0], on);
+    zl_tensor *y = n->saved[0] ? zli_kernel_input(n->saved[0], on) : NULL;
+    zl_tensor *gc = zli_kernel_input(g, on);
     zl_tensor *gx = x && gc && (y || !n->saved[0]) ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
     if (gx && on)
-        st = k->unary_backward(index, kind, zl_tensor_numel(g), zl_tensor_data(x), y ? zl_tensor_data(y) : NULL,
-                               zl_tensor_data(gc), zl_tensor_data(gx), (float)n->f[0]);
+        st = k->unary_backward(index, kind, zl_tensor_numel(g), zl_tensor_data(x), (int)x->dtype,
+                               y ? zl_tensor_data(y) : NULL, y ? (int)y->dtype : ZL_DTYPE_F32, zl_tensor_data(gc),
+                               (int)gc->dtype, zl_tensor_data(gx), (float)n->f[0]);
     else if (gx)
         backward_kernel(kind, zl_tensor_numel(g), zl_tensor_data(x), y ? zl_tensor_data(y) : NULL,
                         zl_tensor_data(gc), zl_tensor_data(gx), (float)n->f[0]);
@@ -77,19 +78,19 @@ static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
     int index = 0, on;
     if (zli_op_begin(op, 1, &x)) return NULL;
     if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
-    zl_tensor *xf = zli_f32c(x);
-    zl_tensor *y = xf ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
-    if (y && on && k->unary(index, kind, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(y), (float)p0,
-                            (float)p1)) {
+    zl_dtype rdt = zl_dtype_traits_of(x->dtype)->is_float ? x->dtype : ZL_DTYPE_F32;
+    if (kind == U_NEG || kind == U_ABS || kind == U_RELU) rdt = x->dtype == ZL_DTYPE_BOOL ? ZL_DTYPE_F32 : x->dtype;
+    zl_tensor *xf = zli_kernel_input(x, on);
+    zl_tensor *y = xf ? zli_kernel_output(x, on, rdt, x->ndim, x->shape) : NULL;
+    if (y && on && k->unary(index, kind, zl_tensor_numel(x), zl_tensor_data(xf), (int)xf->dtype, zl_tensor_data(y),
+                            (int)y->dtype, (float)p0, (float)p1)) {
         zl_tensor_release(y);
         y = NULL;
     } else if (y && !on) {
         forward_kernel(kind, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(y), (float)p0, (float)p1);
     }
     zl_tensor_release(xf);
-    zl_dtype rdt = zl_dtype_traits_of(x->dtype)->is_float ? x->dtype : ZL_DTYPE_F32;
-    if (kind == U_NEG || kind == U_ABS || kind == U_RELU) rdt = x->dtype == ZL_DTYPE_BOOL ? ZL_DTYPE_F32 : x->dtype;
-    y = zli_cast_result(y, rdt);
+    y = y && y->dtype != rdt ? zli_cast_result(y, rdt) : y;
     zl_node *n;
     if (y && zl_dtype_traits_of(rdt)->is_float) {
         if (zli_record(y, op, unary_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }

@@ -70,9 +70,9 @@ zl_tensor *zli_kernel_input(zl_tensor *t, bool on)
 
 zl_tensor *zli_kernel_output(const zl_tensor *like, bool on, zl_dtype dt, int ndim, const int64_t *shape)
 {
-    dt = zli_kernel_dtype(dt);
-    if (!on || dt == ZL_DTYPE_F32) return zli_new_f32_like(like, ndim, shape);
     const zl_storage *s = like->storage;
+    dt = zli_kernel_dtype(dt);
+    if (!on || !s->dev || dt == ZL_DTYPE_F32) return zli_new_f32_like(like, ndim, shape);
     return s->dev->alloc(dt, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
 }
 

@@ -2,7 +2,8 @@
   against the same model in PyTorch (gpt_torch.py beside this: same shapes,
   initialisation and AdamW), the two alternating in the same run: ms/step
   (median over the timed steps, then over --repeat launches), tokens/s,
-  achieved GFLOP/s, minor page faults per steady-state step, and the ratio
+  achieved GFLOP/s, minor page faults per steady-state step (the most of any
+  launch), and the ratio
   PyTorch ms / zlua ms (above 1: zlua is faster). Each run is its own process.
   Run by hand, not in CI:
     zlua scripts/bench/gpt.lua [--configs anchor,l12] [--precision f32,bf16]
@@ -20,11 +21,11 @@
   users do, autocast over f32 weights. --device cuda runs both on the GPU.
 
   Eight warm-up steps by default: oneDNN's sgemm takes its packing buffers
-  (up to 1.3 MB) from malloc on every call, and in the bare loop Lua's
-  garbage of the first steps splits the freed ones, so glibc's heap grows by
-  a few pages a step until about the eighth (on one thread 2-15 page faults
-  a step after 3 or 6 warm-up steps, 0 after 8; none of them the engine's
-  own tensors, which its block cache serves). ]]
+  (up to 1.3 MB) from malloc on every call, and Lua's garbage of the first
+  steps splits the freed ones, so glibc's heap grows for a few steps (the
+  zlua executable pre-faults the heap's first 16 MiB, so that growth costs
+  no page faults; none of them are the engine's own tensors, which its
+  block cache serves). ]]
 
 local zl = require 'zlua'
 local fmt = string.format
@@ -199,8 +200,12 @@ for _, name in ipairs(list(args.configs)) do
       for _, row in ipairs(rows) do
         for _, o in ipairs(row.ours) do
           local r, why = run(worker_cmd(c, o.mode, row.precision, threads))
-          if r then o.ms[#o.ms + 1], o.last = r.ms, r
-          else o.why, failed = why, true end
+          if r then
+            o.ms[#o.ms + 1], o.last = r.ms, r
+            o.faults = math.max(o.faults or 0, r.faults)
+          else
+            o.why, failed = why, true
+          end
         end
         if args.torch and not torch_note then
           local r, why, skipped = run(torch_cmd(c, row.precision, threads))
@@ -220,7 +225,7 @@ for _, name in ipairs(list(args.configs)) do
           local ms = median(o.ms)
           print(fmt('%-7s %-5s %3d %-7s %10.1f %10s %7s %10.0f %9.1f %9.1f %9.4f', name, precision, threads, o.mode,
             ms, tms and fmt('%.1f', tms) or '-', tms and fmt('%.2fx', tms / ms) or '-',
-            c.batch * c.block_size / (ms / 1e3), flop(c) / (ms / 1e3) / 1e9, o.last.faults, o.last.loss))
+            c.batch * c.block_size / (ms / 1e3), flop(c) / (ms / 1e3) / 1e9, o.faults, o.last.loss))
         end
       end
       if theirs.why then print(fmt('%-7s %-5s %3d torch   failed: %s', name, precision, threads, theirs.why)) end

@@ -29,6 +29,9 @@ ZLI_HIDDEN zl_mem_stats zli_cuda_stats(int index, zl_mem_category cat);
 ZLI_HIDDEN int64_t zli_cuda_reserved(int index);
 ZLI_HIDDEN zl_status zli_cuda_empty_cache(int index);
 ZLI_HIDDEN zl_status zli_cuda_synchronize(int index);
+/* ZL_EDEVICE with "cuda:<index>: <what> failed: <name> (<text>)" for the
+ * runtime's error code e (a cudaError_t). */
+ZLI_HIDDEN zl_status zli_cuda_fail(const char *what, int index, int e);
 /* The end of a kernel launch on device `index`: the launch's error, or with
  * ZLUA_CUDA_SYNC set the kernel's (waited for); ZL_EDEVICE naming `what`. */
 ZLI_HIDDEN zl_status zli_cuda_done(int index, const char *what, int launched);

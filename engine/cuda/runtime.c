@@ -60,10 +60,10 @@ zl_status zli_cuda_use(int index)
     return ZL_OK;
 }
 
-static zl_status fail(const char *what, int index, cudaError_t e)
+zl_status zli_cuda_fail(const char *what, int index, int e)
 {
-    return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s (%s)", index, what, cudaGetErrorName(e),
-                    cudaGetErrorString(e));
+    return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s (%s)", index, what, cudaGetErrorName((cudaError_t)e),
+                    cudaGetErrorString((cudaError_t)e));
 }
 
 zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_copy_dir dir, int index)
@@ -73,7 +73,7 @@ zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_copy_dir dir, 
     enum cudaMemcpyKind k = dir == ZLI_H2D ? cudaMemcpyHostToDevice
                           : dir == ZLI_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
     cudaError_t e = cudaMemcpy(dst, src, n, k);
-    return e == cudaSuccess ? ZL_OK : fail("copy", index, e);
+    return e == cudaSuccess ? ZL_OK : zli_cuda_fail("copy", index, e);
 }
 
 zl_status zli_cuda_copy_peer(void *dst, int to, const void *src, int from, size_t n)
@@ -82,14 +82,14 @@ zl_status zli_cuda_copy_peer(void *dst, int to, const void *src, int from, size_
     if (zli_cuda_use(to) || zli_cuda_use(from)) return zli_last_code();
     cudaError_t e = cudaMemcpyPeer(dst, to, src, from, n);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    return e == cudaSuccess ? ZL_OK : fail("copy between devices", from, e);
+    return e == cudaSuccess ? ZL_OK : zli_cuda_fail("copy between devices", from, e);
 }
 
 zl_status zli_cuda_memset0(void *p, size_t n, int index)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     cudaError_t e = cudaMemset(p, 0, n);
-    return e == cudaSuccess ? ZL_OK : fail("memset", index, e);
+    return e == cudaSuccess ? ZL_OK : zli_cuda_fail("memset", index, e);
 }
 
 static pthread_once_t g_sync_once = PTHREAD_ONCE_INIT;
@@ -109,12 +109,12 @@ zl_status zli_cuda_done(int index, const char *what, int launched)
 {
     pthread_once(&g_sync_once, read_sync_env);
     int e = launched ? launched : g_sync_each ? (int)cudaDeviceSynchronize() : 0;
-    return e ? fail(what, index, (cudaError_t)e) : ZL_OK;
+    return e ? zli_cuda_fail(what, index, e) : ZL_OK;
 }
 
 zl_status zli_cuda_synchronize(int index)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     cudaError_t e = cudaDeviceSynchronize();
-    return e == cudaSuccess ? ZL_OK : fail("synchronize", index, e);
+    return e == cudaSuccess ? ZL_OK : zli_cuda_fail("synchronize", index, e);
 }

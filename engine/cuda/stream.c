@@ -9,12 +9,6 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static cudaStream_t g_copy[ZLI_CUDA_MAX_DEVICES];
 
-static zl_status fail(const char *what, int index, cudaError_t e)
-{
-    return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s (%s)", index, what, cudaGetErrorName(e),
-                    cudaGetErrorString(e));
-}
-
 /* Non-blocking: the legacy default stream, which every kernel goes to, does
  * not wait for it nor it for the default stream; only events order them. */
 static zl_status copy_stream(int index, cudaStream_t *s)
@@ -25,7 +19,7 @@ static zl_status copy_stream(int index, cudaStream_t *s)
     if (!g_copy[index]) e = cudaStreamCreateWithFlags(&g_copy[index], cudaStreamNonBlocking);
     *s = g_copy[index];
     pthread_mutex_unlock(&g_mu);
-    return e == cudaSuccess ? ZL_OK : fail("cudaStreamCreateWithFlags (the copy stream)", index, e);
+    return e == cudaSuccess ? ZL_OK : zli_cuda_fail("cudaStreamCreateWithFlags (the copy stream)", index, e);
 }
 
 static zl_status record(int index, cudaStream_t on, void **ev)
@@ -33,7 +27,7 @@ static zl_status record(int index, cudaStream_t on, void **ev)
     cudaEvent_t e;
     cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
     if (r == cudaSuccess && (r = cudaEventRecord(e, on)) != cudaSuccess) cudaEventDestroy(e);
-    if (r != cudaSuccess) return fail("recording an event", index, r);
+    if (r != cudaSuccess) return zli_cuda_fail("recording an event", index, r);
     *ev = e;
     return ZL_OK;
 }
@@ -58,7 +52,7 @@ static zl_status start(int index, void *after, void *dst, const void *src, size_
     if (now) cudaEventDestroy(now);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(dst, src, n, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s);
-    if (e != cudaSuccess) return fail("queueing a copy on the copy stream", index, e);
+    if (e != cudaSuccess) return zli_cuda_fail("queueing a copy on the copy stream", index, e);
     return record(index, s, done);
 }
 
@@ -67,7 +61,8 @@ static zl_status wait(int index, void *ev, bool host)
     if (!ev) return ZL_OK;
     if (zli_cuda_use(index)) return zli_last_code();
     cudaError_t e = host ? cudaEventSynchronize(ev) : cudaStreamWaitEvent(0, ev, 0);
-    return e == cudaSuccess ? ZL_OK : fail(host ? "waiting for a copy" : "ordering the compute after a copy", index, e);
+    if (e == cudaSuccess) return ZL_OK;
+    return zli_cuda_fail(host ? "waiting for a copy" : "ordering the compute after a copy", index, e);
 }
 
 static void drop(void *ev)

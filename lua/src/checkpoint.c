@@ -353,11 +353,15 @@ static int l_writer(lua_State *L)
     return 1;
 }
 
-/* writer:write(t) -> writer: t's elements, in row-major order, continue the data. */
+/* writer:write(t) -> writer: t's elements, in row-major order, continue the
+ * data; a device tensor's through a host copy. */
 static int writer_write(lua_State *L)
 {
     zl_safetensors_writer *w = check_writer(L);
-    if (zl_safetensors_writer_append(w, zlb_check_tensor(L, 2))) return zlb_raise(L);
+    zl_tensor *h = zl_tensor_to_device(zlb_check_tensor_any(L, 2), ZL_DEVICE_CPU, 0);
+    bool ok = h && zl_safetensors_writer_append(w, h) == ZL_OK;
+    zl_tensor_release(h);
+    if (!ok) return zlb_raise(L);
     lua_settop(L, 1);
     return 1;
 }

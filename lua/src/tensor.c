@@ -332,12 +332,15 @@ static void totable_dim(lua_State *L, const zl_tensor *t, int d, int64_t *linear
     }
 }
 
+/* A device tensor's elements come through a host copy, as item's do. */
 static int totable(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *h = zl_tensor_to_device(zlb_check_tensor_any(L, 1), ZL_DEVICE_CPU, 0);
+    if (!h) return zlb_raise(L);
     int64_t linear = 0;
-    if (zl_tensor_ndim(t) == 0) push_elem(L, zl_tensor_dtype(t), elem_ptr(t, 0));
-    else totable_dim(L, t, 0, &linear);
+    if (zl_tensor_ndim(h) == 0) push_elem(L, zl_tensor_dtype(h), elem_ptr(h, 0));
+    else totable_dim(L, h, 0, &linear);
+    zl_tensor_release(h);
     return 1;
 }
 
@@ -559,14 +562,14 @@ static int shape(lua_State *L)
 
 static int strides(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     push_dims(L, zl_tensor_ndim(t), zl_tensor_strides(t));
     return 1;
 }
 
 static int size(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     lua_Integer d = luaL_checkinteger(L, 2);
     luaL_argcheck(L, d >= 0 && d < zl_tensor_ndim(t), 2, "dimension out of range");
     lua_pushinteger(L, zl_tensor_shape(t)[d]);
@@ -656,7 +659,7 @@ static int set_category(lua_State *L)
 
 static int shares_storage(lua_State *L)
 {
-    lua_pushboolean(L, zl_tensor_shares_storage(zlb_check_tensor(L, 1), zlb_check_tensor(L, 2)));
+    lua_pushboolean(L, zl_tensor_shares_storage(zlb_check_tensor_any(L, 1), zlb_check_tensor_any(L, 2)));
     return 1;
 }
 
@@ -770,7 +773,7 @@ static int unsqueeze(lua_State *L)
 #define ZLB_UNARY_VIEW(name, call)                  \
     static int name(lua_State *L)                   \
     {                                               \
-        zl_tensor *t = zlb_check_tensor(L, 1);      \
+        zl_tensor *t = zlb_check_tensor_any(L, 1);  \
         zl_tensor **out = zlb_new_tensor(L);        \
         *out = call(t);                             \
         return zlb_result(L, *out);                 \
@@ -782,7 +785,7 @@ ZLB_UNARY_VIEW(detach, zl_tensor_detach)
 
 static int to(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     zl_dtype dt = zlb_opt_dtype(L, 2, ZL_DTYPE_F32);
     zl_tensor **out = zlb_new_tensor(L);
     *out = zl_tensor_to(t, dt);
@@ -792,7 +795,7 @@ static int to(lua_State *L)
 /* dst:add_(src [, alpha]): dst += alpha * src in place; returns dst. */
 static int add_(lua_State *L)
 {
-    zl_tensor *dst = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 2);
+    zl_tensor *dst = zlb_check_tensor_any(L, 1), *src = zlb_check_tensor_any(L, 2);
     if (zl_tensor_add_(dst, src, luaL_optnumber(L, 3, 1.0))) return zlb_raise(L);
     lua_settop(L, 1);
     return 1;
@@ -800,7 +803,7 @@ static int add_(lua_State *L)
 
 static int copy_(lua_State *L)
 {
-    zl_tensor *dst = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 2);
+    zl_tensor *dst = zlb_check_tensor_any(L, 1), *src = zlb_check_tensor_any(L, 2);
     if (zl_tensor_copy_(dst, src)) return zlb_raise(L);
     lua_settop(L, 1);
     return 1;
@@ -820,7 +823,7 @@ static void check_range(lua_State *L, int idx, zl_tensor *t, lua_Integer off, lu
  * garbage keeps a gradient or a gathered parameter alive after its release. */
 static int copy_range(lua_State *L)
 {
-    zl_tensor *dst = zlb_check_tensor(L, 1), *src = zlb_check_tensor(L, 3);
+    zl_tensor *dst = zlb_check_tensor_any(L, 1), *src = zlb_check_tensor_any(L, 3);
     lua_Integer doff = luaL_checkinteger(L, 2), soff = luaL_checkinteger(L, 4), n = luaL_checkinteger(L, 5);
     bool add = !lua_isnoneornil(L, 6);
     double alpha = add ? luaL_checknumber(L, 6) : 1.0;
@@ -837,7 +840,7 @@ static int copy_range(lua_State *L)
 
 static int fill_(lua_State *L)
 {
-    zl_tensor *t = zlb_check_tensor(L, 1);
+    zl_tensor *t = zlb_check_tensor_any(L, 1);
     double v = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
     if (zl_tensor_fill(t, v)) return zlb_raise(L);
     lua_settop(L, 1);

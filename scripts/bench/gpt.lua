@@ -111,8 +111,9 @@ if args.worker ~= '' then
   end
   faults = minflt() - faults
   local timed = table.move(times, args.warmup + 1, #times, 1, {})
-  print(fmt('RESULT ms %.3f faults %.1f loss0 %.6f loss %.6f', require('zlua.util.stats').median(timed),
-    faults / args.steps, losses[1], losses[#losses]))
+  local peak = on_device and zl.cuda.max_memory_allocated() or 0
+  print(fmt('RESULT ms %.3f faults %.1f loss0 %.6f loss %.6f peak %d', require('zlua.util.stats').median(timed),
+    faults / args.steps, losses[1], losses[#losses], peak))
   os.exit(0)
 end
 
@@ -137,10 +138,13 @@ local function run(cmd)
   local _, _, code = p:close()
   local ms, faults, loss0, loss = out:match('RESULT ms (%S+) faults (%S+) loss0 (%S+) loss (%S+)')
   if ms then return { ms = tonumber(ms), faults = tonumber(faults), loss0 = tonumber(loss0), loss = tonumber(loss),
-    version = out:match('version (%S+)') } end
+    peak = tonumber(out:match('peak (%d+)')), version = out:match('version (%S+)') } end
   local skip = out:match('SKIP ([^\n]*)')
   if skip or code == 77 then return nil, skip or 'skipped', true end
-  return nil, (out:match('([^\n]+)\n?$') or 'no output') .. fmt(' (exit %s)', tostring(code))
+  -- The first lines of a failure name it; a traceback's last line does not.
+  local head = {}
+  for l in out:gmatch('[^\n]+') do if #head < 4 then head[#head + 1] = l end end
+  return nil, (#head > 0 and table.concat(head, ' | ') or 'no output') .. fmt(' (exit %s)', tostring(code))
 end
 
 -- Training FLOP per step: 6 per parameter per token for the matrix products
@@ -175,8 +179,9 @@ local threads_list = args.threads ~= '' and list(args.threads) or (cores > 1 and
 local modes = list(args.modes)
 print(fmt('GPT training step, %s (%s), %d cores, device %s; %d timed steps after %d warm-up, median of %d launches',
   machine.cpu_model(), machine.cpu_flags(), cores, args.device, args.steps, args.warmup, args['repeat']))
-print(fmt('%-7s %-5s %3s %-7s %10s %10s %7s %10s %9s %9s %9s', 'config', 'prec', 'thr', 'zlua', 'zlua ms',
-  'torch ms', 'ratio', 'tokens/s', 'GFLOP/s', 'faults/st', 'loss'))
+print(fmt('%-7s %-5s %3s %-7s %10s %10s %7s %10s %9s %9s %9s%s', 'config', 'prec', 'thr', 'zlua', 'zlua ms',
+  'torch ms', 'ratio', 'tokens/s', 'GFLOP/s', 'faults/st', 'loss',
+  args.device ~= 'cpu' and fmt(' %9s %9s', 'peak MB', 'torch MB') or ''))
 local torch_note, failed = nil, false
 for _, name in ipairs(list(args.configs)) do
   local c = CONFIGS[name]
@@ -209,7 +214,7 @@ for _, name in ipairs(list(args.configs)) do
         end
         if args.torch and not torch_note then
           local r, why, skipped = run(torch_cmd(c, row.precision, threads))
-          if r then row.theirs[#row.theirs + 1], row.theirs.version = r.ms, r.version
+          if r then row.theirs[#row.theirs + 1], row.theirs.version, row.theirs.peak = r.ms, r.version, r.peak
           elseif skipped then torch_note = why
           else row.theirs.why, failed = why, true end
         end
@@ -223,9 +228,11 @@ for _, name in ipairs(list(args.configs)) do
           print(fmt('%-7s %-5s %3d %-7s failed: %s', name, precision, threads, o.mode, o.why or '?'))
         else
           local ms = median(o.ms)
-          print(fmt('%-7s %-5s %3d %-7s %10.1f %10s %7s %10.0f %9.1f %9.1f %9.4f', name, precision, threads, o.mode,
+          local mb = function(b) return b and fmt('%.0f', b / 2 ^ 20) or '-' end
+          print(fmt('%-7s %-5s %3d %-7s %10.1f %10s %7s %10.0f %9.1f %9.1f %9.4f%s', name, precision, threads, o.mode,
             ms, tms and fmt('%.1f', tms) or '-', tms and fmt('%.2fx', tms / ms) or '-',
-            c.batch * c.block_size / (ms / 1e3), flop(c) / (ms / 1e3) / 1e9, o.faults, o.last.loss))
+            c.batch * c.block_size / (ms / 1e3), flop(c) / (ms / 1e3) / 1e9, o.faults, o.last.loss,
+            args.device ~= 'cpu' and fmt(' %9s %9s', mb(o.last.peak), mb(theirs.peak)) or ''))
         end
       end
       if theirs.why then print(fmt('%-7s %-5s %3d torch   failed: %s', name, precision, threads, theirs.why)) end

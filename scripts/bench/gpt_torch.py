@@ -80,6 +80,9 @@ def main():
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("SKIP PyTorch sees no CUDA device", flush=True)
         sys.exit(77)
+    # f32 is f32 on both sides: no TF32 in PyTorch's matrix products.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     model = GPT(a.vocab, a.block_size, a.n_layer, a.n_head, a.n_embd).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     gen = torch.Generator().manual_seed(a.seed)
@@ -105,8 +108,9 @@ def main():
         times.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.item())
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    peak = torch.cuda.max_memory_allocated() if dev.type == "cuda" else 0
     print(f"RESULT ms {statistics.median(times[a.warmup:]):.3f} faults {faults / a.steps:.1f} "
-          f"loss0 {losses[0]:.6f} loss {losses[-1]:.6f} version {torch.__version__}", flush=True)
+          f"loss0 {losses[0]:.6f} loss {losses[-1]:.6f} peak {peak} version {torch.__version__}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# The GPU machine's one check (docs/gpu.md): builds zlua for sm_90 against the
+# unpacked Debian packages, runs every gpu.* test, compute-sanitizer's memcheck
+# and racecheck over the GPU test programs, the GPT benchmark and the per-op
+# micro benchmark against PyTorch on the same GPU, within a time budget.
+# Usage: scripts/gpu_check.sh [LOGDIR]   (default $OUT, else build-gpu/check)
+# Writes env.log, build.log, tests.log, sanitizer.log, gpt.log, ops.log and
+# summary.txt there and prints the summary last; exits non-zero when a phase
+# failed. Without a GPU every GPU phase says why it is skipped.
+# ZLUA_CHECK_BUDGET (seconds, default 540) bounds the whole run. For a
+# shorter lease: ZLUA_CHECK_PHASES (default "tests sanitizer gpt ops"),
+# ZLUA_CHECK_EXCLUDE (a CTest regex of gpu.* tests left out),
+# ZLUA_CHECK_SANITIZE (tool:program pairs) and ZLUA_CHECK_GPT_MODES (the GPT
+# benchmark's zlua modes, default engine).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+logs=${1:-${OUT:-$root/build-gpu/check}}
+build=${ZLUA_BUILD_DIR:-$root/build-gpu}
+budget=${ZLUA_CHECK_BUDGET:-540}
+mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)
+start=$(date +%s)
+summary=()
+failed=0
+
+phases=" ${ZLUA_CHECK_PHASES:-tests sanitizer gpt ops} "
+wanted() { [[ $phases == *" $1 "* ]]; }
+# The seconds kept for the wanted phases after $1: each one's least useful time.
+after() {
+  local sum=0 seen=0 p
+  for p in build:0 tests:60 sanitizer:40 gpt:90 ops:40; do
+    [ $seen = 1 ] && wanted "${p%%:*}" && sum=$((sum + ${p#*:}))
+    [ "${p%%:*}" = "$1" ] && seen=1
+  done
+  echo $sum
+}
+
+say() { summary+=("$*"); echo "== $*"; }
+elapsed() { echo $(( $(date +%s) - start )); }
+# Seconds a phase may take: what it wants, or what is left of the budget
+# less a reserve for the phases after it.
+allow() {
+  local want=$1 reserve=$2 left
+  left=$(( budget - $(elapsed) - reserve ))
+  [ "$left" -lt "$want" ] && want=$left
+  [ "$want" -lt 1 ] && want=1
+  echo "$want"
+}
+# phase NAME STATUS DETAIL: STATUS is ok, FAIL or skip.
+phase() {
+  [ "$2" = FAIL ] && failed=1
+  say "$(printf '%-10s %-4s %s (%ds)' "$1" "$2" "$3" "$(elapsed)")"
+}
+
+# --- The machine -----------------------------------------------------------
+{
+  echo "date: $(date -u)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  command -v nvcc >/dev/null && nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+  command -v compute-sanitizer >/dev/null && compute-sanitizer --version | head -2
+} > "$logs/env.log" 2>&1
+gpus=0
+why_no_gpu=""
+if ! command -v nvidia-smi >/dev/null; then
+  why_no_gpu="no GPU here: nvidia-smi not found"
+else
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  [ "$gpus" -gt 0 ] || why_no_gpu="no GPU here: nvidia-smi lists none"
+fi
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+phase env ok "${gpu_name:-no GPU}, $gpus GPU(s), $(nproc) cores; env.log"
+
+# NCCL and cuBLASLt from PyTorch's wheels where the toolkit lacks them: NCCL's
+# wheel holds include/nccl.h and lib/libnccl.so.2 (engine/CMakeLists.txt reads
+# NCCL_HOME); cuBLASLt's is a bare libcublasLt.so.<major>.
+extra=()
+cuda_home=$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")
+sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+if [ -z "${NCCL_HOME:-}" ] && ! ls "$cuda_home"/lib64/libnccl.so* /usr/lib/x86_64-linux-gnu/libnccl.so* >/dev/null 2>&1; then
+  for s in $sites; do
+    h=$(find "$s/nvidia" -name nccl.h 2>/dev/null | head -1)
+    if [ -n "$h" ]; then NCCL_HOME=$(dirname "$(dirname "$h")"); export NCCL_HOME; break; fi
+  done
+fi
+[ -n "${NCCL_HOME:-}" ] && echo "NCCL_HOME=$NCCL_HOME (PyTorch's wheel)" >> "$logs/env.log"
+if ! ls "$cuda_home"/lib64/libcublasLt.so* >/dev/null 2>&1; then
+  for s in $sites; do
+    l=$(find "$s/nvidia" -name 'libcublasLt.so*' 2>/dev/null | head -1)
+    if [ -n "$l" ]; then extra+=("-DCUDA_cublasLt_LIBRARY=$l"); echo "cuBLASLt: $l (PyTorch's wheel)" >> "$logs/env.log"; break; fi
+  done
+fi
+if [ -n "${NCCL_HOME:-}" ]; then export LD_LIBRARY_PATH=$NCCL_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
+
+# --- Build -----------------------------------------------------------------
+command -v ninja >/dev/null && [ ! -e "$build/CMakeCache.txt" ] && extra+=(-G Ninja)
+extra+=(-DCMAKE_CUDA_ARCHITECTURES=90 -DZLUA_CUDA=ON)
+# What the gpu.* tests and the benchmarks run, not the CPU suite's programs.
+targets="zlua_exe test_cuda_tensor test_cuda_optim test_nccl nccl_2rank"
+t=$(allow 300 0)
+if ls "$root"/.gpu-deps/*.deb >/dev/null 2>&1; then
+  ZLUA_BUILD_DIR=$build ZLUA_BUILD_TARGETS=$targets timeout "$t" "$root/scripts/gpu_build.sh" "${extra[@]}" \
+    > "$logs/build.log" 2>&1
+else
+  tg=()
+  for x in $targets; do tg+=(--target "$x"); done
+  { cmake -S "$root" -B "$build" "${extra[@]}" && timeout "$t" cmake --build "$build" -j"$(nproc)" "${tg[@]}"; } \
+    > "$logs/build.log" 2>&1
+fi
+st=$?
+zlua=$build/bin/zlua
+if [ $st -ne 0 ] || [ ! -x "$zlua" ]; then
+  phase build FAIL "exit $st; the end of build.log:"
+  tail -n 25 "$logs/build.log" | sed 's/^/  /'
+  summary+=("$(tail -n 5 "$logs/build.log")")
+  printf '%s\n' "${summary[@]}" > "$logs/summary.txt"
+  exit 1
+fi
+nccl=no
+grep -q 'ZLUA_HAVE_NCCL' "$build"/engine/CMakeFiles/zlua_objects.dir/flags.make 2>/dev/null && nccl=yes
+grep -q 'ZLUA_HAVE_NCCL' "$build/build.ninja" 2>/dev/null && nccl=yes
+phase build ok "sm_90, nccl: $nccl; build.log"
+
+# --- The gpu.* tests -------------------------------------------------------
+exclude=()
+[ -n "${ZLUA_CHECK_EXCLUDE:-}" ] && exclude=(-E "$ZLUA_CHECK_EXCLUDE")
+if ! wanted tests; then
+  phase tests skip "not in ZLUA_CHECK_PHASES"
+elif [ -n "$why_no_gpu" ]; then
+  ctest --test-dir "$build" -R '^gpu\.' > "$logs/tests.log" 2>&1
+  phase tests skip "$why_no_gpu (CTest: $(grep -c 'Skipped' "$logs/tests.log") skipped)"
+else
+  t=$(allow 240 "$(after tests)")
+  timeout "$t" ctest --test-dir "$build" -R '^gpu\.' "${exclude[@]}" --output-on-failure --timeout 180 \
+    > "$logs/tests.log" 2>&1
+  st=$?
+  res=$(grep -E 'tests passed|tests failed' "$logs/tests.log" | tail -1)
+  if [ $st -eq 0 ]; then phase tests ok "$res; tests.log"; else
+    phase tests FAIL "${res:-exit $st}; tests.log"
+    grep -E '^\s*[0-9]+ - gpu\.' "$logs/tests.log" | sed 's/^/  /' | while read -r l; do say "  $l"; done
+    # Again with each op waiting for its kernel, so a fault names its op.
+    t=$(allow 90 "$(after tests)")
+    [ "$t" -gt 20 ] && ZLUA_CUDA_SYNC=1 timeout "$t" ctest --test-dir "$build" --rerun-failed -E gpt2_follow \
+      --output-on-failure --timeout 80 >> "$logs/tests.log" 2>&1
+  fi
+fi
+
+# --- compute-sanitizer -----------------------------------------------------
+if ! wanted sanitizer; then
+  phase sanitizer skip "not in ZLUA_CHECK_PHASES"
+elif [ -n "$why_no_gpu" ]; then
+  phase sanitizer skip "$why_no_gpu"
+elif ! command -v compute-sanitizer >/dev/null; then
+  phase sanitizer skip "compute-sanitizer not found"
+else
+  : > "$logs/sanitizer.log"
+  bad=()
+  # tool:program pairs, the programs as built (tests/gpu/test_*.c). NCCL's
+  # start-up asks for attributes of kernels its build has no sm_90 image of
+  # and handles the error: under test_nccl the sanitizer reports memory
+  # errors only, not the API errors NCCL makes on purpose.
+  for pair in ${ZLUA_CHECK_SANITIZE:-memcheck:test_cuda_tensor memcheck:test_cuda_optim racecheck:test_cuda_tensor \
+              racecheck:test_cuda_optim memcheck:test_nccl}; do
+    tool=${pair%%:*} prog=$(find "$build" -name "${pair#*:}" -type f -perm -u+x | head -1)
+    [ -n "$prog" ] || continue
+    api=()
+    [ "${pair#*:}" = test_nccl ] && api=(--report-api-errors no)
+    t=$(allow 60 "$(after sanitizer)")
+    if [ "$t" -lt 15 ]; then bad+=("$pair: no time left"); continue; fi
+    echo "### $tool $prog" >> "$logs/sanitizer.log"
+    timeout "$t" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 9 "$prog" >> "$logs/sanitizer.log" 2>&1
+    st=$?
+    [ $st -eq 0 ] || bad+=("$pair: exit $st")
+  done
+  if [ ${#bad[@]} -eq 0 ]; then phase sanitizer ok "memcheck and racecheck clean; sanitizer.log"
+  else phase sanitizer FAIL "$(IFS=,; echo "${bad[*]}"); sanitizer.log"; fi
+fi
+
+# --- The GPT benchmark against PyTorch -------------------------------------
+if ! wanted gpt; then
+  phase gpt skip "not in ZLUA_CHECK_PHASES"
+elif [ -n "$why_no_gpu" ]; then
+  phase gpt skip "$why_no_gpu"
+else
+  t=$(allow 200 "$(after gpt)")
+  (cd "$root" && timeout "$t" "$zlua" scripts/bench/gpt.lua --device cuda --configs gpu --precision f32,bf16 \
+    --modes "${ZLUA_CHECK_GPT_MODES:-engine}" --threads 1 --repeat 1 --steps 6 --warmup 3) > "$logs/gpt.log" 2>&1
+  st=$?
+  if [ $st -eq 0 ]; then phase gpt ok "gpt.log"; else phase gpt FAIL "exit $st; gpt.log"; fi
+  grep -E '^(gpu|config) ' "$logs/gpt.log" | while read -r l; do echo "  $l"; done
+  while read -r l; do summary+=("  $l"); done < <(grep -E '^(gpu|config) ' "$logs/gpt.log")
+fi
+
+# --- Per-op micro benchmark ------------------------------------------------
+if ! wanted ops; then
+  phase ops skip "not in ZLUA_CHECK_PHASES"
+elif [ -n "$why_no_gpu" ]; then
+  phase ops skip "$why_no_gpu"
+else
+  t=$(allow 100 0)
+  (cd "$root" && timeout "$t" "$zlua" scripts/bench/gpu_ops.lua) > "$logs/ops.log" 2>&1
+  st=$?
+  if [ $st -eq 0 ]; then phase ops ok "ops.log"; else phase ops FAIL "exit $st; ops.log"; fi
+  while read -r l; do summary+=("  $l"); done < <(grep -E '^(op |[a-z_]+ +(f32|bf16) )' "$logs/ops.log")
+fi
+
+summary+=("gpu_check: $( [ $failed = 0 ] && echo passed || echo FAILED ) in $(elapsed) s; logs in $logs")
+printf '%s\n' "${summary[@]}" > "$logs/summary.txt"
+echo
+echo "---- summary ----"
+cat "$logs/summary.txt"
+exit $failed

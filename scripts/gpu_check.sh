@@ -8,7 +8,8 @@
 # summary.txt there and prints the summary last; exits non-zero when a phase
 # failed. Without a GPU every GPU phase says why it is skipped.
 # ZLUA_CHECK_BUDGET (seconds, default 540) bounds the whole run. For a
-# shorter lease: ZLUA_CHECK_PHASES (default "tests sanitizer gpt ops"),
+# shorter lease: ZLUA_CHECK_PHASES (default "tests sanitizer gpt ops slow";
+# slow: the gpu.* tests labelled slow, last, with the time left),
 # ZLUA_CHECK_EXCLUDE (a CTest regex of gpu.* tests left out),
 # ZLUA_CHECK_SANITIZE (tool:program pairs) and ZLUA_CHECK_GPT_MODES (the GPT
 # benchmark's zlua modes, default engine).
@@ -23,28 +24,28 @@ start=$(date +%s)
 summary=()
 failed=0
 
-phases=" ${ZLUA_CHECK_PHASES:-tests sanitizer gpt ops} "
+phases=" ${ZLUA_CHECK_PHASES:-tests sanitizer gpt ops slow} "
 wanted() { [[ $phases == *" $1 "* ]]; }
-# The seconds kept for the wanted phases after $1: each one's least useful time.
-after() {
-  local sum=0 seen=0 p
-  for p in build:0 tests:60 sanitizer:40 gpt:90 ops:40; do
-    [ $seen = 1 ] && wanted "${p%%:*}" && sum=$((sum + ${p#*:}))
-    [ "${p%%:*}" = "$1" ] && seen=1
-  done
-  echo $sum
-}
+# Each phase's least useful time, in the order they run.
+least="build:120 tests:60 sanitizer:40 gpt:90 ops:40 slow:60"
 
 say() { summary+=("$*"); echo "== $*"; }
 elapsed() { echo $(( $(date +%s) - start )); }
-# Seconds a phase may take: what it wants, or what is left of the budget
-# less a reserve for the phases after it.
+# Seconds phase $1 may take: what it wants ($2), within what is left of the
+# budget less the least time of each wanted phase after it; never less than
+# its own least time while the budget lasts.
 allow() {
-  local want=$1 reserve=$2 left
-  left=$(( budget - $(elapsed) - reserve ))
-  [ "$left" -lt "$want" ] && want=$left
-  [ "$want" -lt 1 ] && want=1
-  echo "$want"
+  local phase=$1 want=$2 left reserve=0 own=1 seen=0 p
+  for p in $least; do
+    [ $seen = 1 ] && wanted "${p%%:*}" && reserve=$((reserve + ${p#*:}))
+    [ "${p%%:*}" = "$phase" ] && seen=1 && own=${p#*:}
+  done
+  left=$(( budget - $(elapsed) ))
+  local t=$(( left - reserve ))
+  [ "$t" -lt "$own" ] && t=$(( own < left ? own : left ))
+  [ "$t" -gt "$want" ] && t=$want
+  [ "$t" -lt 1 ] && t=1
+  echo "$t"
 }
 # phase NAME STATUS DETAIL: STATUS is ok, FAIL or skip.
 phase() {
@@ -98,7 +99,7 @@ command -v ninja >/dev/null && [ ! -e "$build/CMakeCache.txt" ] && extra+=(-G Ni
 extra+=(-DCMAKE_CUDA_ARCHITECTURES=90 -DZLUA_CUDA=ON)
 # What the gpu.* tests and the benchmarks run, not the CPU suite's programs.
 targets="zlua_exe test_cuda_tensor test_cuda_optim test_nccl nccl_2rank"
-t=$(allow 300 0)
+t=$(allow build 300)
 if ls "$root"/.gpu-deps/*.deb >/dev/null 2>&1; then
   ZLUA_BUILD_DIR=$build ZLUA_BUILD_TARGETS=$targets timeout "$t" "$root/scripts/gpu_build.sh" "${extra[@]}" \
     > "$logs/build.log" 2>&1
@@ -131,8 +132,8 @@ elif [ -n "$why_no_gpu" ]; then
   ctest --test-dir "$build" -R '^gpu\.' > "$logs/tests.log" 2>&1
   phase tests skip "$why_no_gpu (CTest: $(grep -c 'Skipped' "$logs/tests.log") skipped)"
 else
-  t=$(allow 240 "$(after tests)")
-  timeout "$t" ctest --test-dir "$build" -R '^gpu\.' "${exclude[@]}" --output-on-failure --timeout 180 \
+  t=$(allow tests 240)
+  timeout "$t" ctest --test-dir "$build" -R '^gpu\.' -LE slow "${exclude[@]}" --output-on-failure --timeout 180 \
     > "$logs/tests.log" 2>&1
   st=$?
   res=$(grep -E 'tests passed|tests failed' "$logs/tests.log" | tail -1)
@@ -140,7 +141,7 @@ else
     phase tests FAIL "${res:-exit $st}; tests.log"
     grep -E '^\s*[0-9]+ - gpu\.' "$logs/tests.log" | sed 's/^/  /' | while read -r l; do say "  $l"; done
     # Again with each op waiting for its kernel, so a fault names its op.
-    t=$(allow 90 "$(after tests)")
+    t=$(allow tests 90)
     [ "$t" -gt 20 ] && ZLUA_CUDA_SYNC=1 timeout "$t" ctest --test-dir "$build" --rerun-failed -E gpt2_follow \
       --output-on-failure --timeout 80 >> "$logs/tests.log" 2>&1
   fi
@@ -166,7 +167,7 @@ else
     [ -n "$prog" ] || continue
     api=()
     [ "${pair#*:}" = test_nccl ] && api=(--report-api-errors no)
-    t=$(allow 60 "$(after sanitizer)")
+    t=$(allow sanitizer 60)
     if [ "$t" -lt 15 ]; then bad+=("$pair: no time left"); continue; fi
     echo "### $tool $prog" >> "$logs/sanitizer.log"
     timeout "$t" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 9 "$prog" >> "$logs/sanitizer.log" 2>&1
@@ -183,7 +184,7 @@ if ! wanted gpt; then
 elif [ -n "$why_no_gpu" ]; then
   phase gpt skip "$why_no_gpu"
 else
-  t=$(allow 200 "$(after gpt)")
+  t=$(allow gpt 200)
   (cd "$root" && timeout "$t" "$zlua" scripts/bench/gpt.lua --device cuda --configs gpu --precision f32,bf16 \
     --modes "${ZLUA_CHECK_GPT_MODES:-engine}" --threads 1 --repeat 1 --steps 6 --warmup 3) > "$logs/gpt.log" 2>&1
   st=$?
@@ -198,11 +199,27 @@ if ! wanted ops; then
 elif [ -n "$why_no_gpu" ]; then
   phase ops skip "$why_no_gpu"
 else
-  t=$(allow 100 0)
+  t=$(allow ops 100)
   (cd "$root" && timeout "$t" "$zlua" scripts/bench/gpu_ops.lua) > "$logs/ops.log" 2>&1
   st=$?
   if [ $st -eq 0 ]; then phase ops ok "ops.log"; else phase ops FAIL "exit $st; ops.log"; fi
   while read -r l; do summary+=("  $l"); done < <(grep -E '^(op |[a-z_]+ +(f32|bf16) )' "$logs/ops.log")
+fi
+
+# --- The slow gpu.* tests, with the time left ------------------------------
+if ! wanted slow; then
+  phase slow skip "not in ZLUA_CHECK_PHASES"
+elif [ -n "$why_no_gpu" ]; then
+  phase slow skip "$why_no_gpu"
+else
+  t=$(allow slow 300)
+  echo "### the slow tests, $t s left" >> "$logs/tests.log"
+  timeout "$t" ctest --test-dir "$build" -R '^gpu\.' -L slow "${exclude[@]}" --output-on-failure --timeout 300 \
+    >> "$logs/tests.log" 2>&1
+  st=$?
+  res=$(grep -E 'tests passed|tests failed' "$logs/tests.log" | tail -1)
+  if [ $st -eq 0 ]; then phase slow ok "$res; tests.log"; elif [ $st -eq 124 ]; then
+    phase slow FAIL "out of time ($t s); tests.log"; else phase slow FAIL "${res:-exit $st}; tests.log"; fi
 fi
 
 summary+=("gpu_check: $( [ $failed = 0 ] && echo passed || echo FAILED ) in $(elapsed) s; logs in $logs")

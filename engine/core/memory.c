@@ -213,6 +213,14 @@ void zl_mem_set_allocator(zl_alloc_fn alloc, zl_free_fn free_fn, void *user)
     ctx->host_user = user;
 }
 
+bool zli_mem_pressure(size_t nbytes)
+{
+    zl_context *ctx = zl_context_current();
+    if (!ctx->pressure_fn) return false;
+    ctx->pressure_fn(nbytes, ctx->pressure_user);
+    return true;
+}
+
 void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user)
 {
     zl_context *ctx = zl_context_current();

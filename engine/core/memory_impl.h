@@ -20,6 +20,10 @@ ZLI_HIDDEN void zli_mem_free(zl_context *ctx, void *p, size_t nbytes, bool align
  * back. */
 ZLI_HIDDEN void zli_mem_adopt(zl_context *ctx, size_t nbytes, zl_mem_category cat);
 ZLI_HIDDEN void zli_mem_disown(zl_context *ctx, size_t nbytes, zl_mem_category cat);
+/* The current context's pressure handler, when it has one, asked to free
+ * nbytes (a device allocator out of memory runs the host's collector too);
+ * true when there was one to ask. */
+ZLI_HIDDEN bool zli_mem_pressure(size_t nbytes);
 /* zl_mem_recharge on ctx's accounting. */
 ZLI_HIDDEN void zli_mem_recharge(zl_context *ctx, size_t nbytes, zl_mem_category from, zl_mem_category to);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include "cuda_impl.h"
+#include "../core/memory_impl.h"
 
 /* Small requests round to 512 bytes, large ones to 2 MiB, so that the sizes a
  * training step asks for again and again map onto the same cached blocks. */
@@ -154,6 +155,18 @@ zl_tensor *zli_cuda_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_cate
             cudaGetLastError();
             release_cached(d);
             e = cudaMalloc(&p, n);
+        }
+        if (e == cudaErrorMemoryAllocation) {
+            /* Then the host's garbage (Lua's collector): its frees take the
+             * lock, and land in the cache, given back before the last try. */
+            cudaGetLastError();
+            pthread_mutex_unlock(&d->mu);
+            bool asked = zli_mem_pressure(n);
+            pthread_mutex_lock(&d->mu);
+            if (asked) {
+                release_cached(d);
+                e = cudaMalloc(&p, n);
+            }
         }
         if (e != cudaSuccess) {
             cudaGetLastError();

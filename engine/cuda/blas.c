@@ -1,15 +1,50 @@
 /* GEMM on a CUDA device through cuBLASLt, for the ops' kernel table: the
  * engine's row-major f32 GEMM, computed in strict f32 (no TF32, so results
  * stay comparable with the CPU's), and bf16 or f16 operands multiplied into
- * f32 with f32 accumulation (tensor cores), one cuBLASLt handle per device. */
+ * f32 with f32 accumulation (tensor cores), one cuBLASLt handle per device.
+ * Each call's algorithm is the heuristic's first choice for its shapes and
+ * its pointers' real alignment, with a 32 MiB workspace per device (split-K
+ * and stream-K kernels need one), asked once per shape and kept; when no
+ * plan fits, or the chosen one is refused, cuBLASLt picks its own without a
+ * workspace, as before. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include "cuda_impl.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static cublasLtHandle_t g_handle[ZLI_CUDA_MAX_DEVICES];
+
+#define LT_WORKSPACE ((int64_t)32 << 20)
+static zl_tensor *g_workspace[ZLI_CUDA_MAX_DEVICES];
+static atomic_bool g_refuse_plans;
+static atomic_llong g_fallbacks;
+
+/* What a plan depends on; zeroed whole before it is filled, so that two keys
+ * compare with memcmp. */
+typedef struct lt_key {
+    int index, ab;
+    bool ta, tb;
+    int32_t nb;
+    int64_t M, N, K, lda, ldb, ldc, sa, sb, sc;
+    uint32_t align[3];
+} lt_key;
+
+typedef struct lt_plan {
+    lt_key key;
+    bool used, found;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;
+} lt_plan;
+
+#define LT_PLANS 1024
+static lt_plan g_plans[LT_PLANS];
+
+void zli_cuda_blas_refuse_plans(bool on) { atomic_store(&g_refuse_plans, on); }
+int64_t zli_cuda_blas_fallbacks(void) { return atomic_load(&g_fallbacks); }
 
 static zl_status lt_error(int index, const char *what, cublasStatus_t s)
 {
@@ -25,6 +60,94 @@ static cublasLtHandle_t handle_of(int index)
     pthread_mutex_unlock(&g_mu);
     if (!h) lt_error(index, "create", s);
     return h;
+}
+
+/* The largest power of two up to 256 dividing the pointer, the leading
+ * dimension and (for batches) the batch stride, in bytes: what the algorithm
+ * may assume of the operand. */
+static uint32_t alignment(const void *p, int64_t ld, int64_t stride, size_t es, int32_t nb)
+{
+    uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)ld * es | (nb > 1 ? (uint64_t)stride * es : 0) | 256u;
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+static void *workspace_of(int index)
+{
+    pthread_mutex_lock(&g_mu);
+    if (!g_workspace[index])
+        g_workspace[index] = zli_cuda_new(ZL_DTYPE_U8, 1, (int64_t[]){LT_WORKSPACE}, ZL_MEM_OTHER, index);
+    void *p = g_workspace[index] ? zl_tensor_data(g_workspace[index]) : NULL;
+    pthread_mutex_unlock(&g_mu);
+    return p;
+}
+
+static uint64_t key_hash(const lt_key *k)
+{
+    const unsigned char *b = (const unsigned char *)k;
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211u;
+    return h;
+}
+
+/* The plan for key (the heuristic asked on a miss; a full table replaces the
+ * entry the key hashes to). *plan is a copy, taken under the lock. */
+static void plan_for(cublasLtHandle_t h, const lt_key *key, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, bool have_workspace, lt_plan *plan)
+{
+    uint64_t hash = key_hash(key);
+    pthread_mutex_lock(&g_mu);
+    lt_plan *slot = &g_plans[hash % LT_PLANS];
+    for (int probe = 0; probe < 8; probe++) {
+        lt_plan *e = &g_plans[(hash + (uint64_t)probe) % LT_PLANS];
+        if (e->used && !memcmp(&e->key, key, sizeof *key)) {
+            *plan = *e;
+            pthread_mutex_unlock(&g_mu);
+            return;
+        }
+        if (!e->used) {
+            slot = e;
+            break;
+        }
+    }
+    memset(slot, 0, sizeof *slot);
+    slot->key = *key;
+    slot->used = true;
+    cublasLtMatmulPreference_t pref = NULL;
+    uint64_t ws = have_workspace ? (uint64_t)LT_WORKSPACE : 0;
+    cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+    if (!s) s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    const cublasLtMatmulPreferenceAttributes_t which[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    /* cuBLASLt's A is our B (row-major as column-major, operands swapped). */
+    const uint32_t align[4] = {key->align[1], key->align[0], key->align[2], key->align[2]};
+    for (int i = 0; i < 4 && !s; i++) s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &align[i], sizeof align[i]);
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (!s) s = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &r, &found);
+    if (!s && found > 0 && r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= ws) {
+        slot->found = true;
+        slot->algo = r.algo;
+        slot->workspace = r.workspaceSize;
+    }
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    *plan = *slot;
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* A plan found to be refused is not asked for again. */
+static void plan_refused(const lt_key *key)
+{
+    uint64_t hash = key_hash(key);
+    pthread_mutex_lock(&g_mu);
+    for (int probe = 0; probe < 8; probe++) {
+        lt_plan *e = &g_plans[(hash + (uint64_t)probe) % LT_PLANS];
+        if (e->used && !memcmp(&e->key, key, sizeof *key)) {
+            e->found = false;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
 }
 
 /* A layout of rows x cols (column-major), leading dim ld, `batch` of them
@@ -61,6 +184,7 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
     }
     cublasLtHandle_t h = handle_of(index);
     if (!h) return ZL_EDEVICE;
+    void *ws = workspace_of(index);
     for (int64_t b0 = 0; b0 < batch; b0 += INT32_MAX) {
         int32_t nb = (int32_t)(batch - b0 < INT32_MAX ? batch - b0 : INT32_MAX);
         cublasLtMatmulDesc_t desc = NULL;
@@ -76,11 +200,38 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
         }
         if (!s) s = layout(&lb, ab, ta ? (uint64_t)M : (uint64_t)K, ta ? (uint64_t)K : (uint64_t)M, lda, nb, sa);
         if (!s) s = layout(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldc, nb, sc);
-        if (!s) {
+        const void *pb = (const char *)B + (size_t)(b0 * sb) * es, *pa = (const char *)A + (size_t)(b0 * sa) * es;
+        float *pc = C + b0 * sc;
+        lt_key key;
+        memset(&key, 0, sizeof key);
+        key.index = index;
+        key.ab = (int)ab;
+        key.ta = ta;
+        key.tb = tb;
+        key.nb = nb;
+        key.M = M, key.N = N, key.K = K, key.lda = lda, key.ldb = ldb, key.ldc = ldc, key.sa = sa, key.sb = sb,
+        key.sc = sc;
+        key.align[0] = alignment(pa, lda, sa, es, nb);
+        key.align[1] = alignment(pb, ldb, sb, es, nb);
+        key.align[2] = alignment(pc, ldc, sc, sizeof *C, nb);
+        lt_plan plan = {0};
+        if (!s) plan_for(h, &key, desc, la, lb, lc, ws != NULL, &plan);
+        if (!s && plan.found) {
             what = "matmul";
-            s = cublasLtMatmul(h, desc, &alpha, (const char *)B + (size_t)(b0 * sb) * es, la,
-                               (const char *)A + (size_t)(b0 * sa) * es, lb, &beta, C + b0 * sc, lc, C + b0 * sc, lc,
-                               NULL, NULL, 0, NULL);
+            s = atomic_load(&g_refuse_plans)
+                    ? CUBLAS_STATUS_NOT_SUPPORTED
+                    : cublasLtMatmul(h, desc, &alpha, pb, la, pa, lb, &beta, pc, lc, pc, lc, &plan.algo,
+                                     plan.workspace ? ws : NULL, plan.workspace, NULL);
+            if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
+                plan_refused(&key);
+                plan.found = false;
+                s = CUBLAS_STATUS_SUCCESS;
+            }
+        }
+        if (!s && !plan.found) {
+            what = "matmul";
+            atomic_fetch_add(&g_fallbacks, 1);
+            s = cublasLtMatmul(h, desc, &alpha, pb, la, pa, lb, &beta, pc, lc, pc, lc, NULL, NULL, 0, NULL);
         }
         if (lc) cublasLtMatrixLayoutDestroy(lc);
         if (lb) cublasLtMatrixLayoutDestroy(lb);

@@ -66,6 +66,10 @@ ZLI_HIDDEN zl_status zli_cuda_gemm_half(int index, int dt, bool ta, bool tb, int
                                         float alpha, const void *A, int64_t lda, int64_t sa, const void *B,
                                         int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc,
                                         int64_t batch);
+/* For the GPU tests: every cuBLASLt plan answered NOT_SUPPORTED while on (so
+ * the fallback runs), and the GEMMs that ran on the fallback so far. */
+ZLI_HIDDEN void zli_cuda_blas_refuse_plans(bool on);
+ZLI_HIDDEN int64_t zli_cuda_blas_fallbacks(void);
 /* The ops layer's kernels on CUDA (ops.c), as an opaque table for core. */
 ZLI_HIDDEN extern const struct zli_dev_kernels zli_cuda_kernels;
 /* Page-locked host memory (pinned.c) and the device table it names (alloc.c). */

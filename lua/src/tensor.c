@@ -158,14 +158,17 @@ static int is_released(lua_State *L)
 /* ---- memory pressure ----
  * Lua's collector sees a tensor as a few bytes of userdata, so garbage tensors
  * holding megabytes would pile up between its cycles. Two mechanisms: a soft
- * limit (the context's byte count grown by gc_step since its low point after
- * the last collection runs a full collection), and the context's pressure
+ * limit (the context's byte count grown since its low point after the last
+ * collection by gc_step, or by half that low point when more, runs a full
+ * collection: a GPU step's gigabytes of activations cost a few collections,
+ * not one per 64 MB), and the context's pressure
  * handler (an allocation about to fail runs one full collection first). Both
- * count only this state's bytes: its context is current in every binding call. */
+ * count only this state's bytes: its context is current in every binding call;
+ * device memory, which the process's devices count, is added in. */
 
 static int64_t context_bytes(void)
 {
-    int64_t n = 0;
+    int64_t n = zl_device_mem_in_use(ZL_DEVICE_CUDA);
     for (int c = 0; c < ZL_MEM_COUNT; c++) n += zl_mem_stats_of((zl_mem_category)c).current;
     return n;
 }
@@ -178,7 +181,7 @@ int zlb_result(lua_State *L, zl_tensor *t)
     int64_t now = context_bytes();
     if (now < rt->gc_base) {
         rt->gc_base = now;
-    } else if (now - rt->gc_base > rt->gc_step) {
+    } else if (now - rt->gc_base > (rt->gc_step > rt->gc_base / 2 ? rt->gc_step : rt->gc_base / 2)) {
         lua_gc(L, LUA_GCCOLLECT);
         rt->gc_base = context_bytes();
     }

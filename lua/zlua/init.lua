@@ -30,8 +30,10 @@ Conventions (read these once):
     broadcasting) and between a tensor and a number in either order.
   * Tensors free their memory when collected; t:release() (or `local t <close>`)
     frees it at once. Using a released tensor raises "tensor was released".
-    Engine memory presses on the collector: 64 MB of growth (zl.set_gc_step)
-    runs a full collection, and an allocation about to fail runs one first.
+    Engine memory, host and device, presses on the collector: growth by 64 MB
+    (zl.set_gc_step) or by half the memory in use after the last collection,
+    whichever is more, runs a full collection, and an allocation about to
+    fail runs one first.
   * Errors are raised at the script's line, in these terms (1-based dims).
 ]]
 
@@ -840,7 +842,8 @@ zl.manual_seed = core.manual_seed
 zl.set_num_threads = core.set_num_threads
 zl.get_num_threads = core.get_num_threads
 --- zl.set_gc_step(megabytes): engine memory growth that triggers a Lua
---- collection (default 64); returns the previous value.
+--- collection (default 64; half the memory in use after the last collection
+--- when that is more); returns the previous value.
 zl.set_gc_step = core.set_gc_step
 zl.set_printoptions = print_mod.set_options
 --- zl.read_csv(path [, skip_header]): a numeric CSV (plain or .gz) as f32 [rows, cols].

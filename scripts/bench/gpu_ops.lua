@@ -36,6 +36,13 @@ local function list(s)
   return out
 end
 
+local function random_ids(seed, n, shape)
+  local ids = {}
+  math.randomseed(seed)
+  for i = 1, n do ids[i] = math.random(0, V - 1) end
+  return zl.tensor(ids, 'i64'):view(table.unpack(shape)):to(dev)
+end
+
 local function randn(shape, dtype, grad)
   local t = zl.randn(shape):to(dev, dtype)
   if grad then t:requires_grad(true) end
@@ -63,19 +70,11 @@ local OPS = {
     return function() return zl.attention(q, k, v, { causal = true }) end, { q, k, v }
   end },
   { 'embedding', function(dt)
-    local w = randn({ V, C }, dt, true)
-    local ids = {}
-    math.randomseed(1)
-    for i = 1, N do ids[i] = math.random(0, V - 1) end
-    local idx = zl.tensor(ids, 'i64'):view(B, T):to(dev)
+    local w, idx = randn({ V, C }, dt, true), random_ids(1, N, { B, T })
     return function() return zl.embedding(idx, w) end, { w }
   end },
   { 'cross_entropy', function(dt)
-    local logits = randn({ N, V }, dt, true)
-    local ids = {}
-    math.randomseed(2)
-    for i = 1, N do ids[i] = math.random(0, V - 1) end
-    local tgt = zl.tensor(ids, 'i64'):to(dev)
+    local logits, tgt = randn({ N, V }, dt, true), random_ids(2, N, { N })
     return function() return zl.cross_entropy(logits, tgt, { dtype = 'f32' }) end, { logits }
   end },
 }

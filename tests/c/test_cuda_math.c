@@ -490,6 +490,20 @@ TEST(layer_norm_rows)
                         zlm_ln_column_backward(rows, m, j, x, ZLM_F32, mean, rstd, g, ZLM_F32, gw, gb);
                     compare("layer_norm weight grad", gw, zl_tensor_grad(tw), max_abs(gw, m));
                     compare("layer_norm bias grad", gb, zl_tensor_grad(tb), max_abs(gb, m));
+                    /* The GPU's order: 32 lanes of rows, added in lane order. */
+                    for (int64_t j = 0; j < m; j++) {
+                        double sw = 0, sb = 0;
+                        for (int l = 0; l < 32; l++) {
+                            double aw, ab;
+                            zlm_ln_column_lane(rows, m, j, l, 32, x, ZLM_F32, mean, rstd, g, ZLM_F32, &aw, &ab);
+                            sw += aw;
+                            sb += ab;
+                        }
+                        gw[j] = (float)sw;
+                        gb[j] = (float)sb;
+                    }
+                    compare("layer_norm weight grad in lanes", gw, zl_tensor_grad(tw), max_abs(gw, m));
+                    compare("layer_norm bias grad in lanes", gb, zl_tensor_grad(tb), max_abs(gb, m));
                 }
                 zl_tensor_release(ty);
                 zl_tensor_release(tx), zl_tensor_release(tg), zl_tensor_release(tw), zl_tensor_release(tb);
@@ -518,6 +532,16 @@ TEST(embedding_backward)
         zlm_embedding_backward_columns(n, v, d, 0, 32, idx, g, ZLM_F32, gw);
         zlm_embedding_backward_columns(n, v, d, 32, d, idx, g, ZLM_F32, gw);
         compare("embedding weight grad", gw, zl_tensor_grad(tw), 0);
+        /* The GPU's order: each index's first position adds all of its rows. */
+        memset(gw, 0, (size_t)(v * d) * 4);
+        int owners = 0;
+        for (int64_t p = 0; p < n; p++)
+            if (zlm_embedding_first(p, idx)) {
+                owners++;
+                zlm_embedding_backward_owner(n, d, p, idx, g, ZLM_F32, gw);
+            }
+        CHECK(owners < v);
+        compare("embedding weight grad by owners", gw, zl_tensor_grad(tw), 0);
         zl_tensor_release(ty), zl_tensor_release(tw), zl_tensor_release(ti), zl_tensor_release(tg);
         free(w), free(g), free(gw);
     }

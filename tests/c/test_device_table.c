@@ -1369,6 +1369,41 @@ TEST(softmax_over_any_dim_on_the_device)
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 
+static int64_t fake_bytes_all(void)
+{
+    int64_t n = 0;
+    for (int c = 0; c < ZL_MEM_COUNT; c++) n += fake_bytes((zl_mem_category)c);
+    return n;
+}
+
+/* A one-element host tensor beside device ones: cross_entropy uploads a host
+ * target (kept for backward, the stand-in holds its 8 bytes more than for a
+ * target already there), layer_norm and embedding refuse a host weight or
+ * bias by name, where they would hand its host memory to a kernel. */
+TEST(one_element_host_operands_are_uploaded_or_refused)
+{
+    zl_tensor *xh = zt_randn(SHAPE(1, 5)), *th = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){1}, (int64_t[]){3});
+    zl_tensor *x = to_fake(xh), *td = to_fake(th), *want = zl_cross_entropy(xh, th, -100, ZL_REDUCE_NONE);
+    zl_tensor_set_requires_grad(x, true);
+    int64_t delta[2];
+    for (int host = 0; host < 2; host++) {
+        int64_t before = fake_bytes_all();
+        zl_tensor *l = zl_cross_entropy(x, host ? th : td, -100, ZL_REDUCE_NONE);
+        CHECK(l != NULL);
+        delta[host] = fake_bytes_all() - before;
+        if (l) check_bits(want, l, host ? "cross_entropy, host target" : "cross_entropy, device target");
+        zl_tensor_release(l);
+    }
+    CHECK(delta[1] == delta[0] + 8);
+    zl_tensor *w1 = zt_randn(SHAPE(1)), *x1h = zt_randn(SHAPE(3, 1)), *x1 = to_fake(x1h);
+    CHECK_ERR(zl_layer_norm(x1, 1, w1, NULL, 1e-5), "layer_norm: one tensor is on cuda:7 and the other on cpu");
+    CHECK_ERR(zl_layer_norm(x1, 1, NULL, w1, 1e-5), "layer_norm: one tensor is on cuda:7 and the other on cpu");
+    zl_tensor *emb = zt_randn(SHAPE(1, 1)), *ih = zl_tensor_zeros(ZL_DTYPE_I64, 1, (int64_t[]){4}), *idx = to_fake(ih);
+    CHECK_ERR(zl_embedding(emb, idx), "embedding: one tensor is on cuda:7 and the other on cpu");
+    zl_tensor *objs[] = {idx, ih, emb, x1, x1h, w1, want, td, x, th, xh};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
 TEST(host_only_paths_name_the_device)
 {
     zl_tensor *h = zt_randn(SHAPE(4));

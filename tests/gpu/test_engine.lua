@@ -47,15 +47,7 @@ local function losses(acc, zc, steps, save)
   return out, engine
 end
 
-local function with_accelerator(name, fn)
-  -- The engine reads the setting when it is made: a stand-in os.getenv for the CPU run.
-  local getenv = os.getenv
-  os.getenv = function(k) if k == 'ZLUA_ACCELERATOR' then return name end return getenv(k) end
-  local ok, a, b = pcall(fn)
-  os.getenv = getenv
-  if not ok then error(a, 0) end
-  return a, b
-end
+local with_accelerator = H.with_accelerator
 
 -- NVMe offload where this build has libaio.
 local OFFLOADS = zl.core.aio_unavailable() and { 'none', 'cpu' } or { 'none', 'cpu', 'nvme' }

@@ -43,16 +43,9 @@ local function train(device, how, dropout)
     -- The engine places the model itself (ZLUA_ACCELERATOR, read through
     -- os.getenv when it is made) and moves the host batches to it.
     local x, y = batch('cpu')
-    local getenv = os.getenv
-    os.getenv = function(k)
-      if k == 'ZLUA_ACCELERATOR' then return device end
-      return getenv(k)
-    end
-    local ok, engine = pcall(zl.initialize, { model = model, config = { train_micro_batch_size_per_gpu = B,
-      gradient_clipping = 0.5, steps_per_print = 1000000, zero_optimization = { stage = 0 },
-      optimizer = { type = 'AdamW', params = { lr = 1e-3, weight_decay = 0.1 } } } })
-    os.getenv = getenv
-    if not ok then error(engine, 0) end
+    local engine = H.with_accelerator(device, zl.initialize, { model = model, config = {
+      train_micro_batch_size_per_gpu = B, gradient_clipping = 0.5, steps_per_print = 1000000,
+      zero_optimization = { stage = 0 }, optimizer = { type = 'AdamW', params = { lr = 1e-3, weight_decay = 0.1 } } } })
     check(engine.device == (device == 'cpu' and 'cpu' or 'cuda:0'), 'the engine is on ' .. engine.device)
     engine:set_progress(false)
     for s = 1, STEPS do

@@ -136,6 +136,21 @@ end
 
 --- Ends a file whose subject this build lacks: "skipped: why" and exit 77,
 --- CTest's skip (SKIP_RETURN_CODE), unless a check before it failed.
+--- with_accelerator(name, fn, ...): fn(...) while os.getenv('ZLUA_ACCELERATOR')
+--- says name ('cpu', 'cuda'): the engine reads the setting when it is made,
+--- and CTest pins the suite to the CPU. Raises what fn raised.
+function H.with_accelerator(name, fn, ...)
+  local getenv = os.getenv
+  os.getenv = function(k)
+    if k == 'ZLUA_ACCELERATOR' then return name end
+    return getenv(k)
+  end
+  local r = table.pack(pcall(fn, ...))
+  os.getenv = getenv
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 function H.skip(why)
   print(string.format('%d passed, %d failed; skipped: %s', passed, failed, why))
   os.exit(failed > 0 and 1 or 77)

@@ -19,6 +19,10 @@ static inline unsigned zlk_blocks(int64_t n)
     return (unsigned)(b < 4096 ? (b > 0 ? b : 1) : 4096);
 }
 
+/* Blocks for a kernel that gives each block whole rows in a grid-stride loop
+ * over them: one a row up to 65536 rows, so any count launches. */
+static inline unsigned zlk_row_blocks(int64_t rows) { return (unsigned)(rows < 65536 ? (rows > 0 ? rows : 1) : 65536); }
+
 static inline int zlk_launched(void) { return (int)cudaGetLastError(); }
 
 struct zlk_sum {

@@ -19,11 +19,12 @@ __global__ void col2im(zlm_window g, int64_t total, const float *col, float *gx)
 
 __global__ void conv_bias_grad(int64_t n, int64_t nout, int64_t len, const float *g, float *gb)
 {
-    int64_t o = blockIdx.x;
-    double s = 0.0;
-    for (int64_t t = threadIdx.x; t < n * len; t += blockDim.x) s += zlm_conv_bias_term(g, nout, len, o, t);
-    s = zlk_block_reduce(s, zlk_sum(), 0.0);
-    if (threadIdx.x == 0) gb[o] = (float)s;
+    for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
+        double s = 0.0;
+        for (int64_t t = threadIdx.x; t < n * len; t += blockDim.x) s += zlm_conv_bias_term(g, nout, len, o, t);
+        s = zlk_block_reduce(s, zlk_sum(), 0.0);
+        if (threadIdx.x == 0) gb[o] = (float)s;
+    }
 }
 
 extern "C" int zlk_cuda_im2col(const zlm_window *g, const float *x, float *col, void *stream)
@@ -45,6 +46,6 @@ extern "C" int zlk_cuda_col2im(const zlm_window *g, const float *col, float *gx,
 extern "C" int zlk_cuda_conv_bias_grad(int64_t n, int64_t nout, int64_t len, const float *g, float *gb, void *stream)
 {
     if (nout <= 0) return 0;
-    conv_bias_grad<<<(unsigned)nout, ZLK_THREADS, 0, zlk_stream(stream)>>>(n, nout, len, g, gb);
+    conv_bias_grad<<<zlk_row_blocks(nout), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, nout, len, g, gb);
     return zlk_launched();
 }

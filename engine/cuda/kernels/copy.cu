@@ -1,7 +1,18 @@
 /* The device's own copy, fill and add (core's primitives for a storage on a
- * CUDA device): grid-stride loops over cuda/math/strided.h, any view, any dtype. */
+ * CUDA device): grid-stride loops over cuda/math/strided.h, any view, any
+ * dtype. A copy into a contiguous destination coalesces the source's view
+ * first; a contiguous source is then a plain copy (same dtype) or a
+ * conversion between float dtypes with no offset arithmetic. */
 #include "common.cuh"
 #include "../math/strided.h"
+
+__global__ void convert_dense(int64_t n, const void *src, int sdt, void *dst, int ddt)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        zlm_store(dst, ddt, i, zlm_load(src, sdt, i));
+}
+
+static bool is_float(int dt) { return dt == ZLM_F32 || dt == ZLM_F16 || dt == ZLM_BF16; }
 
 /* A contiguous destination skips the offset arithmetic of its view. */
 __global__ void copy_view(int64_t n, zlm_view s, const void *src, int sdt, bool strided, zlm_view d, void *dst, int ddt)
@@ -28,8 +39,22 @@ extern "C" int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src,
                                   void *dst, int ddt, void *stream)
 {
     if (n <= 0) return 0;
+    zlm_view sv = *s;
+    if (!d) {
+        zlm_view_coalesce(&sv);
+        if (sv.ndim == 0 || (sv.ndim == 1 && sv.stride[0] == 1)) {
+            int es = zlm_dtype_size(sdt);
+            const char *from = (const char *)src + sv.offset * es;
+            if (sdt == ddt)
+                return (int)cudaMemcpyAsync(dst, from, (size_t)n * es, cudaMemcpyDeviceToDevice, zlk_stream(stream));
+            if (is_float(sdt) && is_float(ddt)) {
+                convert_dense<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, from, sdt, dst, ddt);
+                return zlk_launched();
+            }
+        }
+    }
     zlm_view dv = d ? *d : zlm_view{};
-    copy_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, *s, src, sdt, d != NULL, dv, dst, ddt);
+    copy_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, sv, src, sdt, d != NULL, dv, dst, ddt);
     return zlk_launched();
 }
 

@@ -1,15 +1,38 @@
-/* embedding: forward gathers rows, one thread per element; backward runs one
- * thread per column of the [V, D] gradient, zeroing it and adding the
- * positions' rows in order, so repeated indices sum the way the CPU sums
- * them and no atomics decide the bits. */
+/* embedding: forward gathers rows, one thread per element; backward zeroes
+ * the [V, D] gradient, then a block per position, when it is the first of its
+ * index, adds the rows of every position with that index in position order
+ * (cuda/math/embedding.h), the block's threads over the columns: repeated
+ * indices sum the way the CPU sums them and no atomics decide the bits. */
 #include "common.cuh"
 #include "../math/embedding.h"
 
-__global__ void embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, const void *g, int gdt,
-                                   float *gw)
+__global__ void embedding_backward(int64_t n, int64_t d, const int64_t *idx, const void *g, int gdt, float *gw)
 {
-    int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (j < d) zlm_embedding_backward_columns(n, v, d, j, j + 1, idx, g, gdt, gw);
+    __shared__ unsigned hits[ZLK_THREADS / 32];
+    size_t es = gdt == ZLM_F32 ? 4 : 2;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int64_t p = blockIdx.x; p < n; p += gridDim.x) {
+        int64_t ip = idx[p];
+        int seen = 0;
+        for (int64_t q = threadIdx.x; q < p && !seen; q += blockDim.x) seen = idx[q] == ip;
+        if (__syncthreads_or(seen)) continue;
+        float *row = gw + ip * d;
+        /* The positions from p on, a block's width at a time: which hold ip
+         * (a bit per thread), then their rows added in position order. */
+        for (int64_t base = p; base < n; base += blockDim.x) {
+            int64_t q = base + threadIdx.x;
+            unsigned m = __ballot_sync(0xffffffffu, q < n && idx[q] == ip);
+            if (lane == 0) hits[warp] = m;
+            __syncthreads();
+            for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+                for (unsigned bits = hits[w]; bits; bits &= bits - 1) {
+                    int64_t at = base + w * 32 + __ffs(bits) - 1;
+                    const char *grow = (const char *)g + at * d * es;
+                    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) row[j] += zlm_load(grow, gdt, j);
+                }
+            __syncthreads();
+        }
+    }
 }
 
 __global__ void embedding_forward(int64_t total, int64_t d, int es, const int64_t *idx, const void *w, void *out)
@@ -31,7 +54,9 @@ extern "C" int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, cons
                                            int gdt, float *gw, void *stream)
 {
     if (v <= 0 || d <= 0) return 0;
-    unsigned blocks = (unsigned)((d + ZLK_THREADS - 1) / ZLK_THREADS);
-    embedding_backward<<<blocks, ZLK_THREADS, 0, zlk_stream(stream)>>>(n, v, d, idx, g, gdt, gw);
+    cudaError_t e = cudaMemsetAsync(gw, 0, (size_t)(v * d) * sizeof(float), zlk_stream(stream));
+    if (e != cudaSuccess || n <= 0) return (int)e;
+    unsigned blocks = (unsigned)(n < (1 << 20) ? n : (1 << 20));
+    embedding_backward<<<blocks, ZLK_THREADS, 0, zlk_stream(stream)>>>(n, d, idx, g, gdt, gw);
     return zlk_launched();
 }

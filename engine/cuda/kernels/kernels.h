@@ -67,7 +67,7 @@ int zlk_cuda_layer_norm_forward(int64_t rows, int64_t m, const void *x, int xdt,
 int zlk_cuda_layer_norm_backward_x(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
                                    const float *mean, const float *rstd, const void *g, int gdt, float *gx,
                                    void *stream);
-/* gw, gb [m] f32 (either may be NULL): one thread per column, rows in order. */
+/* gw, gb [m] f32 (either may be NULL): each column in lanes of double sums. */
 int zlk_cuda_layer_norm_backward_wb(int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
                                     const float *rstd, const void *g, int gdt, float *gw, float *gb, void *stream);
 
@@ -191,7 +191,8 @@ int zlk_cuda_add_view(int64_t n, const zlm_view *d, void *dst, int ddt, const zl
                       float alpha, void *stream);
 
 /* out [nout] f32 = g [shape] (f32, contiguous, nd dims) summed over the dims
- * where red[d] is nonzero, in the CPU's order (cuda/math/sum_to.h). */
+ * where red[d] is nonzero (cuda/math/sum_to.h): leading dims away, trailing
+ * kept, in lanes of double sums; any other shape in the CPU's order. */
 int zlk_cuda_sum_to(int nd, const int64_t *shape, const int *red, const float *g, float *out, int64_t nout,
                     void *stream);
 

@@ -1,13 +1,15 @@
-/* layer_norm over the last dimension: forward and the x gradient one thread
- * block per row (double sums reduced in shared memory), the weight and bias
- * gradients one thread per column adding rows in order, as the CPU does. */
+/* layer_norm over the last dimension: forward and the x gradient a thread
+ * block per row (rows in a grid-stride loop; double sums reduced in shared
+ * memory), the weight and bias gradients a block per 32 columns whose 32
+ * rows of threads each add every 32nd row in double (cuda/math/layer_norm.h's
+ * lanes), added in lane order. */
 #include "common.cuh"
 #include "../math/layer_norm.h"
 
-__global__ void ln_forward(int64_t m, const void *x, int xdt, const void *w, int wdt, const void *b, int bdt,
-                           double eps, void *y, int ydt, float *mean, float *rstd)
+__device__ void ln_forward_row(int64_t r, int64_t m, const void *x, int xdt, const void *w, int wdt, const void *b,
+                               int bdt, double eps, void *y, int ydt, float *mean, float *rstd)
 {
-    int64_t r = blockIdx.x, base = r * m;
+    int64_t base = r * m;
     double s = 0;
     for (int64_t j = threadIdx.x; j < m; j += blockDim.x) s += zlm_load(x, xdt, base + j);
     double mu = zlm_ln_mean(zlk_block_reduce(s, zlk_sum(), 0.0), m), v = 0;
@@ -23,10 +25,17 @@ __global__ void ln_forward(int64_t m, const void *x, int xdt, const void *w, int
                                                w ? zlm_load(w, wdt, j) : 0.0f, b != NULL, b ? zlm_load(b, bdt, j) : 0.0f));
 }
 
-__global__ void ln_backward_x(int64_t m, const void *x, int xdt, const void *w, int wdt, const float *mean,
-                              const float *rstd, const void *g, int gdt, float *gx)
+__global__ void ln_forward(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt, const void *b,
+                           int bdt, double eps, void *y, int ydt, float *mean, float *rstd)
 {
-    int64_t r = blockIdx.x, base = r * m;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+        ln_forward_row(r, m, x, xdt, w, wdt, b, bdt, eps, y, ydt, mean, rstd);
+}
+
+__device__ void ln_backward_x_row(int64_t r, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                                  const float *mean, const float *rstd, const void *g, int gdt, float *gx)
+{
+    int64_t base = r * m;
     float mu = mean[r], rs = rstd[r];
     double a = 0, c = 0;
     for (int64_t j = threadIdx.x; j < m; j += blockDim.x) {
@@ -42,13 +51,35 @@ __global__ void ln_backward_x(int64_t m, const void *x, int xdt, const void *w, 
     }
 }
 
-/* One thread per column: consecutive threads read consecutive columns of a
- * row, so every load is coalesced, and each sum runs over rows in order. */
+__global__ void ln_backward_x(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                              const float *mean, const float *rstd, const void *g, int gdt, float *gx)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+        ln_backward_x_row(r, m, x, xdt, w, wdt, mean, rstd, g, gdt, gx);
+}
+
+#define ZLK_LN_LANES 32
+
+/* A warp reads 32 neighbouring columns of a row, so every load is coalesced. */
 __global__ void ln_backward_wb(int64_t rows, int64_t m, const void *x, int xdt, const float *mean, const float *rstd,
                                const void *g, int gdt, float *gw, float *gb)
 {
-    int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (j < m) zlm_ln_column_backward(rows, m, j, x, xdt, mean, rstd, g, gdt, gw, gb);
+    __shared__ double pw[ZLK_LN_LANES][33], pb[ZLK_LN_LANES][33];
+    int64_t j = blockIdx.x * (int64_t)32 + threadIdx.x;
+    double aw = 0, ab = 0;
+    if (j < m) zlm_ln_column_lane(rows, m, j, threadIdx.y, ZLK_LN_LANES, x, xdt, mean, rstd, g, gdt, &aw, &ab);
+    pw[threadIdx.y][threadIdx.x] = aw;
+    pb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < m) {
+        double sw = 0, sb = 0;
+        for (int l = 0; l < ZLK_LN_LANES; l++) {
+            sw += pw[l][threadIdx.x];
+            sb += pb[l][threadIdx.x];
+        }
+        if (gw) gw[j] = (float)sw;
+        if (gb) gb[j] = (float)sb;
+    }
 }
 
 extern "C" int zlk_cuda_layer_norm_forward(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
@@ -56,8 +87,8 @@ extern "C" int zlk_cuda_layer_norm_forward(int64_t rows, int64_t m, const void *
                                            float *rstd, void *stream)
 {
     if (rows <= 0 || m <= 0) return 0;
-    ln_forward<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(m, x, xdt, w, wdt, b, bdt, eps, y, ydt, mean,
-                                                                       rstd);
+    ln_forward<<<zlk_row_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, m, x, xdt, w, wdt, b, bdt, eps, y,
+                                                                            ydt, mean, rstd);
     return zlk_launched();
 }
 
@@ -66,7 +97,8 @@ extern "C" int zlk_cuda_layer_norm_backward_x(int64_t rows, int64_t m, const voi
                                               float *gx, void *stream)
 {
     if (rows <= 0 || m <= 0) return 0;
-    ln_backward_x<<<(unsigned)rows, ZLK_THREADS, 0, zlk_stream(stream)>>>(m, x, xdt, w, wdt, mean, rstd, g, gdt, gx);
+    ln_backward_x<<<zlk_row_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, m, x, xdt, w, wdt, mean, rstd, g,
+                                                                               gdt, gx);
     return zlk_launched();
 }
 
@@ -75,7 +107,7 @@ extern "C" int zlk_cuda_layer_norm_backward_wb(int64_t rows, int64_t m, const vo
                                                void *stream)
 {
     if (m <= 0 || (!gw && !gb)) return 0;
-    unsigned blocks = (unsigned)((m + ZLK_THREADS - 1) / ZLK_THREADS);
-    ln_backward_wb<<<blocks, ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, m, x, xdt, mean, rstd, g, gdt, gw, gb);
+    ln_backward_wb<<<(unsigned)((m + 31) / 32), dim3(32, ZLK_LN_LANES), 0, zlk_stream(stream)>>>(rows, m, x, xdt, mean,
+                                                                                                rstd, g, gdt, gw, gb);
     return zlk_launched();
 }

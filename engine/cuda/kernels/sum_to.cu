@@ -1,7 +1,27 @@
-/* A gradient summed down to a broadcast operand's shape: one thread per
- * output element, in cuda/math/sum_to.h's order, the CPU's. */
+/* A gradient summed down to a broadcast operand's shape. Leading dims summed
+ * away and trailing ones kept (a bias's gradient: [rows, cols] to [cols]) is a
+ * column sum, a block per 32 columns whose 32 rows of threads each add every
+ * 32nd row (cuda/math/sum_to.h's lanes); any other shape one thread per
+ * output element in the CPU's order. */
 #include "common.cuh"
 #include "../math/sum_to.h"
+
+#define ZLK_COL_LANES 32
+
+/* A warp reads 32 neighbouring elements of a row; the lanes' double sums are
+ * added in lane order, the same bits every run. */
+__global__ void colsum(int64_t rows, int64_t cols, const float *g, float *out)
+{
+    __shared__ double part[ZLK_COL_LANES][33];
+    int64_t j = blockIdx.x * (int64_t)32 + threadIdx.x;
+    part[threadIdx.y][threadIdx.x] = j < cols ? zlm_colsum_lane(g, rows, cols, j, threadIdx.y, ZLK_COL_LANES) : 0.0;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < cols) {
+        double t = 0;
+        for (int l = 0; l < ZLK_COL_LANES; l++) t += part[l][threadIdx.x];
+        out[j] = (float)t;
+    }
+}
 
 struct sum_to_args {
     int nd;
@@ -19,6 +39,16 @@ extern "C" int zlk_cuda_sum_to(int nd, const int64_t *shape, const int *red, con
                                void *stream)
 {
     if (nout <= 0) return 0;
+    int lead = 0;
+    while (lead < nd && red[lead]) lead++;
+    bool trailing_kept = lead > 0;
+    for (int d = lead; d < nd; d++) trailing_kept = trailing_kept && !red[d];
+    if (trailing_kept) {
+        int64_t rows = 1;
+        for (int d = 0; d < lead; d++) rows *= shape[d];
+        colsum<<<(unsigned)((nout + 31) / 32), dim3(32, ZLK_COL_LANES), 0, zlk_stream(stream)>>>(rows, nout, g, out);
+        return zlk_launched();
+    }
     sum_to_args a = {nd, {0}, {0}};
     for (int d = 0; d < nd; d++) {
         a.shape[d] = shape[d];

@@ -33,4 +33,25 @@ static inline ZL_HD void zlm_embedding_backward_columns(int64_t n, int64_t v, in
         zlm_embedding_accumulate(lo, hi, (const char *)g + p * d * (gdt == ZLM_F32 ? 4 : 2), gdt, gw + idx[p] * d);
 }
 
+/* Whether position p is the first of its index, whose owner adds the rows of
+ * every position with that index (zlm_embedding_backward_owner). */
+static inline ZL_HD bool zlm_embedding_first(int64_t p, const int64_t *idx)
+{
+    for (int64_t q = 0; q < p; q++)
+        if (idx[q] == idx[p]) return false;
+    return true;
+}
+
+/* Row idx[p] of gw [v, d] (zeroed before) += the rows of g [n, d] of the
+ * positions q >= p with the same index, in position order: for each first
+ * position (zlm_embedding_first) the CPU's sums, bit for bit. A GPU block per
+ * position does this for its columns (kernels/embedding.cu). */
+static inline ZL_HD void zlm_embedding_backward_owner(int64_t n, int64_t d, int64_t p, const int64_t *idx,
+                                                      const void *g, int gdt, float *gw)
+{
+    size_t es = gdt == ZLM_F32 ? 4 : 2;
+    for (int64_t q = p; q < n; q++)
+        if (idx[q] == idx[p]) zlm_embedding_accumulate(0, d, (const char *)g + q * d * es, gdt, gw + idx[p] * d);
+}
+
 #endif

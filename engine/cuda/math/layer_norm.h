@@ -84,4 +84,23 @@ static inline ZL_HD void zlm_ln_column_backward(int64_t rows, int64_t m, int64_t
     if (gb) gb[j] = (float)ab;
 }
 
+/* Lane l of `lanes` of column j's weight and bias gradients: rows l,
+ * l + lanes, ... added in double into *aw and *ab. A GPU block adds the lanes
+ * in lane order (kernels/layer_norm.cu): the same double sums as
+ * zlm_ln_column_backward's up to the order, the same f32 after rounding but
+ * in rare ties. */
+static inline ZL_HD void zlm_ln_column_lane(int64_t rows, int64_t m, int64_t j, int l, int lanes, const void *x,
+                                            int xdt, const float *mean, const float *rstd, const void *g, int gdt,
+                                            double *aw, double *ab)
+{
+    double sw = 0, sb = 0;
+    for (int64_t r = l; r < rows; r += lanes) {
+        float gr = zlm_load(g, gdt, r * m + j);
+        sw += (double)gr * zlm_ln_xhat(zlm_load(x, xdt, r * m + j), mean[r], rstd[r]);
+        sb += gr;
+    }
+    *aw = sw;
+    *ab = sb;
+}
+
 #endif

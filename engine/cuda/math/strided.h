@@ -29,6 +29,27 @@ static inline ZL_HD int64_t zlm_view_offset(const zlm_view *v, int64_t i)
     return off;
 }
 
+/* The same offsets from fewer dims: size-1 dims dropped, and a dim merged
+ * into the next when it steps exactly over it (row-major order is kept), so
+ * a kernel divides once per dim left; a contiguous view becomes one dim of
+ * stride 1. */
+static inline ZL_HD void zlm_view_coalesce(zlm_view *v)
+{
+    int n = 0;
+    for (int k = 0; k < v->ndim; k++) {
+        if (v->shape[k] == 1) continue;
+        if (n > 0 && v->stride[n - 1] == v->shape[k] * v->stride[k]) {
+            v->shape[n - 1] *= v->shape[k];
+            v->stride[n - 1] = v->stride[k];
+            continue;
+        }
+        v->shape[n] = v->shape[k];
+        v->stride[n] = v->stride[k];
+        n++;
+    }
+    v->ndim = n;
+}
+
 static inline ZL_HD int zlm_dtype_size(int dt)
 {
     return dt == ZLM_I64 ? 8 : dt == ZLM_F32 || dt == ZLM_I32 ? 4 : dt == ZLM_F16 || dt == ZLM_BF16 ? 2 : 1;
@@ -73,8 +94,14 @@ static inline ZL_HD void zlm_set64(void *p, int dt, int64_t i, double v)
 static inline ZL_HD void zlm_copy_at(const void *src, int sdt, int64_t soff, void *dst, int ddt, int64_t doff)
 {
     if (sdt == ddt) {
-        int w = zlm_dtype_size(sdt);
-        memcpy((char *)dst + doff * w, (const char *)src + soff * w, (size_t)w);
+        /* Whole elements at their width: a memcpy of a run-time size is a
+         * byte loop on a GPU. */
+        switch (zlm_dtype_size(sdt)) {
+        case 8: ((uint64_t *)dst)[doff] = ((const uint64_t *)src)[soff]; break;
+        case 4: ((uint32_t *)dst)[doff] = ((const uint32_t *)src)[soff]; break;
+        case 2: ((uint16_t *)dst)[doff] = ((const uint16_t *)src)[soff]; break;
+        default: ((uint8_t *)dst)[doff] = ((const uint8_t *)src)[soff]; break;
+        }
     } else {
         zlm_set64(dst, ddt, doff, zlm_get64(src, sdt, soff));
     }

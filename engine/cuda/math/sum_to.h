@@ -44,4 +44,15 @@ static inline ZL_HD float zlm_sum_to_elem(const float *g, int nd, const int64_t 
     return acc;
 }
 
+/* Lane l of `lanes` of column j of g [rows, cols] summed over rows: rows l,
+ * l + lanes, ... added in double. A GPU block adds a column's lanes in lane
+ * order (kernels/sum_to.cu), so its bits are the same every run; the double
+ * sums keep them within an f32 rounding of the CPU's in-order f32 sum. */
+static inline ZL_HD double zlm_colsum_lane(const float *g, int64_t rows, int64_t cols, int64_t j, int l, int lanes)
+{
+    double s = 0;
+    for (int64_t r = l; r < rows; r += lanes) s += g[r * cols + j];
+    return s;
+}
+
 #endif

@@ -39,6 +39,9 @@ ZL_API zl_tensor *zl_tensor_to_device(zl_tensor *t, zl_device kind, int index);
  * cache is not counted) and its peak, as zl_mem_stats_of for the host;
  * cat ZL_MEM_COUNT gives all categories together (the peak of the sum). */
 ZL_API zl_mem_stats zl_device_mem_stats(zl_device kind, int index, zl_mem_category cat);
+/* Bytes charged to tensors on every device of a kind this process uses (all
+ * categories); reads counters, starts no runtime. */
+ZL_API int64_t zl_device_mem_in_use(zl_device kind);
 /* Bytes the caching allocator holds from the driver (in use plus cached). */
 ZL_API int64_t zl_device_mem_reserved(zl_device kind, int index);
 /* Give every cached, unused block back to the driver. */

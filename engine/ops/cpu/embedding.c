@@ -83,6 +83,9 @@ zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
     int index = 0, on;
     if (zli_op_begin(op, 2, in)) return NULL;
     if ((on = zli_op_device(op, 2, in, &k, &index)) < 0) return zli_op_end(op, 2, in, NULL);
+    /* The rows are gathered where the weight is: a [1, 1] host weight cannot
+     * go along with device indices. */
+    if (on && zli_same_device(op, indices, weight)) return zli_op_end(op, 2, in, NULL);
     if (weight->ndim != 2) {
         char s[128];
         zl_error(ZL_ESHAPE, "%s: weight must be 2-d [V, D], got shape %s", op,

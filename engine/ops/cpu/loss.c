@@ -208,7 +208,7 @@ static zl_status ce_device(const zli_dev_kernels *kern, int index, zl_tensor *lo
                            zl_tensor **loss)
 {
     zl_tensor *xf = zli_kernel_input(logits, true);
-    *tdev = xf ? zli_copy_as(target, ZL_DTYPE_I64, ZL_MEM_OTHER) : NULL;
+    *tdev = xf ? zli_contiguous_as_like(target, ZL_DTYPE_I64, logits) : NULL;
     *lse = *tdev ? zli_new_f32_like(logits, 1, &rows) : NULL;
     *loss = *lse ? zli_new_f32_like(logits, logits->ndim == 2 ? 1 : 0, logits->shape) : NULL;
     zl_status st = *loss ? ZL_OK : ZL_ENOMEM;

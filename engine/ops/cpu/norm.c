@@ -152,6 +152,10 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
     int index = 0, on;
     if (zli_op_begin(op, nin, in)) return NULL;
     if ((on = zli_op_device(op, nin, in, &k, &index)) < 0) return zli_op_end(op, nin, in, NULL);
+    /* A one-element weight or bias from the host would reach the kernels as a
+     * host pointer: it must be where x is. */
+    if (on && ((weight && zli_same_device(op, x, weight)) || (bias && zli_same_device(op, x, bias))))
+        return zli_op_end(op, nin, in, NULL);
     if (zli_need_float(op, "input", x) || (weight && zli_need_float(op, "weight", weight)) ||
         (bias && zli_need_float(op, "bias", bias)))
         return zli_op_end(op, nin, in, NULL);

@@ -12,9 +12,10 @@ typedef struct zl_storage zl_storage;
 
 /* A device's copy stream: copies between host and device memory that run
  * beside the compute instead of behind it (issue 12). An event marks the
- * work queued on one stream up to its making. The caching allocator knows
- * only the compute stream, so neither buffer of a copy may be written,
- * reused or freed until its event was waited for by the host. */
+ * work queued on one stream up to its making. CUDA's caching allocator does
+ * not hand a freed device buffer out again before the copies queued on it
+ * are done; still, neither buffer of a copy may be written, and the host
+ * buffer not freed, until its event was waited for. */
 typedef struct zli_copy_stream {
     /* *ev = an event marking the compute work queued so far. */
     zl_status (*mark)(int index, void **ev);

@@ -1,30 +1,22 @@
-/* The caching device allocator: cudaMalloc is slow and synchronising, so a
- * freed block goes to a per-device cache and the next request of about its
- * size takes it back. Charged by category, with peaks, as the host allocator
- * charges host memory (zlua/memory.h). */
+/* The caching device allocator: cudaMalloc is slow and synchronising, so
+ * device memory comes in segments that block_pool.c splits into blocks and
+ * takes back, per device, for the compute stream (the legacy default one,
+ * where every kernel runs). A block the copy stream used waits, once freed,
+ * for an event on that stream before it is handed out again. Charged by
+ * category, with peaks, as the host allocator charges host memory
+ * (zlua/memory.h). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include "cuda_impl.h"
+#include "block_pool.h"
 #include "../core/memory_impl.h"
-
-/* Small requests round to 512 bytes, large ones to 2 MiB, so that the sizes a
- * training step asks for again and again map onto the same cached blocks. */
-#define SMALL_ROUND ((size_t)512)
-#define LARGE_ROUND ((size_t)2 << 20)
-#define LARGE_MIN ((size_t)1 << 20)
-
-typedef struct block {
-    void *ptr;
-    size_t size;
-    struct block *next;
-} block;
 
 typedef struct dev_cache {
     pthread_mutex_t mu;
-    block *free_blocks;          /* cached, unused */
-    int64_t reserved;            /* bytes held from the driver, in use or cached */
+    zli_pool *pool;              /* made on first use */
     _Atomic int64_t current[ZL_MEM_COUNT + 1];   /* [ZL_MEM_COUNT]: all categories */
     _Atomic int64_t peak[ZL_MEM_COUNT + 1];
 } dev_cache;
@@ -37,11 +29,85 @@ static void init_caches(void)
     for (int i = 0; i < ZLI_CUDA_MAX_DEVICES; i++) pthread_mutex_init(&g_dev[i].mu, NULL);
 }
 
-static size_t round_size(size_t n)
+/* The pool's backend: the device is its `user`, made current for each call
+ * and the caller's device current again after it, since a block may be
+ * freed while another device is current. */
+static int enter(void *user)
 {
-    if (n == 0) n = 1;
-    size_t r = n < LARGE_MIN ? SMALL_ROUND : LARGE_ROUND;
-    return (n + r - 1) / r * r;
+    int dev = (int)(intptr_t)user, prev = dev;
+    cudaGetDevice(&prev);
+    if (prev != dev) cudaSetDevice(dev);
+    return prev;
+}
+
+static void leave(void *user, int prev)
+{
+    if (prev != (int)(intptr_t)user) cudaSetDevice(prev);
+}
+
+static void *seg_alloc(size_t n, void *user)
+{
+    void *p = NULL;
+    int prev = enter(user);
+    if (cudaMalloc(&p, n) != cudaSuccess) {
+        cudaGetLastError();
+        p = NULL;
+    }
+    leave(user, prev);
+    return p;
+}
+
+static void seg_free(void *p, size_t n, void *user)
+{
+    (void)n;
+    int prev = enter(user);
+    cudaFree(p);
+    leave(user, prev);
+}
+
+/* Without an event, the stream's work is waited for at once. */
+static void *ev_record(void *stream, void *user)
+{
+    cudaEvent_t e = NULL;
+    int prev = enter(user);
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(e, (cudaStream_t)stream) != cudaSuccess) {
+        cudaGetLastError();
+        if (e) cudaEventDestroy(e);
+        e = NULL;
+        cudaStreamSynchronize((cudaStream_t)stream);
+    }
+    leave(user, prev);
+    return e;
+}
+
+/* An error other than "not ready" is the context's, reported by the next
+ * call that checks: the block is not held for it. */
+static bool ev_done(void *event, void *user)
+{
+    (void)user;
+    cudaError_t r = cudaEventQuery((cudaEvent_t)event);
+    if (r == cudaErrorNotReady) {
+        cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+static void ev_drop(void *event, void *user)
+{
+    (void)user;
+    cudaEventDestroy((cudaEvent_t)event);
+}
+
+/* Called with d->mu held. */
+static zli_pool *pool_of(dev_cache *d, int index)
+{
+    if (!d->pool) {
+        zli_pool_backend b = {seg_alloc, seg_free, ev_record, ev_done, ev_drop, (void *)(intptr_t)index};
+        d->pool = zli_pool_new(&b);
+    }
+    return d->pool;
 }
 
 static void charge_one(dev_cache *d, int slot, int64_t delta)
@@ -57,57 +123,29 @@ static void charge(dev_cache *d, zl_mem_category cat, int64_t delta)
     charge_one(d, ZL_MEM_COUNT, delta);
 }
 
-/* The best cached fit: at least n bytes and at most a quarter more, so a
- * small tensor never pins a large block. Called with d->mu held. */
-static void *take_cached(dev_cache *d, size_t n)
+static void give_back(dev_cache *d, void *p)
 {
-    block **best = NULL;
-    for (block **b = &d->free_blocks; *b; b = &(*b)->next)
-        if ((*b)->size == n) { best = b; break; }
-        else if ((*b)->size > n && (*b)->size - n <= n / 4 && (!best || (*b)->size < (*best)->size)) best = b;
-    if (!best) return NULL;
-    block *hit = *best;
-    *best = hit->next;
-    void *p = hit->ptr;
-    free(hit);
-    return p;
-}
-
-/* Called with d->mu held and the device current. */
-static void release_cached(dev_cache *d)
-{
-    while (d->free_blocks) {
-        block *b = d->free_blocks;
-        d->free_blocks = b->next;
-        cudaFree(b->ptr);
-        d->reserved -= (int64_t)b->size;
-        free(b);
-    }
-}
-
-/* Keep a block for reuse (or, with no memory to note it in, give it back). */
-static void cache_block(dev_cache *d, void *p, size_t n, int index)
-{
-    block *b = malloc(sizeof *b);
     pthread_mutex_lock(&d->mu);
-    if (b) {
-        b->ptr = p;
-        b->size = n;
-        b->next = d->free_blocks;
-        d->free_blocks = b;
-    } else {
-        cudaSetDevice(index);
-        cudaFree(p);
-        d->reserved -= (int64_t)n;
-    }
+    if (d->pool) zli_pool_give(d->pool, p);
     pthread_mutex_unlock(&d->mu);
+}
+
+bool zli_cuda_record_use(int index, const void *at, void *stream)
+{
+    if (index < 0 || index >= ZLI_CUDA_MAX_DEVICES) return false;
+    pthread_once(&g_once, init_caches);
+    dev_cache *d = &g_dev[index];
+    pthread_mutex_lock(&d->mu);
+    bool ok = d->pool && zli_pool_record_stream(d->pool, at, stream);
+    pthread_mutex_unlock(&d->mu);
+    return ok;
 }
 
 static void storage_free(zl_storage *s)
 {
     dev_cache *d = &g_dev[s->dev_index];
     charge(d, s->cat, -(int64_t)s->nbytes);
-    cache_block(d, s->data, s->nbytes, s->dev_index);
+    give_back(d, s->data);
 }
 
 static void storage_recharge(const zl_storage *s, zl_mem_category to)
@@ -145,47 +183,39 @@ zl_tensor *zli_cuda_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_cate
     }
     pthread_once(&g_once, init_caches);
     dev_cache *d = &g_dev[index];
-    size_t n = round_size((size_t)numel * zl_dtype_size(dt));
+    size_t want = (size_t)numel * zl_dtype_size(dt), n = 0;
     pthread_mutex_lock(&d->mu);
-    void *p = take_cached(d, n);
+    zli_pool *pool = pool_of(d, index);
+    /* The pool gives its cached segments back before it fails; then the
+     * host's garbage (Lua's collector), whose frees take the lock and land
+     * in the pool, for one more try. */
+    void *p = pool ? zli_pool_take(pool, want, NULL, &n) : NULL;
+    if (!p && pool) {
+        pthread_mutex_unlock(&d->mu);
+        bool asked = zli_mem_pressure(want);
+        pthread_mutex_lock(&d->mu);
+        if (asked) p = zli_pool_take(pool, want, NULL, &n);
+    }
     if (!p) {
-        cudaError_t e = cudaMalloc(&p, n);
-        if (e == cudaErrorMemoryAllocation) {
-            /* What the cache holds may be exactly what is missing. */
-            cudaGetLastError();
-            release_cached(d);
-            e = cudaMalloc(&p, n);
-        }
-        if (e == cudaErrorMemoryAllocation) {
-            /* Then the host's garbage (Lua's collector): its frees take the
-             * lock, and land in the cache, given back before the last try. */
-            cudaGetLastError();
-            pthread_mutex_unlock(&d->mu);
-            bool asked = zli_mem_pressure(n);
-            pthread_mutex_lock(&d->mu);
-            if (asked) {
-                release_cached(d);
-                e = cudaMalloc(&p, n);
-            }
-        }
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            int64_t in_use = d->reserved;
-            pthread_mutex_unlock(&d->mu);
-            size_t fr = 0, total = 0;
-            cudaMemGetInfo(&fr, &total);
-            zl_error(e == cudaErrorMemoryAllocation ? ZL_ENOMEM : ZL_EDEVICE,
-                     "cuda:%d: cannot allocate %zu bytes for %s: %s (zlua holds %lld bytes; the device has "
-                     "%zu of %zu free)", index, n, zl_mem_category_name(cat), cudaGetErrorString(e),
-                     (long long)in_use, fr, total);
-            return NULL;
-        }
-        d->reserved += (int64_t)n;
+        int64_t held = pool ? zli_pool_stats_of(pool).reserved : 0;
+        pthread_mutex_unlock(&d->mu);
+        /* A device that cannot say how much is free is broken, not full. */
+        size_t fr = 0, total = 0;
+        cudaError_t e = cudaMemGetInfo(&fr, &total);
+        cudaGetLastError();
+        if (e != cudaSuccess)
+            zl_error(ZL_EDEVICE, "cuda:%d: cannot allocate %zu bytes for %s: %s", index, want,
+                     zl_mem_category_name(cat), cudaGetErrorString(e));
+        else
+            zl_error(ZL_ENOMEM, "cuda:%d: cannot allocate %zu bytes for %s: out of memory (zlua holds %lld bytes; "
+                     "the device has %zu of %zu free)", index, want, zl_mem_category_name(cat), (long long)held, fr,
+                     total);
+        return NULL;
     }
     pthread_mutex_unlock(&d->mu);
     zl_tensor *t = zli_tensor_on_device(dt, ndim, shape, cat, &cuda_ops, index, p, n);
     if (!t) {
-        cache_block(d, p, n, index);
+        give_back(d, p);
         return NULL;
     }
     charge(d, cat, (int64_t)n);
@@ -206,7 +236,7 @@ int64_t zli_cuda_reserved(int index)
     if (index < 0 || index >= ZLI_CUDA_MAX_DEVICES) return 0;
     pthread_once(&g_once, init_caches);
     pthread_mutex_lock(&g_dev[index].mu);
-    int64_t r = g_dev[index].reserved;
+    int64_t r = g_dev[index].pool ? zli_pool_stats_of(g_dev[index].pool).reserved : 0;
     pthread_mutex_unlock(&g_dev[index].mu);
     return r;
 }
@@ -216,7 +246,7 @@ zl_status zli_cuda_empty_cache(int index)
     if (zli_cuda_use(index)) return zli_last_code();
     pthread_once(&g_once, init_caches);
     pthread_mutex_lock(&g_dev[index].mu);
-    release_cached(&g_dev[index]);
+    if (g_dev[index].pool) zli_pool_release(g_dev[index].pool);
     pthread_mutex_unlock(&g_dev[index].mu);
     return ZL_OK;
 }

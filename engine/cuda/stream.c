@@ -1,7 +1,8 @@
 /* Each device's copy stream (zli_copy_stream, core/tensor_impl.h): one
  * non-blocking stream per device, made on first use, so that copies between
  * host and device run while the default stream's kernels go on; events
- * order the two where a copy reads or feeds the compute. */
+ * order the two where a copy reads or feeds the compute, and the allocator
+ * keeps a device buffer a copy uses until the copy is done. */
 #include <pthread.h>
 #include <cuda_runtime_api.h>
 #include "cuda_impl.h"
@@ -53,6 +54,8 @@ static zl_status start(int index, void *after, void *dst, const void *src, size_
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(dst, src, n, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s);
     if (e != cudaSuccess) return zli_cuda_fail("queueing a copy on the copy stream", index, e);
+    /* The device buffer, freed before the copy is done, waits for it. */
+    zli_cuda_record_use(index, to_host ? src : dst, s);
     return record(index, s, done);
 }
 

@@ -26,12 +26,24 @@ static atomic_llong g_fallbacks;
 /* What a plan depends on; zeroed whole before it is filled, so that two keys
  * compare with memcmp. */
 typedef struct lt_key {
-    int index, ab;
-    bool ta, tb;
+    int index, ab, ct;
+    bool ta, tb, bias;
     int32_t nb;
     int64_t M, N, K, lda, ldb, ldc, sa, sb, sc;
-    uint32_t align[3];
+    uint32_t align[4];
 } lt_key;
+
+/* C's type (f32 for the plain GEMMs; bf16 or f16 for linear_half, es bytes
+ * an element), the f32 bias its epilogue adds (or NULL), and where to say
+ * that cuBLASLt refused it (NULL: a refusal is an error). */
+typedef struct lt_out {
+    cudaDataType_t type;
+    size_t es;
+    const float *bias;
+    bool *unsupported;
+} lt_out;
+
+static const lt_out LT_F32 = {CUDA_R_32F, sizeof(float), NULL, NULL};
 
 typedef struct lt_plan {
     lt_key key;
@@ -164,20 +176,26 @@ static cublasStatus_t layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, uin
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt
- * gets B first, and each row-major matrix read as its column-major transpose.
- * A and B are `ab` (es bytes an element), C f32; cuBLASLt counts batches in
- * int32: more go in groups. */
+ * gets B first, and each row-major matrix read as its column-major transpose
+ * (so a bias over C's columns is one over C^T's rows, as the epilogue adds
+ * it). A and B are `ab` (es bytes an element), C as `out` says; cuBLASLt
+ * counts batches in int32: more go in groups. */
 static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                          float alpha, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
-                         float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+                         float beta, void *C, int64_t ldc, int64_t sc, int64_t batch, const lt_out *out)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     if (M <= 0 || N <= 0 || batch <= 0) return ZL_OK;
+    if (K <= 0 && out->unsupported) {   /* the bias alone: the caller's other path writes it */
+        *out->unsupported = true;
+        return ZL_OK;
+    }
     if (K <= 0) {   /* an empty product: C = beta C, which the callers ask for with beta 0 or 1 */
         if (beta == 1.0f) return ZL_OK;
         if (beta != 0.0f) return zl_error(ZL_EINVAL, "cuda:%d: matmul: an empty product with beta %g", index, beta);
         for (int64_t b = 0; b < batch; b++) {
-            cudaError_t e = cudaMemset2D(C + b * sc, (size_t)ldc * sizeof *C, 0, (size_t)N * sizeof *C, (size_t)M);
+            cudaError_t e = cudaMemset2D((char *)C + (size_t)(b * sc) * out->es, (size_t)ldc * out->es, 0,
+                                         (size_t)N * out->es, (size_t)M);
             if (e) return zli_cuda_done(index, "matmul", (int)e);
         }
         return zli_cuda_done(index, "matmul", 0);
@@ -194,18 +212,28 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
         cublasStatus_t s = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
         if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
         if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+        if (!s && out->bias) {
+            cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+            cudaDataType_t bt = CUDA_R_32F;
+            s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+            if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &out->bias,
+                                                       sizeof out->bias);
+            if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+        }
         if (!s) {
             what = "matrix layout";
             s = layout(&la, ab, tb ? (uint64_t)K : (uint64_t)N, tb ? (uint64_t)N : (uint64_t)K, ldb, nb, sb);
         }
         if (!s) s = layout(&lb, ab, ta ? (uint64_t)M : (uint64_t)K, ta ? (uint64_t)K : (uint64_t)M, lda, nb, sa);
-        if (!s) s = layout(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldc, nb, sc);
+        if (!s) s = layout(&lc, out->type, (uint64_t)N, (uint64_t)M, ldc, nb, sc);
         const void *pb = (const char *)B + (size_t)(b0 * sb) * es, *pa = (const char *)A + (size_t)(b0 * sa) * es;
-        float *pc = C + b0 * sc;
+        void *pc = (char *)C + (size_t)(b0 * sc) * out->es;
         lt_key key;
         memset(&key, 0, sizeof key);
         key.index = index;
         key.ab = (int)ab;
+        key.ct = (int)out->type;
+        key.bias = out->bias != NULL;
         key.ta = ta;
         key.tb = tb;
         key.nb = nb;
@@ -213,7 +241,8 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
         key.sc = sc;
         key.align[0] = alignment(pa, lda, sa, es, nb);
         key.align[1] = alignment(pb, ldb, sb, es, nb);
-        key.align[2] = alignment(pc, ldc, sc, sizeof *C, nb);
+        key.align[2] = alignment(pc, ldc, sc, out->es, nb);
+        key.align[3] = out->bias ? alignment(out->bias, 0, 0, sizeof(float), 1) : 0;
         lt_plan plan = {0};
         if (!s) plan_for(h, &key, desc, la, lb, lc, ws != NULL, &plan);
         if (!s && plan.found) {
@@ -237,6 +266,13 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
         if (lb) cublasLtMatrixLayoutDestroy(lb);
         if (la) cublasLtMatrixLayoutDestroy(la);
         if (desc) cublasLtMatmulDescDestroy(desc);
+        /* linear_half's caller has another way, which reports a real error
+         * itself: any refusal here (an epilogue or bias type this cuBLASLt
+         * lacks, say) sends it there. */
+        if (s && out->unsupported) {
+            *out->unsupported = true;
+            return ZL_OK;
+        }
         if (s) return lt_error(index, what, s);
     }
     return zli_cuda_done(index, "matmul", 0);
@@ -247,7 +283,7 @@ zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t 
                                 float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
 {
     return lt_gemm(index, CUDA_R_32F, sizeof(float), ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
-                   batch);
+                   batch, &LT_F32);
 }
 
 zl_status zli_cuda_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -258,7 +294,20 @@ zl_status zli_cuda_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int
         return zl_error(ZL_EINVAL, "cuda:%d: matmul: half-precision operands must be bf16 or f16, not %s", index,
                         zl_dtype_name((zl_dtype)dt));
     return lt_gemm(index, dt == ZL_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F, 2, ta, tb, M, N, K, alpha, A, lda, sa, B,
-                   ldb, sb, beta, C, ldc, sc, batch);
+                   ldb, sb, beta, C, ldc, sc, batch, &LT_F32);
+}
+
+zl_status zli_cuda_linear_half(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                               const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done)
+{
+    bool unsupported = false;
+    *done = false;
+    if (dt != ZL_DTYPE_BF16 && dt != ZL_DTYPE_F16) return ZL_OK;
+    cudaDataType_t t = dt == ZL_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    lt_out out = {t, 2, bias, &unsupported};
+    zl_status st = lt_gemm(index, t, 2, false, true, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, D, ldd, 0, 1, &out);
+    *done = !st && !unsupported;
+    return st;
 }
 
 zl_status zli_cuda_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,

@@ -70,6 +70,11 @@ ZLI_HIDDEN zl_status zli_cuda_gemm_half(int index, int dt, bool ta, bool tb, int
                                         float alpha, const void *A, int64_t lda, int64_t sa, const void *B,
                                         int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc, int64_t sc,
                                         int64_t batch);
+/* linear's forward with half-precision operands: the output in their dtype,
+ * the bias in the GEMM's epilogue (ops/device_kernels.h's linear_half). */
+ZLI_HIDDEN zl_status zli_cuda_linear_half(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A,
+                                          int64_t lda, const void *B, int64_t ldb, const float *bias, void *D,
+                                          int64_t ldd, bool *done);
 /* For the GPU tests: every cuBLASLt plan answered NOT_SUPPORTED while on (so
  * the fallback runs), and the GEMMs that ran on the fallback so far. */
 ZLI_HIDDEN void zli_cuda_blas_refuse_plans(bool on);

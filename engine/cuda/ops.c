@@ -265,8 +265,8 @@ const zli_dev_kernels zli_cuda_kernels = {
     .ln_backward_wb = ln_backward_wb,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
-    .gemm_batched = zli_cuda_gemm_batched, .gemm_half = zli_cuda_gemm_half, .att_softmax = att_softmax,
-    .att_softmax_backward = att_softmax_backward,
+    .gemm_batched = zli_cuda_gemm_batched, .gemm_half = zli_cuda_gemm_half, .linear_half = zli_cuda_linear_half,
+    .att_softmax = att_softmax, .att_softmax_backward = att_softmax_backward,
     .dropout = dropout, .dropout_backward = dropout_backward, .reduce_dim = reduce_dim, .reduce_all = reduce_all,
     .reduce_backward = reduce_backward, .select = select_,
 };

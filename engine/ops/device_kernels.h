@@ -100,6 +100,13 @@ typedef struct zli_dev_kernels {
     zl_status (*gemm_half)(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                            const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
                            float beta, float *C, int64_t ldc, int64_t sc, int64_t batch);
+    /* linear's forward in one pass over its output: D[M,N] in dt (bf16 or
+     * f16) = A[M,K] B[N,K]^T + bias[N] (f32, or NULL), the products and the
+     * bias added in f32 and D rounded once, as the host's half-precision
+     * linear. *done false (and ZL_OK) when the device has no kernel for the
+     * shapes or alignment: the caller takes gemm_half. May be NULL. */
+    zl_status (*linear_half)(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                             const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done);
     /* s [rows, tk] [in/out]: attention's scaled scores to probabilities, row r
      * being query r % tq, causal rows cut there (attention.c's softmax_rows). */
     zl_status (*att_softmax)(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s);

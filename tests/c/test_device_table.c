@@ -144,6 +144,29 @@ static zl_status fake_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, 
     return ZL_OK;
 }
 
+/* linear's one-pass forward: the half GEMM into f32, plus the bias, rounded
+ * once. While linear_half_declines, it says it has no kernel, as a GPU's may
+ * for some shapes, and linear goes the other way. */
+static int linear_halfs;
+static bool linear_half_declines;
+
+static zl_status fake_linear_half(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                                  const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done)
+{
+    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
+    *done = false;
+    if (linear_half_declines) return ZL_OK;
+    float *acc = malloc((size_t)(M * N > 0 ? M * N : 1) * sizeof *acc);
+    if (!acc) return zl_error(ZL_ENOMEM, "linear_half: out of memory");
+    loop_gemm(dt, false, true, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, acc, N, 0, 1);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) zlm_store(D, dt, m * ldd + n, acc[m * N + n] + (bias ? bias[n] : 0.0f));
+    free(acc);
+    linear_halfs++;
+    *done = true;
+    return ZL_OK;
+}
+
 static zl_status fake_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                            const float *B, int64_t ldb, float *C, int64_t ldc)
 {
@@ -451,7 +474,7 @@ static const zli_dev_kernels fake_kernels = {
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
     .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
-    .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .gemm_half = fake_gemm_half,
+    .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .gemm_half = fake_gemm_half, .linear_half = fake_linear_half,
     .att_softmax = fake_att_softmax,
     .att_softmax_backward = fake_att_softmax_backward, .dropout = fake_dropout,
     .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
@@ -876,30 +899,37 @@ static void release_run(zl_tensor *y[2], zl_tensor *gr[2][3])
  * to a tolerance (another summation order; bf16 rounds differently on the
  * host's bf16 GEMM, and the device rounds g to f16 for its f16 GEMMs), the
  * bias's gradient (rows added in order) bit for bit. bf16 and f16 x and w
- * go to the device's half-precision GEMM as they are: forward, gx and gw. */
+ * go to the device as they are: linear_half forward (its output in their
+ * dtype, the bias added before the one rounding) and the half GEMM for gx
+ * and gw, or the half GEMM three times when linear_half declines. */
 TEST(linear_on_the_device)
 {
     zl_tensor *xr = zt_randn(SHAPE(2, 3, 6)), *wr = zt_randn(SHAPE(5, 6)), *bh = zt_randn(SHAPE(5));
     zl_tensor *gh = zt_randn(SHAPE(2, 3, 5));
     const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
-    for (int k = 0; k < 3; k++)
-        for (int bias = 0; bias < 2; bias++) {
-            zl_tensor *h[3] = {zl_tensor_to(xr, dts[k]), zl_tensor_to(wr, dts[k]), bias ? bh : NULL};
-            zl_tensor *y[2], *gr[2][3];
-            int before[3] = {half_gemms[0], half_gemms[1], half_gemms[2]};
-            run3(linear3, false, h, gh, y, gr);
-            for (int d = 0; d < 3; d++) CHECK(half_gemms[d] - before[d] == (d == (int)dts[k] && k > 0 ? 3 : 0));
-            CHECK(y[0] && y[1] && zl_tensor_dtype(y[0]) == dts[k] && zl_tensor_dtype(y[1]) == dts[k]);
-            double tol = dts[k] == ZL_DTYPE_F32 ? 1e-5 : 1e-2;
-            if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "linear");
-            if (gr[0][0] && gr[1][0]) check_close_host(gr[0][0], gr[1][0], tol, "linear's gradient of x");
-            if (gr[0][1] && gr[1][1]) check_close_host(gr[0][1], gr[1][1], tol, "linear's gradient of w");
-            if (bias) CHECK(gr[0][2] && gr[1][2]);
-            if (gr[0][2] && gr[1][2]) check_bits(gr[0][2], gr[1][2], "linear's gradient of the bias");
-            release_run(y, gr);
-            zl_tensor_release(h[1]);
-            zl_tensor_release(h[0]);
-        }
+    for (int c = 0; c < 12; c++) {
+        int k = c % 3, bias = c / 3 % 2;
+        linear_half_declines = c >= 6;
+        zl_tensor *h[3] = {zl_tensor_to(xr, dts[k]), zl_tensor_to(wr, dts[k]), bias ? bh : NULL};
+        zl_tensor *y[2], *gr[2][3];
+        int before[3] = {half_gemms[0], half_gemms[1], half_gemms[2]}, lh = linear_halfs;
+        run3(linear3, false, h, gh, y, gr);
+        bool fused = k > 0 && !linear_half_declines;
+        for (int d = 0; d < 3; d++)
+            CHECK(half_gemms[d] - before[d] == (d == (int)dts[k] && k > 0 ? (fused ? 2 : 3) : 0));
+        CHECK(linear_halfs - lh == (fused ? 1 : 0));
+        CHECK(y[0] && y[1] && zl_tensor_dtype(y[0]) == dts[k] && zl_tensor_dtype(y[1]) == dts[k]);
+        double tol = dts[k] == ZL_DTYPE_F32 ? 1e-5 : 1e-2;
+        if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "linear");
+        if (gr[0][0] && gr[1][0]) check_close_host(gr[0][0], gr[1][0], tol, "linear's gradient of x");
+        if (gr[0][1] && gr[1][1]) check_close_host(gr[0][1], gr[1][1], tol, "linear's gradient of w");
+        if (bias) CHECK(gr[0][2] && gr[1][2]);
+        if (gr[0][2] && gr[1][2]) check_bits(gr[0][2], gr[1][2], "linear's gradient of the bias");
+        release_run(y, gr);
+        zl_tensor_release(h[1]);
+        zl_tensor_release(h[0]);
+    }
+    linear_half_declines = false;
     zl_tensor *objs[] = {gh, bh, wr, xr};
     release_all(objs, 4);
 }

@@ -223,9 +223,11 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
-/* y [rows, outf] on the device, f32: the bias copied into each row and the
- * GEMM added to it (beta 1), the host's sgemm steps; half-precision x and w
- * go in as they are. */
+/* y [rows, outf] on the device. Half-precision x and w: y in their dtype
+ * from one GEMM with the bias in its epilogue where the device has one
+ * (linear_half). Otherwise y in f32: the bias copied into each row and the
+ * GEMM added to it (beta 1), the host's sgemm steps, half-precision x and w
+ * going in as they are. */
 static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *const *in, int nin, int64_t rows,
                                 int64_t inf, int64_t outf, int ndim, const int64_t *shape)
 {
@@ -233,10 +235,27 @@ static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *
     zl_dtype dt = zli_dev_gemm_dtype(2, in);
     zl_tensor *xc = zli_contiguous_as_like(in[0], dt, home), *wc = zli_contiguous_as_like(in[1], dt, home);
     zl_tensor *bc = nin > 2 ? zli_f32c_like(in[2], home) : NULL;
-    zl_tensor *y = xc && wc && (nin < 3 || bc) ? zli_new_f32_like(home, ndim, shape) : NULL;
-    zl_status st = y ? ZL_OK : ZL_ENOMEM;
-    if (!st && bc) st = zli_copy(y, bc);
-    if (!st) st = device_gemm(k, index, dt, false, true, rows, outf, inf, xc, inf, wc, inf, bc ? 1.0f : 0.0f, y, outf);
+    zl_tensor *y = NULL;
+    bool done = false;
+    zl_status st = xc && wc && (nin < 3 || bc) ? ZL_OK : ZL_ENOMEM;
+    if (!st && dt != ZL_DTYPE_F32 && k->linear_half) {
+        const zl_storage *s = home->storage;
+        y = s->dev->alloc(dt, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
+        st = y ? k->linear_half(index, (int)dt, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
+                                bc ? zl_tensor_data(bc) : NULL, zl_tensor_data(y), outf, &done)
+               : ZL_ENOMEM;
+        if (!st && !done) {
+            zl_tensor_release(y);
+            y = NULL;
+        }
+    }
+    if (!st && !done) {
+        y = zli_new_f32_like(home, ndim, shape);
+        st = y ? ZL_OK : ZL_ENOMEM;
+        if (!st && bc) st = zli_copy(y, bc);
+        if (!st) st = device_gemm(k, index, dt, false, true, rows, outf, inf, xc, inf, wc, inf, bc ? 1.0f : 0.0f, y,
+                                  outf);
+    }
     zl_tensor_release(xc);
     zl_tensor_release(wc);
     zl_tensor_release(bc);

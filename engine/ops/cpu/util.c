@@ -52,7 +52,7 @@ zl_tensor *zli_new_f32(int ndim, const int64_t *shape)
 
 zl_tensor *zli_cast_result(zl_tensor *f32, zl_dtype dt)
 {
-    if (!f32 || dt == ZL_DTYPE_F32) return f32;
+    if (!f32 || f32->dtype == dt) return f32;
     zl_tensor *out = zli_copy_as(f32, dt, ZL_MEM_ACTIVATIONS);
     zl_tensor_release(f32);
     return out;

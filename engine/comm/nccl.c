@@ -269,18 +269,20 @@ static void nccl_close(zl_comm *c, bool clean)
         flushed = (r == ncclSuccess || r == ncclInProgress) && !settle(c, s->comm, "ncclCommFinalize");
     }
     if (flushed) {
-        ncclCommDestroy(s->comm);
-        cudaStreamDestroy(s->stream);
-        cudaEventDestroy(s->ready);
+        ncclResult_t r = ncclCommDestroy(s->comm);
+        if (r != ncclSuccess) fprintf(stderr, "zlua: warning: ncclCommDestroy failed: %s\n", ncclGetErrorString(r));
+        zli_cuda_released("cudaStreamDestroy (the nccl stream)", (int)cudaStreamDestroy(s->stream));
+        zli_cuda_released("cudaEventDestroy", (int)cudaEventDestroy(s->ready));
         zl_tensor_release(s->scratch);
         drop_mpi(s, true);
     } else {
         /* A collective was abandoned (or flushing failed): abort the kernels
          * rather than wait for ranks that may never come. The scratch value may
          * still be written by the aborted barrier, so it is leaked. */
-        ncclCommAbort(s->comm);
-        cudaStreamDestroy(s->stream);
-        cudaEventDestroy(s->ready);
+        ncclResult_t r = ncclCommAbort(s->comm);
+        if (r != ncclSuccess) fprintf(stderr, "zlua: warning: ncclCommAbort failed: %s\n", ncclGetErrorString(r));
+        zli_cuda_released("cudaStreamDestroy (the nccl stream)", (int)cudaStreamDestroy(s->stream));
+        zli_cuda_released("cudaEventDestroy", (int)cudaEventDestroy(s->ready));
         drop_mpi(s, false);
     }
     free(s);

@@ -61,7 +61,7 @@ static void seg_free(void *p, size_t n, void *user)
 {
     (void)n;
     int prev = enter(user);
-    cudaFree(p);
+    zli_cuda_released("cudaFree", (int)cudaFree(p));
     leave(user, prev);
 }
 
@@ -97,7 +97,7 @@ static bool ev_done(void *event, void *user)
 static void ev_drop(void *event, void *user)
 {
     (void)user;
-    cudaEventDestroy((cudaEvent_t)event);
+    zli_cuda_released("cudaEventDestroy", (int)cudaEventDestroy((cudaEvent_t)event));
 }
 
 /* Called with d->mu held. */

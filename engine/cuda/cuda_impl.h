@@ -36,6 +36,10 @@ ZLI_HIDDEN zl_status zli_cuda_synchronize(int index);
 /* ZL_EDEVICE with "cuda:<index>: <what> failed: <name> (<text>)" for the
  * runtime's error code e (a cudaError_t). */
 ZLI_HIDDEN zl_status zli_cuda_fail(const char *what, int index, int e);
+/* A release (cudaFree, cudaFreeHost, an event's or stream's end) that failed:
+ * nobody waits on it to report, so the first one of the process is said on
+ * stderr; it means the device's context broke earlier. */
+ZLI_HIDDEN void zli_cuda_released(const char *what, int e);
 /* The end of a kernel launch on device `index`: the launch's error, or with
  * ZLUA_CUDA_SYNC set the kernel's (waited for); ZL_EDEVICE naming `what`. */
 ZLI_HIDDEN zl_status zli_cuda_done(int index, const char *what, int launched);

@@ -35,4 +35,4 @@ zl_tensor *zli_cuda_alloc_pinned(zl_dtype dt, int ndim, const int64_t *shape, zl
     return t;
 }
 
-void zli_cuda_free_pinned(zl_storage *s) { cudaFreeHost(s->data); }
+void zli_cuda_free_pinned(zl_storage *s) { zli_cuda_released("cudaFreeHost", (int)cudaFreeHost(s->data)); }

@@ -3,6 +3,7 @@
  * copies. The caching allocator is alloc.c. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,15 @@ zl_status zli_cuda_fail(const char *what, int index, int e)
 {
     return zl_error(ZL_EDEVICE, "cuda:%d: %s failed: %s (%s)", index, what, cudaGetErrorName((cudaError_t)e),
                     cudaGetErrorString((cudaError_t)e));
+}
+
+void zli_cuda_released(const char *what, int e)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (e == cudaSuccess || atomic_flag_test_and_set(&said)) return;
+    fprintf(stderr, "zlua: warning: cuda: %s failed: %s (%s); the device's context is broken, and later failures to "
+            "release memory are not reported\n", what, cudaGetErrorName((cudaError_t)e),
+            cudaGetErrorString((cudaError_t)e));
 }
 
 zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_copy_dir dir, int index)

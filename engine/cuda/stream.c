@@ -70,7 +70,7 @@ static zl_status wait(int index, void *ev, bool host)
 
 static void drop(void *ev)
 {
-    if (ev) cudaEventDestroy(ev);
+    if (ev) zli_cuda_released("cudaEventDestroy", (int)cudaEventDestroy(ev));
 }
 
 const zli_copy_stream zli_cuda_streams = {.mark = mark, .start = start, .wait = wait, .drop = drop};

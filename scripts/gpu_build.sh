@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (nvcc, CMake, a C compiler, no Debian -dev packages, no
 # package registry): unpacks the .deb files of scripts/gpu_deps.sh with dpkg -x
-# into .gpu-deps/root, and configures and builds zlua against them alone,
+# into the build folder's deps/ (the .deb folder stays small enough to carry
+# to the machine), and configures and builds zlua against them alone,
 # without MPI, libaio, readline or oneDNN (docs/gpu.md).
 # Usage: scripts/gpu_build.sh [extra cmake options]; ZLUA_GPU_DEPS and
 # ZLUA_BUILD_DIR (default build-gpu/) move the folders; ZLUA_BUILD_TARGETS
@@ -10,7 +11,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps=${ZLUA_GPU_DEPS:-$root/.gpu-deps}
 build=${ZLUA_BUILD_DIR:-$root/build-gpu}
-prefix=$deps/root
+prefix=$build/deps
 
 ls "$deps"/*.deb >/dev/null 2>&1 || { echo "gpu_build: no .deb files in $deps: run scripts/gpu_deps.sh on the build machine and copy $deps here" >&2; exit 1; }
 command -v dpkg >/dev/null || { echo "gpu_build: dpkg not found (needed for dpkg -x)" >&2; exit 1; }

@@ -1,6 +1,6 @@
 /* A gradient summed down to a broadcast operand's shape. Leading dims summed
- * away and trailing ones kept (a bias's gradient: [rows, cols] to [cols]) is a
- * column sum, a block per 32 columns whose 32 rows of threads each add every
+ * away and trailing ones kept, dims of size 1 aside (a bias's gradient:
+ * [rows, cols] to [cols]), is a column sum, a block per 32 columns whose 32 rows of threads each add every
  * 32nd row (cuda/math/sum_to.h's lanes); any other shape one thread per
  * output element in the CPU's order. */
 #include "common.cuh"
@@ -39,13 +39,20 @@ extern "C" int zlk_cuda_sum_to(int nd, const int64_t *shape, const int *red, con
                                void *stream)
 {
     if (nout <= 0) return 0;
-    int lead = 0;
-    while (lead < nd && red[lead]) lead++;
-    bool trailing_kept = lead > 0;
-    for (int d = lead; d < nd; d++) trailing_kept = trailing_kept && !red[d];
-    if (trailing_kept) {
-        int64_t rows = 1;
-        for (int d = 0; d < lead; d++) rows *= shape[d];
+    /* Dims of size 1 change no offset: the rest must be summed ones, then
+     * kept ones. */
+    int64_t rows = 1;
+    bool column_sum = true, kept = false;
+    for (int d = 0; d < nd && column_sum; d++) {
+        if (shape[d] == 1) continue;
+        if (!red[d]) {
+            kept = true;
+        } else {
+            column_sum = !kept;
+            rows *= shape[d];
+        }
+    }
+    if (column_sum && rows > 1) {
         colsum<<<(unsigned)((nout + 31) / 32), dim3(32, ZLK_COL_LANES), 0, zlk_stream(stream)>>>(rows, nout, g, out);
         return zlk_launched();
     }

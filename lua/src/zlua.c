@@ -323,6 +323,15 @@ int main(int argc, char **argv)
     int status = lua_pcall(L, 3, 1, 0);
     bool ok = status == LUA_OK && lua_toboolean(L, -1);
     report(L, status);
+    /* A rank whose script failed must not close its communicators: closing is
+     * collective, and the other ranks are waiting in some other collective,
+     * so the job would hang until the comm timeout. Its process ending is
+     * what the others notice within seconds ("lost rank N"). */
+    const char *world = getenv("WORLD_SIZE");
+    if (!ok && world && atoi(world) > 1) {
+        fflush(stdout);
+        exit(EXIT_FAILURE);
+    }
     zlua_close(s);
     return ok ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A rank killed with SIGKILL mid-run (test_lost_rank.lua), under `zlua --nprocs 3`
-# and plain mpirun: every other rank must stop non-zero, saying on its stderr
-# that rank 1 was lost, well within 60 s. ZLUA_COMM_TIMEOUT is lowered so that
+# and plain mpirun, and a rank whose script raises: every other rank must stop
+# non-zero, saying on its stderr that rank 1 was lost, well within 60 s. ZLUA_COMM_TIMEOUT is lowered so that
 # a failure to notice shows as a timeout rather than a hang.
 # Usage: test_lost_rank.sh <path to zlua>.
 set -u
@@ -31,6 +31,16 @@ check "zlua --nprocs 3: the job stops non-zero within 60 s" eval '[ "$rc" != 0 ]
 check "zlua --nprocs 3: rank 0 (waiting) names rank 1 as lost" said 0
 check "zlua --nprocs 3: rank 2 (computing) names rank 1 as lost" said 2
 check "zlua --nprocs 3: no rank ran on" eval '! has "$out" "was not stopped"'
+
+# A Lua error on rank 1: its message and traceback, then the others stop (its
+# communicators are not closed, which would wait for them in vain).
+run "$ZLUA" --nprocs 3 "$script" raise
+check "a raising rank: the job stops non-zero within 60 s" eval '[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$took" -lt 60 ]'
+check "a raising rank: rank 1 says why, with a traceback" eval \
+  'grep -q "^\[[0-9]*,1\]<stderr>:zlua: .*rank 1 gives up" "$tmp/err" && grep -q "^\[[0-9]*,1\]<stderr>:stack traceback:" "$tmp/err"'
+check "a raising rank: rank 0 names rank 1 as lost" said 0
+check "a raising rank: rank 2 names rank 1 as lost" said 2
+check "a raising rank: no rank ran on" eval '! has "$out" "was not stopped"'
 
 # Under plain mpirun each rank runs in a shell that keeps its exit status. The
 # shell ignores mpirun's SIGTERM (which still reaches zlua, in the same

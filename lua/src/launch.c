@@ -344,15 +344,19 @@ static bool forwarded(const char *var)
 }
 
 static pid_t child;
+static volatile sig_atomic_t stopped_by;
 
 static void forward_signal(int sig)
 {
+    stopped_by = sig;
     kill(child, sig);
 }
 
 /* Runs mpirun and waits: the temporary hostfile is removed afterwards, which
- * an exec in place could not do. Ctrl-C reaches mpirun through the terminal;
- * a SIGTERM or SIGHUP sent to the launcher alone is passed on to it. */
+ * an exec in place could not do. SIGINT, SIGTERM or SIGHUP, to the launcher
+ * alone or to its process group as a terminal's Ctrl-C, is passed on to
+ * mpirun, which stops the ranks; the launcher then says it was interrupted
+ * and exits 128 + the signal, whatever mpirun's own status. */
 static int run_mpirun(char **cmd)
 {
     fflush(NULL);
@@ -369,13 +373,18 @@ static int run_mpirun(char **cmd)
     struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward_signal};
     sigemptyset(&ign.sa_mask);
     sigemptyset(&fwd.sa_mask);
-    sigaction(SIGINT, &ign, NULL);
     sigaction(SIGQUIT, &ign, NULL);
+    sigaction(SIGINT, &fwd, NULL);
     sigaction(SIGTERM, &fwd, NULL);
     sigaction(SIGHUP, &fwd, NULL);
     int wstatus;
     while (waitpid(child, &wstatus, 0) < 0)
         if (errno != EINTR) return EXIT_FAILURE;
+    if (stopped_by) {
+        fprintf(stderr, "%s: interrupted (%s): the ranks were stopped\n", progname,
+                stopped_by == SIGINT ? "SIGINT" : stopped_by == SIGTERM ? "SIGTERM" : "SIGHUP");
+        return 128 + stopped_by;
+    }
     if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
     return 128 + WTERMSIG(wstatus);
 }

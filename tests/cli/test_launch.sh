@@ -180,5 +180,40 @@ run "$ZLUA" --num_gpus 2 dsargs.lua --deepspeed --deepspeed_config ds.json
 check "the seeds' line: zlua --num_gpus 2 script --deepspeed --deepspeed_config ds.json" \
     [ "$rc" = 0 -a "$out" = "$(printf 'rank=0 deepspeed=true config=ds.json\nrank=1 deepspeed=true config=ds.json')" ]
 
+# A signal to the launcher alone, or SIGINT to its process group (a
+# terminal's Ctrl-C), once both ranks run: every process of the job is gone
+# within 5 s, the launcher says it was interrupted and exits 128 + the signal.
+cat >spin_$$.lua <<'LUA'
+local zl = require 'zlua'
+local dist = require 'zlua.dist'
+dist.all_reduce(zl.ones(4))
+io.stdout:write('running\n')
+io.stdout:flush()
+for _ = 1, 1e9 do dist.all_reduce(zl.ones(64)) end
+LUA
+stop() {   # stop <signal> <alone|group>: $rc, $err and $left (processes of the job after 5 s)
+    rm -f "$tmp/st" "$tmp/out" "$tmp/err"
+    setsid bash -c "\"$ZLUA\" --nprocs 2 spin_$$.lua >\"$tmp/out\" 2>\"$tmp/err\" </dev/null; echo \$? >\"$tmp/st\"" &
+    for _ in $(seq 300); do [ "$(grep -c running "$tmp/out" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+    local launcher group
+    launcher=$(pgrep -f "^$ZLUA --nprocs 2 spin_$$.lua" | head -1)
+    group=$(ps -o pgid= "$launcher" | tr -d ' ')
+    if [ "$2" = group ]; then kill "-$1" -- "-$group"; else kill "-$1" "$launcher"; fi
+    for _ in $(seq 50); do [ -e "$tmp/st" ] && ! pgrep -f "spin_$$.lua" >/dev/null && break; sleep 0.1; done
+    rc=$(cat "$tmp/st" 2>/dev/null)
+    err=$(cat "$tmp/err")
+    left=$(pgrep -f "spin_$$.lua" | wc -l)
+    pkill -KILL -f "spin_$$.lua" 2>/dev/null
+}
+stop INT alone
+check "SIGINT to the launcher alone stops the job: status 130, 'interrupted', nothing left" \
+    eval '[ "$rc" = 130 ] && has "$err" "zlua: interrupted (SIGINT)" && [ "$left" = 0 ]'
+stop TERM alone
+check "SIGTERM to the launcher stops the job: status 143, 'interrupted', nothing left" \
+    eval '[ "$rc" = 143 ] && has "$err" "zlua: interrupted (SIGTERM)" && [ "$left" = 0 ]'
+stop INT group
+check "SIGINT to the launcher's process group (Ctrl-C) stops the job: status 130, nothing left" \
+    eval '[ "$rc" = 130 ] && has "$err" "zlua: interrupted (SIGINT)" && [ "$left" = 0 ]'
+
 echo "test_launch: $passed passed, $failed failed"
 [ "$failed" = 0 ]

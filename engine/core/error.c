@@ -40,6 +40,7 @@ const char *zl_status_name(zl_status s)
     case ZL_EINTERRUPT: return "interrupted";
     case ZL_EHOOK: return "hook failed";
     case ZL_EDEVICE: return "device error";
+    case ZL_ESCRIPT: return "script error";
     }
     return "unknown status";
 }

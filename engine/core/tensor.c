@@ -355,7 +355,9 @@ void zl_tensor_set_category(zl_tensor *t, zl_mem_category cat)
 int64_t zl_tensor_size(const zl_tensor *t, int dim)
 {
     int d = dim < 0 ? dim + t->ndim : dim;
-    return d >= 0 && d < t->ndim ? t->shape[d] : -1;
+    if (d >= 0 && d < t->ndim) return t->shape[d];
+    zl_error(ZL_EINVAL, "size: dimension %d is out of range for a %d-d tensor", dim, t->ndim);
+    return -1;
 }
 
 bool zl_tensor_is_contiguous(const zl_tensor *t)
@@ -392,7 +394,12 @@ int64_t zli_linear_offset(const zl_tensor *t, int64_t linear)
 
 double zl_tensor_get(const zl_tensor *t, int64_t i)
 {
-    if (i < 0 || i >= zl_tensor_numel(t) || zli_need_host("get", "the tensor", t)) return NAN;
+    int64_t n = zl_tensor_numel(t);
+    if (i < 0 || i >= n) {
+        zl_error(ZL_EINVAL, "get: index %lld is out of range for %lld elements", (long long)i, (long long)n);
+        return NAN;
+    }
+    if (zli_need_host("get", "the tensor", t)) return NAN;
     const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
     return tr->to_f64((const char *)zl_tensor_data(t) + zli_linear_offset(t, i) * (int64_t)tr->size);
 }

@@ -30,10 +30,16 @@ int zlb_traceback(lua_State *L)
 
 /* Copies the message of a failed protected call into zl_error and restores
  * the stack, so the state stays usable after an error. */
-static zl_status fail(lua_State *L, int top, const char *what)
+/* The code for how the chunk failed: loading (a syntax error, a file that
+ * cannot be read, no memory), or the chunk raising as it ran. */
+static zl_status fail(lua_State *L, int top, const char *what, int lua_status)
 {
     const char *msg = lua_tostring(L, -1);
-    zl_status st = zl_error(ZL_EINVAL, "%s: %s", what, msg ? msg : "(error object is not a string)");
+    zl_status code = lua_status == LUA_ERRSYNTAX ? ZL_EFORMAT
+                   : lua_status == LUA_ERRFILE  ? ZL_EIO
+                   : lua_status == LUA_ERRMEM   ? ZL_ENOMEM
+                                                : ZL_ESCRIPT;
+    zl_status st = zl_error(code, "%s: %s", what, msg ? msg : "(error object is not a string)");
     lua_settop(L, top);
     return st;
 }
@@ -62,8 +68,9 @@ zlua_state *zlua_open(void)
     }
     zl_context *prev = zl_context_current();
     lua_pushcfunction(s->L, open_libs);
-    if (lua_pcall(s->L, 0, 1, 0) != LUA_OK) {
-        fail(s->L, 0, "zlua_open");
+    int status = lua_pcall(s->L, 0, 1, 0);
+    if (status != LUA_OK) {
+        fail(s->L, 0, "zlua_open", status);
         lua_close(s->L);
         free(s);
         zl_context_set_current(prev);
@@ -95,11 +102,12 @@ typedef struct run_args {
     const char *name;
     int argc;
     const char *const *argv;
+    int status;                /* [out] the load's or the run's Lua status */
 } run_args;
 
 static int run_protected(lua_State *L)
 {
-    const run_args *a = lua_touserdata(L, 1);
+    run_args *a = lua_touserdata(L, 1);
     lua_pushcfunction(L, zlb_traceback);
     int handler = lua_gettop(L);
     int status;
@@ -118,10 +126,11 @@ static int run_protected(lua_State *L)
         status = luaL_loadbuffer(L, a->source, strlen(a->source), chunkname);
         lua_remove(L, -2);   /* the name; the chunk or the message stays */
     }
+    a->status = status;
     if (status != LUA_OK) return lua_error(L);
     luaL_checkstack(L, a->argc, "too many script arguments");
     for (int i = 0; i < a->argc; i++) lua_pushstring(L, a->argv[i]);
-    if (lua_pcall(L, a->argc, 0, handler) != LUA_OK) return lua_error(L);
+    if ((a->status = lua_pcall(L, a->argc, 0, handler)) != LUA_OK) return lua_error(L);
     return 0;
 }
 
@@ -132,7 +141,9 @@ static zl_status run(zlua_state *s, run_args *a, const char *what)
     zl_context *prev = zl_context_current();
     lua_pushcfunction(L, run_protected);
     lua_pushlightuserdata(L, a);
-    zl_status st = lua_pcall(L, 1, 0, 0) == LUA_OK ? ZL_OK : fail(L, top, what);
+    a->status = LUA_ERRRUN;
+    int status = lua_pcall(L, 1, 0, 0);
+    zl_status st = status == LUA_OK ? ZL_OK : fail(L, top, what, status == LUA_ERRMEM ? status : a->status);
     zl_context_set_current(prev);
     lua_settop(L, top);
     return st;

@@ -8,11 +8,16 @@ TEST(create_and_inspect)
     CHECK(t);
     CHECK(zl_tensor_ndim(t) == 2 && zl_tensor_numel(t) == 6);
     CHECK(zl_tensor_size(t, -1) == 3 && zl_tensor_size(t, 5) == -1);
+    CHECK(strstr(zl_last_error(), "size: dimension 5 is out of range for a 2-d tensor"));
     CHECK(zl_tensor_is_contiguous(t));
     CHECK(((uintptr_t)zl_tensor_data(t) % ZL_ALIGNMENT) == 0);
     CHECK(zl_tensor_set(t, 4, 2.5) == ZL_OK);
     CHECK(zl_tensor_get(t, 4) == 2.5);
     CHECK_ERR(zl_tensor_set(t, 6, 1.0), "out of range");
+    zl_clear_error();
+    CHECK(isnan(zl_tensor_get(t, 6)) && strstr(zl_last_error(), "get: index 6 is out of range for 6 elements"));
+    zl_clear_error();
+    CHECK(isnan(zl_tensor_get(t, -1)) && strstr(zl_last_error(), "get: index -1 is out of range"));
     zl_tensor_release(t);
     zl_tensor_release(NULL);
 }

@@ -44,14 +44,14 @@ TEST(dostring_errors_carry_message_and_traceback)
     lua_State *L = zlua_lua(s);
     int top = lua_gettop(L);
 
-    CHECK(zlua_dostring(s, "local function f() error('boom') end\nf()", "mychunk") == ZL_EINVAL);
+    CHECK(zlua_dostring(s, "local function f() error('boom') end\nf()", "mychunk") == ZL_ESCRIPT);
     CHECK(strstr(zl_last_error(), "zlua_dostring: mychunk:1: boom") != NULL);
     CHECK(strstr(zl_last_error(), "stack traceback") != NULL);
     CHECK(strstr(zl_last_error(), "mychunk:2: in main chunk") != NULL);
     CHECK(lua_gettop(L) == top);
 
     CHECK_ERR(zlua_dostring(s, "x = = 1", "syn"), "syn:1:");
-    CHECK(zlua_dostring(s, "x = = 1", "syn") == ZL_EINVAL);
+    CHECK(zlua_dostring(s, "x = = 1", "syn") == ZL_EFORMAT);
     CHECK_ERR(zlua_dostring(s, "error('unnamed')", NULL), "(string):1: unnamed");
     CHECK_ERR(zlua_dostring(s, "error({})", "obj"), "(error object is a table value)");
     CHECK_ERR(zlua_dostring(s, "error(setmetatable({}, {__tostring = function() return 'custom' end}))", "obj"),
@@ -112,10 +112,11 @@ TEST(dofile_errors)
     int top = lua_gettop(L);
 
     CHECK_ERR(zlua_dofile(s, "/nonexistent/zlua/script.lua", 0, NULL), "cannot open /nonexistent/zlua/script.lua");
-    CHECK(zlua_dofile(s, "/nonexistent/zlua/script.lua", 0, NULL) == ZL_EINVAL);
+    CHECK(zlua_dofile(s, "/nonexistent/zlua/script.lua", 0, NULL) == ZL_EIO);
 
     char *path = temp_script("local t = nil\n\nreturn t.field\n");
     CHECK_ERR(zlua_dofile(s, path, 0, NULL), ":3: attempt to index a nil value");
+    CHECK(zlua_dofile(s, path, 0, NULL) == ZL_ESCRIPT);
     CHECK(strstr(zl_last_error(), path) != NULL);
     CHECK(strstr(zl_last_error(), "stack traceback") != NULL);
     unlink(path);
@@ -123,6 +124,7 @@ TEST(dofile_errors)
 
     path = temp_script("x = \n");
     CHECK_ERR(zlua_dofile(s, path, 0, NULL), ":2: unexpected symbol near <eof>");
+    CHECK(zlua_dofile(s, path, 0, NULL) == ZL_EFORMAT);
     unlink(path);
     free(path);
 

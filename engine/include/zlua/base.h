@@ -35,6 +35,7 @@ typedef enum zl_status {
     ZL_EINTERRUPT = 8,   /* interrupted by the user (Ctrl-C) */
     ZL_EHOOK = 9,        /* a user hook reported an error */
     ZL_EDEVICE = 10,     /* no such device, or the device (or its driver) failed */
+    ZL_ESCRIPT = 11,     /* a Lua script raised an error (zlua_dofile, zlua_dostring) */
 } zl_status;
 
 /* The message of the last error on this thread. Never NULL; "" when none. */

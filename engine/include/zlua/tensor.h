@@ -36,7 +36,7 @@ ZL_API void zl_tensor_release(zl_tensor *t);        /* NULL is a no-op */
 
 /* ---- inspection (borrowed) ---- */
 ZL_API int zl_tensor_ndim(const zl_tensor *t);
-ZL_API int64_t zl_tensor_size(const zl_tensor *t, int dim);     /* dim may be negative; -1 if invalid */
+ZL_API int64_t zl_tensor_size(const zl_tensor *t, int dim);     /* dim may be negative; -1 and an error if invalid */
 ZL_API const int64_t *zl_tensor_shape(const zl_tensor *t);      /* ndim entries */
 ZL_API const int64_t *zl_tensor_strides(const zl_tensor *t);    /* ndim entries, in elements */
 ZL_API int64_t zl_tensor_offset(const zl_tensor *t);
@@ -61,7 +61,8 @@ ZL_API bool zl_tensor_shares_storage(const zl_tensor *a, const zl_tensor *b);
 /* Format "[2, 3]" into buf (always NUL-terminated); returns buf. */
 ZL_API char *zl_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 
-/* Element access by linear index in logical (row-major) order. */
+/* Element access by linear index in logical (row-major) order; get gives NaN
+ * and sets the error for an index out of range or a tensor on a device. */
 ZL_API double zl_tensor_get(const zl_tensor *t, int64_t linear_index);
 ZL_API zl_status zl_tensor_set(zl_tensor *t, int64_t linear_index, double value);
 /* Element access by a full index (ndim entries). */

@@ -31,10 +31,14 @@ ZL_API void zlua_close(zlua_state *s);   /* NULL is a no-op */
 /* The underlying Lua state (borrowed), for hosts that want the Lua C API. */
 ZL_API lua_State *zlua_lua(zlua_state *s);
 /* Run a script with the global `arg` set as the `lua` program does (arg[0] =
- * path, arg[1..argc] = argv). On a Lua error: ZL_EINVAL, and zl_last_error()
- * holds the message with a traceback. */
+ * path, arg[1..argc] = argv). On failure zl_last_error() holds Lua's message
+ * (with a traceback for an error the script raised) and the code says how it
+ * failed: ZL_EFORMAT a syntax error, ZL_EIO a file that cannot be read,
+ * ZL_ENOMEM no memory, ZL_ESCRIPT an error raised as it ran; ZL_EINVAL for
+ * NULL arguments. */
 ZL_API zl_status zlua_dofile(zlua_state *s, const char *path, int argc, const char *const *argv);
-/* Run a chunk of Lua source; `name` names it in error messages. */
+/* Run a chunk of Lua source; `name` names it in error messages. The codes
+ * are zlua_dofile's. */
 ZL_API zl_status zlua_dostring(zlua_state *s, const char *source, const char *name);
 
 #ifdef __cplusplus

@@ -52,6 +52,19 @@ phase() {
   [ "$2" = FAIL ] && failed=1
   say "$(printf '%-10s %-4s %s (%ds)' "$1" "$2" "$3" "$(elapsed)")"
 }
+# runs NAME: whether phase NAME runs here; when not, it is said to be skipped, and why.
+runs() {
+  if ! wanted "$1"; then phase "$1" skip "not in ZLUA_CHECK_PHASES"; return 1; fi
+  if [ -n "$why_no_gpu" ]; then phase "$1" skip "$why_no_gpu"; return 1; fi
+}
+# verdict NAME EXIT LOG: ok, or FAIL with the exit status.
+verdict() {
+  if [ "$2" -eq 0 ]; then phase "$1" ok "$3"; else phase "$1" FAIL "exit $2; $3"; fi
+}
+# keep PATTERN FILE: FILE's lines that match, indented, said and kept for the summary.
+keep() {
+  while read -r l; do say "  $l"; done < <(grep -E "$1" "$2")
+}
 
 # --- The machine -----------------------------------------------------------
 {
@@ -126,12 +139,10 @@ phase build ok "sm_90, nccl: $nccl; build.log"
 # --- The gpu.* tests -------------------------------------------------------
 exclude=()
 [ -n "${ZLUA_CHECK_EXCLUDE:-}" ] && exclude=(-E "$ZLUA_CHECK_EXCLUDE")
-if ! wanted tests; then
-  phase tests skip "not in ZLUA_CHECK_PHASES"
-elif [ -n "$why_no_gpu" ]; then
+if wanted tests && [ -n "$why_no_gpu" ]; then
   ctest --test-dir "$build" -R '^gpu\.' > "$logs/tests.log" 2>&1
   phase tests skip "$why_no_gpu (CTest: $(grep -c '\*\*\*Skipped' "$logs/tests.log") skipped)"
-else
+elif runs tests; then
   t=$(allow tests 240)
   timeout "$t" ctest --test-dir "$build" -R '^gpu\.' -LE slow "${exclude[@]}" --output-on-failure --timeout 180 \
     > "$logs/tests.log" 2>&1
@@ -139,7 +150,7 @@ else
   res=$(grep -E 'tests passed|tests failed' "$logs/tests.log" | tail -1)
   if [ $st -eq 0 ]; then phase tests ok "$res; tests.log"; else
     phase tests FAIL "${res:-exit $st}; tests.log"
-    while read -r l; do say "  $l"; done < <(grep -E '^\s*[0-9]+ - gpu\.' "$logs/tests.log")
+    keep '^\s*[0-9]+ - gpu\.' "$logs/tests.log"
     # Again with each op waiting for its kernel, so a fault names its op.
     t=$(allow tests 90)
     [ "$t" -gt 20 ] && ZLUA_CUDA_SYNC=1 timeout "$t" ctest --test-dir "$build" --rerun-failed -LE slow \
@@ -148,70 +159,53 @@ else
 fi
 
 # --- compute-sanitizer -----------------------------------------------------
-if ! wanted sanitizer; then
-  phase sanitizer skip "not in ZLUA_CHECK_PHASES"
-elif [ -n "$why_no_gpu" ]; then
-  phase sanitizer skip "$why_no_gpu"
-elif ! command -v compute-sanitizer >/dev/null; then
-  phase sanitizer skip "compute-sanitizer not found"
-else
-  : > "$logs/sanitizer.log"
-  bad=()
-  # tool:program pairs, the programs as built (tests/gpu/test_*.c). NCCL's
-  # start-up asks for attributes of kernels its build has no sm_90 image of
-  # and handles the error: under test_nccl the sanitizer reports memory
-  # errors only, not the API errors NCCL makes on purpose.
-  for pair in ${ZLUA_CHECK_SANITIZE:-memcheck:test_cuda_tensor memcheck:test_cuda_optim racecheck:test_cuda_tensor \
-              racecheck:test_cuda_optim memcheck:test_nccl}; do
-    tool=${pair%%:*} prog=$(find "$build" -name "${pair#*:}" -type f -perm -u+x | head -1)
-    [ -n "$prog" ] || continue
-    api=()
-    [ "${pair#*:}" = test_nccl ] && api=(--report-api-errors no)
-    t=$(allow sanitizer 60)
-    if [ "$t" -lt 15 ]; then bad+=("$pair: no time left"); continue; fi
-    echo "### $tool $prog" >> "$logs/sanitizer.log"
-    timeout "$t" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 9 "$prog" >> "$logs/sanitizer.log" 2>&1
-    st=$?
-    [ $st -eq 0 ] || bad+=("$pair: exit $st")
-  done
-  if [ ${#bad[@]} -eq 0 ]; then phase sanitizer ok "memcheck and racecheck clean; sanitizer.log"
-  else phase sanitizer FAIL "$(IFS=,; echo "${bad[*]}"); sanitizer.log"; fi
+if runs sanitizer; then
+  if ! command -v compute-sanitizer >/dev/null; then
+    phase sanitizer skip "compute-sanitizer not found"
+  else
+    : > "$logs/sanitizer.log"
+    bad=()
+    # tool:program pairs, the programs as built (tests/gpu/test_*.c). NCCL's
+    # start-up asks for attributes of kernels its build has no sm_90 image of
+    # and handles the error: under test_nccl the sanitizer reports memory
+    # errors only, not the API errors NCCL makes on purpose.
+    for pair in ${ZLUA_CHECK_SANITIZE:-memcheck:test_cuda_tensor memcheck:test_cuda_optim racecheck:test_cuda_tensor \
+                racecheck:test_cuda_optim memcheck:test_nccl}; do
+      tool=${pair%%:*} prog=$(find "$build" -name "${pair#*:}" -type f -perm -u+x | head -1)
+      [ -n "$prog" ] || continue
+      api=()
+      [ "${pair#*:}" = test_nccl ] && api=(--report-api-errors no)
+      t=$(allow sanitizer 60)
+      if [ "$t" -lt 15 ]; then bad+=("$pair: no time left"); continue; fi
+      echo "### $tool $prog" >> "$logs/sanitizer.log"
+      timeout "$t" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 9 "$prog" >> "$logs/sanitizer.log" 2>&1
+      st=$?
+      [ $st -eq 0 ] || bad+=("$pair: exit $st")
+    done
+    if [ ${#bad[@]} -eq 0 ]; then phase sanitizer ok "memcheck and racecheck clean; sanitizer.log"
+    else phase sanitizer FAIL "$(IFS=,; echo "${bad[*]}"); sanitizer.log"; fi
+  fi
 fi
 
 # --- The GPT benchmark against PyTorch -------------------------------------
-if ! wanted gpt; then
-  phase gpt skip "not in ZLUA_CHECK_PHASES"
-elif [ -n "$why_no_gpu" ]; then
-  phase gpt skip "$why_no_gpu"
-else
+if runs gpt; then
   t=$(allow gpt 200)
   (cd "$root" && timeout "$t" "$zlua" scripts/bench/gpt.lua --device cuda --configs gpu --precision f32,bf16 \
     --modes "${ZLUA_CHECK_GPT_MODES:-engine}" --threads 1 --repeat 1 --steps 6 --warmup 3) > "$logs/gpt.log" 2>&1
-  st=$?
-  if [ $st -eq 0 ]; then phase gpt ok "gpt.log"; else phase gpt FAIL "exit $st; gpt.log"; fi
-  grep -E '^(gpu|config) ' "$logs/gpt.log" | while read -r l; do echo "  $l"; done
-  while read -r l; do summary+=("  $l"); done < <(grep -E '^(gpu|config) ' "$logs/gpt.log")
+  verdict gpt $? gpt.log
+  keep '^(gpu|config) ' "$logs/gpt.log"
 fi
 
 # --- Per-op micro benchmark ------------------------------------------------
-if ! wanted ops; then
-  phase ops skip "not in ZLUA_CHECK_PHASES"
-elif [ -n "$why_no_gpu" ]; then
-  phase ops skip "$why_no_gpu"
-else
+if runs ops; then
   t=$(allow ops 100)
   (cd "$root" && timeout "$t" "$zlua" scripts/bench/gpu_ops.lua) > "$logs/ops.log" 2>&1
-  st=$?
-  if [ $st -eq 0 ]; then phase ops ok "ops.log"; else phase ops FAIL "exit $st; ops.log"; fi
-  while read -r l; do summary+=("  $l"); done < <(grep -E '^(op |[a-z_]+ +(f32|bf16) )' "$logs/ops.log")
+  verdict ops $? ops.log
+  keep '^(op |[a-z_]+ +(f32|bf16) )' "$logs/ops.log"
 fi
 
 # --- The slow gpu.* tests, with the time left ------------------------------
-if ! wanted slow; then
-  phase slow skip "not in ZLUA_CHECK_PHASES"
-elif [ -n "$why_no_gpu" ]; then
-  phase slow skip "$why_no_gpu"
-else
+if runs slow; then
   t=$(allow slow 300)
   echo "### the slow tests, $t s left" >> "$logs/tests.log"
   timeout "$t" ctest --test-dir "$build" -R '^gpu\.' -L slow "${exclude[@]}" --output-on-failure --timeout 300 \

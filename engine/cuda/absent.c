@@ -39,6 +39,7 @@ zl_mem_stats zli_cuda_stats(int index, zl_mem_category cat)
 }
 
 int64_t zli_cuda_reserved(int index) { (void)index; return 0; }
+int64_t zli_cuda_in_use(void) { return 0; }
 zl_status zli_cuda_empty_cache(int index) { (void)index; return absent(); }
 zl_status zli_cuda_synchronize(int index) { (void)index; return absent(); }
 void zli_cuda_blas_refuse_plans(bool on) { (void)on; }

@@ -23,6 +23,9 @@ typedef struct dev_cache {
 
 static dev_cache g_dev[ZLI_CUDA_MAX_DEVICES];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* Bytes charged on every device together: read after each op (Lua's
+ * collector counts them), so one load rather than a sum over devices. */
+static _Atomic int64_t g_in_use;
 
 static void init_caches(void)
 {
@@ -121,6 +124,7 @@ static void charge(dev_cache *d, zl_mem_category cat, int64_t delta)
 {
     charge_one(d, (int)cat, delta);
     charge_one(d, ZL_MEM_COUNT, delta);
+    atomic_fetch_add(&g_in_use, delta);
 }
 
 static void give_back(dev_cache *d, void *p)
@@ -230,6 +234,8 @@ zl_mem_stats zli_cuda_stats(int index, zl_mem_category cat)
     st.peak = atomic_load(&g_dev[index].peak[cat]);
     return st;
 }
+
+int64_t zli_cuda_in_use(void) { return atomic_load(&g_in_use); }
 
 int64_t zli_cuda_reserved(int index)
 {

@@ -101,25 +101,35 @@ static uint64_t key_hash(const lt_key *k)
     return h;
 }
 
-/* The plan for key (the heuristic asked on a miss; a full table replaces the
- * entry the key hashes to). *plan is a copy, taken under the lock. */
+/* The table's entry for key, or NULL with *room the slot a new one takes
+ * (the first free one of 8 probes, else the one the key hashes to). Called
+ * with g_mu held. */
+static lt_plan *plan_entry(const lt_key *key, lt_plan **room)
+{
+    uint64_t hash = key_hash(key);
+    *room = &g_plans[hash % LT_PLANS];
+    for (int probe = 0; probe < 8; probe++) {
+        lt_plan *e = &g_plans[(hash + (uint64_t)probe) % LT_PLANS];
+        if (!e->used) {
+            *room = e;
+            return NULL;
+        }
+        if (!memcmp(&e->key, key, sizeof *key)) return e;
+    }
+    return NULL;
+}
+
+/* The plan for key (the heuristic asked on a miss). *plan is a copy, taken
+ * under the lock. */
 static void plan_for(cublasLtHandle_t h, const lt_key *key, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, bool have_workspace, lt_plan *plan)
 {
-    uint64_t hash = key_hash(key);
     pthread_mutex_lock(&g_mu);
-    lt_plan *slot = &g_plans[hash % LT_PLANS];
-    for (int probe = 0; probe < 8; probe++) {
-        lt_plan *e = &g_plans[(hash + (uint64_t)probe) % LT_PLANS];
-        if (e->used && !memcmp(&e->key, key, sizeof *key)) {
-            *plan = *e;
-            pthread_mutex_unlock(&g_mu);
-            return;
-        }
-        if (!e->used) {
-            slot = e;
-            break;
-        }
+    lt_plan *slot, *e = plan_entry(key, &slot);
+    if (e) {
+        *plan = *e;
+        pthread_mutex_unlock(&g_mu);
+        return;
     }
     memset(slot, 0, sizeof *slot);
     slot->key = *key;
@@ -150,15 +160,9 @@ static void plan_for(cublasLtHandle_t h, const lt_key *key, cublasLtMatmulDesc_t
 /* A plan found to be refused is not asked for again. */
 static void plan_refused(const lt_key *key)
 {
-    uint64_t hash = key_hash(key);
     pthread_mutex_lock(&g_mu);
-    for (int probe = 0; probe < 8; probe++) {
-        lt_plan *e = &g_plans[(hash + (uint64_t)probe) % LT_PLANS];
-        if (e->used && !memcmp(&e->key, key, sizeof *key)) {
-            e->found = false;
-            break;
-        }
-    }
+    lt_plan *room, *e = plan_entry(key, &room);
+    if (e) e->found = false;
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -278,6 +282,8 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
     return zli_cuda_done(index, "matmul", 0);
 }
 
+static cudaDataType_t half_type(int dt) { return dt == ZL_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
+
 zl_status zli_cuda_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                                 const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
                                 float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
@@ -293,8 +299,8 @@ zl_status zli_cuda_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int
     if (dt != ZL_DTYPE_BF16 && dt != ZL_DTYPE_F16)
         return zl_error(ZL_EINVAL, "cuda:%d: matmul: half-precision operands must be bf16 or f16, not %s", index,
                         zl_dtype_name((zl_dtype)dt));
-    return lt_gemm(index, dt == ZL_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F, 2, ta, tb, M, N, K, alpha, A, lda, sa, B,
-                   ldb, sb, beta, C, ldc, sc, batch, &LT_F32);
+    return lt_gemm(index, half_type(dt), 2, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch,
+                   &LT_F32);
 }
 
 zl_status zli_cuda_linear_half(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
@@ -303,7 +309,7 @@ zl_status zli_cuda_linear_half(int index, int dt, int64_t M, int64_t N, int64_t 
     bool unsupported = false;
     *done = false;
     if (dt != ZL_DTYPE_BF16 && dt != ZL_DTYPE_F16) return ZL_OK;
-    cudaDataType_t t = dt == ZL_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cudaDataType_t t = half_type(dt);
     lt_out out = {t, 2, bias, &unsupported};
     zl_status st = lt_gemm(index, t, 2, false, true, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, D, ldd, 0, 1, &out);
     *done = !st && !unsupported;

@@ -26,6 +26,8 @@ ZLI_HIDDEN zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_cop
 ZLI_HIDDEN zl_status zli_cuda_copy_peer(void *dst, int to, const void *src, int from, size_t n);
 ZLI_HIDDEN zl_status zli_cuda_memset0(void *p, size_t n, int index);
 ZLI_HIDDEN zl_mem_stats zli_cuda_stats(int index, zl_mem_category cat);
+/* Bytes charged to tensors on every device together. */
+ZLI_HIDDEN int64_t zli_cuda_in_use(void);
 /* The device block holding `at` is used on `stream` too (the copy stream):
  * freed, it is not handed out again before that stream's work queued until
  * then is done. False when no block of the allocator holds `at`. */

@@ -93,9 +93,7 @@ zl_mem_stats zl_device_mem_stats(zl_device kind, int index, zl_mem_category cat)
 int64_t zl_device_mem_in_use(zl_device kind)
 {
     if (kind != ZL_DEVICE_CUDA) return zl_device_mem_stats(kind, 0, ZL_MEM_COUNT).current;
-    int64_t n = 0;
-    for (int i = 0; i < ZLI_CUDA_MAX_DEVICES; i++) n += zli_cuda_stats(i, ZL_MEM_COUNT).current;
-    return n;
+    return zli_cuda_in_use();
 }
 
 int64_t zl_device_mem_reserved(zl_device kind, int index)

@@ -11,6 +11,7 @@
 
 local zl = require 'zlua'
 local fmt = string.format
+local median = require('zlua.util.stats').median
 
 local args = zl.args(nil, { dtypes = 'f32,bf16', iters = 20, ops = '', torch = true, device = 'cuda' })
 local B, T, C, H, V = 8, 1024, 768, 12, 50257
@@ -79,12 +80,6 @@ local OPS = {
   end },
 }
 
-local function median(xs)
-  table.sort(xs)
-  local m = #xs // 2
-  return #xs % 2 == 1 and xs[m + 1] or (xs[m] + xs[m + 1]) / 2
-end
-
 local function timed(fn)
   local ts = {}
   for i = 1, args.iters + 3 do
@@ -94,7 +89,7 @@ local function timed(fn)
     sync()
     if i > 3 then ts[#ts + 1] = (zl.core.now() - t0) * 1e3 end
   end
-  return median(ts)
+  return (median(ts))
 end
 
 local ours = {}

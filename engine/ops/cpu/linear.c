@@ -239,8 +239,7 @@ static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *
     bool done = false;
     zl_status st = xc && wc && (nin < 3 || bc) ? ZL_OK : ZL_ENOMEM;
     if (!st && dt != ZL_DTYPE_F32 && k->linear_half) {
-        const zl_storage *s = home->storage;
-        y = s->dev->alloc(dt, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
+        y = zli_kernel_output(home, true, dt, ndim, shape);
         st = y ? k->linear_half(index, (int)dt, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
                                 bc ? zl_tensor_data(bc) : NULL, zl_tensor_data(y), outf, &done)
                : ZL_ENOMEM;

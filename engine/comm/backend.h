@@ -59,9 +59,13 @@ typedef struct zli_comm_backend {
      * has completed, and free it then. */
     zl_status (*test)(struct zl_comm *c, void *pending, bool *done);
     /* Optional (NULL: losses are only found by the timeout). The rank of a peer
-     * whose process is known to have ended, with what is known of it ("process
-     * 1234 ended") in why; -1 while none is. Cheap: comm.c polls it while waiting. */
+     * whose process is known to have ended, with the phrase that says so in
+     * why ("lost rank 1 (process 1234 ended)", "rank 1 failed: <its message>");
+     * -1 while none is. Cheap: comm.c polls it while waiting. */
     int (*lost)(struct zl_comm *c, char *why, size_t size);
+    /* Optional. What is known of peers that cannot take part, such as "rank 1
+     * (process 1234) is stopped", for a timeout's message; "" when nothing is. */
+    void (*stopped)(struct zl_comm *c, char *out, size_t size);
 } zli_comm_backend;
 
 struct zl_comm_request;
@@ -74,7 +78,7 @@ struct zl_comm {
     void *state;                          /* the backend's */
     int live_requests;                    /* started, not yet waited on */
     bool closing;                         /* closed while requests were live */
-    char broken[192];                     /* why it is unusable; "" while fine */
+    char broken[768];                     /* why it is unusable; "" while fine */
     bool peer_lost;                       /* broken because a rank's process ended */
     struct zl_comm_request *abandoned;    /* timed out, still owned by the backend */
 };

@@ -273,9 +273,20 @@ static void request_end(zl_comm_request *r)
 
 const char *volatile zli_comm_waiting;
 
-static zl_status lost_error(const zl_comm_request *r, int lost, const char *why)
+static zl_status lost_error(const zl_comm_request *r, const char *why)
 {
-    return zl_error(ZL_EIO, "rank %d: lost rank %d (%s) during %s", r->c->rank, lost, why, r->what);
+    return zl_error(ZL_EIO, "rank %d in %s: %s", r->c->rank, r->what, why);
+}
+
+/* A timeout names the peers known to be unable to take part (a rank stopped
+ * by a signal), as the waiting rank cannot tell which rank did not arrive. */
+static zl_status timeout_error(const zl_comm_request *r)
+{
+    zl_comm *c = r->c;
+    char stopped[256] = "";
+    if (c->be->stopped) c->be->stopped(c, stopped, sizeof stopped);
+    return zl_error(ZL_EIO, "%s timed out after %g s on rank %d%s%s", r->what, c->timeout_s, c->rank,
+                    stopped[0] ? "; " : "", stopped);
 }
 
 zl_status zl_comm_wait(zl_comm_request *r)
@@ -286,14 +297,14 @@ zl_status zl_comm_wait(zl_comm_request *r)
     unsigned spins = 0;
     double next_check = now_s() + LOST_CHECK_S;
     int lost = -1;
-    char why[96] = "";
+    char why[600] = "";
     zli_comm_waiting = r->what;
     while (r->pending) {
         bool done = false;
         st = c->be->test(c, r->pending, &done);
         if (st) {
             /* A transport that notices the loss reports it less plainly. */
-            if (c->be->lost && (lost = c->be->lost(c, why, sizeof why)) >= 0) st = lost_error(r, lost, why);
+            if (c->be->lost && (lost = c->be->lost(c, why, sizeof why)) >= 0) st = lost_error(r, why);
             break;
         }
         if (done) {
@@ -308,13 +319,13 @@ zl_status zl_comm_wait(zl_comm_request *r)
         if (c->be->lost && t >= next_check) {
             next_check = t + LOST_CHECK_S;
             if (lost >= 0) {
-                st = lost_error(r, lost, why);
+                st = lost_error(r, why);
                 break;
             }
             lost = c->be->lost(c, why, sizeof why);
         }
         if (t > r->deadline) {
-            st = zl_error(ZL_EIO, "%s timed out after %g s on rank %d", r->what, c->timeout_s, c->rank);
+            st = timeout_error(r);
             break;
         }
         /* Spin briefly for short collectives, then sleep so a stalled one costs no CPU. */

@@ -391,6 +391,13 @@ static int nccl_lost(zl_comm *c, char *why, size_t size)
     return s->mpi && s->mpi->be->lost ? s->mpi->be->lost(s->mpi, why, size) : -1;
 }
 
+static void nccl_stopped(zl_comm *c, char *out, size_t size)
+{
+    nccl_state *s = c->state;
+    out[0] = '\0';
+    if (s->mpi && s->mpi->be->stopped) s->mpi->be->stopped(s->mpi, out, size);
+}
+
 const zli_comm_backend zli_comm_nccl = {
     .name = "nccl",
     .device = ZL_DEVICE_CUDA,
@@ -399,4 +406,5 @@ const zli_comm_backend zli_comm_nccl = {
     .start = nccl_start,
     .test = nccl_test,
     .lost = nccl_lost,
+    .stopped = nccl_stopped,
 };

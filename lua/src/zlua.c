@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <lua.h>
 #include <lauxlib.h>
+#include "zlua/comm.h"
 #include "zlua/embed.h"
 #include "launch.h"
 #include "repl.h"
@@ -152,12 +153,17 @@ int zlx_docall(lua_State *L, int narg, int nres)
     return status;
 }
 
+/* The first error reported, for the note a failing rank leaves its peers. */
+static char first_error[1024];
+
 /* Prints the error message on the stack top, if any, and pops it. */
 static bool report(lua_State *L, int status)
 {
     if (status == LUA_OK) return true;
     const char *msg = lua_tostring(L, -1);
-    fprintf(stderr, "%s: %s\n", progname, msg ? msg : "(error object is not a string)");
+    if (!msg) msg = "(error object is not a string)";
+    if (!first_error[0]) snprintf(first_error, sizeof first_error, "%s", msg);
+    fprintf(stderr, "%s: %s\n", progname, msg);
     fflush(stderr);
     lua_pop(L, 1);
     return false;
@@ -326,9 +332,10 @@ int main(int argc, char **argv)
     /* A rank whose script failed must not close its communicators: closing is
      * collective, and the other ranks are waiting in some other collective,
      * so the job would hang until the comm timeout. Its process ending is
-     * what the others notice within seconds ("lost rank N"). */
+     * what the others notice within seconds; its note tells them why. */
     const char *world = getenv("WORLD_SIZE");
     if (!ok && world && atoi(world) > 1) {
+        zl_comm_note_failure(first_error[0] ? first_error : "the script failed");
         fflush(stdout);
         exit(EXIT_FAILURE);
     }

@@ -66,22 +66,38 @@ ZL_API const char *zl_comm_backend(const zl_comm *c);
 ZL_API zl_device zl_comm_device(const zl_comm *c, int *index);
 
 /* A collective that has not completed after `seconds` (> 0) fails with ZL_EIO
- * naming the collective and the rank; the communicator is then unusable
- * (ZL_ESTATE), as the other ranks can no longer be matched. Ctrl-C
- * (zl_interrupt_pending) ends the wait the same way with ZL_EINTERRUPT.
+ * naming the collective and the rank, and any peer on this machine stopped by
+ * a signal ("allreduce timed out after 10 s on rank 0; rank 1 (process 1234)
+ * is stopped"); the communicator is then unusable (ZL_ESTATE), as the other
+ * ranks can no longer be matched. Ctrl-C (zl_interrupt_pending) ends the wait
+ * the same way with ZL_EINTERRUPT.
  *
  * Lost ranks ("mpi"): a rank whose process ends on this machine (killed,
  * crashed, exited) is noticed by the ranks waiting on it within a fraction of
- * a second; their collective fails with ZL_EIO "rank 0: lost rank 1 (process
- * 1234 ended) during allreduce", and the communicator is unusable as after a
- * timeout. A rank on another machine is noticed only by the timeout. mpirun
- * sends SIGTERM to every rank once one has died: while an mpi communicator is
- * open and unless the host set its own SIGTERM handler first, a rank that then
- * finds peers on its machine ended prints "zlua: rank 2: lost rank 1 (process
- * 1234 ended)[ during allreduce]; stopping" to stderr and exits with status 1;
- * any other SIGTERM ends the process as it would have. */
+ * a second; their collective fails with ZL_EIO "rank 0 in allreduce: lost
+ * rank 1 (process 1234 ended)", or, when the rank left a note
+ * (zl_comm_note_failure), "rank 0 in allreduce: rank 1 failed: <its
+ * message>"; the communicator is then unusable as after a timeout. A rank on
+ * another machine is noticed only by the timeout. mpirun sends SIGTERM to
+ * every rank once one has died: while an mpi communicator is open and unless
+ * the host set its own SIGTERM handler first, a rank that then finds peers on
+ * its machine ended prints "zlua: rank 2[ in allreduce]: lost rank 1 (process
+ * 1234 ended); stopping" (or "...: rank 1 failed: <its message>; stopping")
+ * to stderr and exits with status 1; any other SIGTERM ends the process as it
+ * would have. */
 ZL_API zl_status zl_comm_set_timeout(zl_comm *c, double seconds);
 ZL_API double zl_comm_timeout(const zl_comm *c);
+
+/* For a rank about to end on an error, before it exits: leaves `message` (its
+ * first line) where the ranks on this machine look when they find this
+ * process ended, so they report "rank 1 failed: <message>" rather than only
+ * the loss. A rank that fails because it found a peer lost passes that
+ * peer's report on instead, so every rank names the rank the failure began
+ * with. Do not close the communicators afterwards (closing is collective and
+ * the peers are elsewhere): exit. Works under Open MPI's mpirun (the note goes
+ * into the job's session folder, removed when the job ends); elsewhere, and
+ * in a build without MPI, it does nothing. */
+ZL_API void zl_comm_note_failure(const char *message);
 
 /* Every rank passes tensors of the same dtype and numel, contiguous, on the CPU
  * for "self" and "mpi", on cuda:<local rank> for "nccl" (which runs them on its

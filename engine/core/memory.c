@@ -192,10 +192,12 @@ zl_mem_stats zl_mem_stats_of(zl_mem_category cat)
 {
     zl_context *ctx = zl_context_current();
     zl_mem_stats s = {0, 0};
-    if ((unsigned)cat < ZL_MEM_COUNT) {
-        s.current = atomic_load(&ctx->current[cat]);
-        s.peak = atomic_load(&ctx->peak[cat]);
+    if ((unsigned)cat >= ZL_MEM_COUNT) {
+        zl_error(ZL_EINVAL, "zl_mem_stats_of: unknown memory category %d", (int)cat);
+        return s;
     }
+    s.current = atomic_load(&ctx->current[cat]);
+    s.peak = atomic_load(&ctx->peak[cat]);
     return s;
 }
 

@@ -74,11 +74,12 @@ zl_tensor *zl_tensor_randn(zl_dtype dt, int ndim, const int64_t *shape, zl_gener
 
 int64_t zl_generator_randint(zl_generator *g, int64_t n)
 {
+    if (n <= 0) return zl_error(ZL_EINVAL, "zl_generator_randint: n must be > 0, got %lld", (long long)n), -1;
     g = gen(g);
     uint32_t r[4];
     zlm_philox(g->offset++, g->seed, r);
     uint64_t x = ((uint64_t)r[0] << 32) | r[1];
-    return n > 0 ? (int64_t)(x % (uint64_t)n) : 0;
+    return (int64_t)(x % (uint64_t)n);
 }
 
 zl_tensor *zl_randperm(int64_t n, zl_generator *g)

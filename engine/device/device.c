@@ -80,8 +80,24 @@ zl_tensor *zl_tensor_to_device(zl_tensor *t, zl_device kind, int index)
     return moved(t, kind, index);
 }
 
+/* The counters' arguments, checked without starting a device runtime (as
+ * zl_device_check would): ZL_EINVAL naming the bad one. */
+static zl_status counter_args(const char *fn, zl_device kind, int index, zl_mem_category cat)
+{
+    if (kind != ZL_DEVICE_CPU && kind != ZL_DEVICE_CUDA)
+        return zl_error(ZL_EINVAL, "%s: unknown device kind %d", fn, (int)kind);
+    int limit = kind == ZL_DEVICE_CUDA ? ZLI_CUDA_MAX_DEVICES : 1;
+    if (index < 0 || index >= limit)
+        return zl_error(ZL_EINVAL, "%s: %s:%d: no such device (index 0..%d)", fn,
+                        kind == ZL_DEVICE_CUDA ? "cuda" : "cpu", index, limit - 1);
+    if ((unsigned)cat > ZL_MEM_COUNT)
+        return zl_error(ZL_EINVAL, "%s: unknown memory category %d", fn, (int)cat);
+    return ZL_OK;
+}
+
 zl_mem_stats zl_device_mem_stats(zl_device kind, int index, zl_mem_category cat)
 {
+    if (counter_args("zl_device_mem_stats", kind, index, cat)) return (zl_mem_stats){0, 0};
     if (kind == ZL_DEVICE_CUDA) return zli_cuda_stats(index, cat);
     if (cat != ZL_MEM_COUNT) return zl_mem_stats_of(cat);
     zl_mem_stats all = {0, 0};
@@ -98,6 +114,7 @@ int64_t zl_device_mem_in_use(zl_device kind)
 
 int64_t zl_device_mem_reserved(zl_device kind, int index)
 {
+    if (counter_args("zl_device_mem_reserved", kind, index, ZL_MEM_COUNT)) return 0;
     if (kind == ZL_DEVICE_CUDA) return zli_cuda_reserved(index);
     int64_t sum = 0;
     for (int c = 0; c < ZL_MEM_COUNT; c++) sum += zl_mem_stats_of((zl_mem_category)c).current;

@@ -612,7 +612,9 @@ int zl_safetensors_count(const zl_safetensors *f) { return f ? f->n : 0; }
 
 const zl_safetensors_entry *zl_safetensors_entry_at(const zl_safetensors *f, int i)
 {
-    return f && i >= 0 && i < f->n ? &f->items[i].e : NULL;
+    if (f && i >= 0 && i < f->n) return &f->items[i].e;
+    zl_error(ZL_EINVAL, "zl_safetensors_entry_at: index %d is out of range (%d tensors)", i, f ? f->n : 0);
+    return NULL;
 }
 
 const zl_safetensors_entry *zl_safetensors_find(const zl_safetensors *f, const char *name)
@@ -633,7 +635,10 @@ int zl_safetensors_metadata_count(const zl_safetensors *f) { return f ? f->nmeta
 
 const zl_safetensors_meta *zl_safetensors_metadata_at(const zl_safetensors *f, int i)
 {
-    return f && i >= 0 && i < f->nmeta ? &f->meta[i] : NULL;
+    if (f && i >= 0 && i < f->nmeta) return &f->meta[i];
+    zl_error(ZL_EINVAL, "zl_safetensors_metadata_at: index %d is out of range (%d metadata pairs)", i,
+             f ? f->nmeta : 0);
+    return NULL;
 }
 
 const char *zl_safetensors_metadata_get(const zl_safetensors *f, const char *key)

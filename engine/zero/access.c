@@ -49,7 +49,10 @@ zl_status zl_zero_begin_forward(zl_zero *z)
 zl_status zl_zero_end_backward(zl_zero *z)
 {
     if (!z) return zl_error(ZL_EINVAL, "zl_zero_end_backward: no engine");
-    return zz_reduce_drain(z);
+    zl_status st = zz_reduce_drain(z);
+    z->grads_open = false;
+    z->backward_ended = !st;
+    return st;
 }
 
 static zl_status entry_of(zl_zero *z, zl_tensor *p, const char *fn, zz_entry **e)

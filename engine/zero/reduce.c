@@ -202,6 +202,7 @@ static zl_status flush(zl_zero *z)
 zl_status zz_reduce_add(zl_zero *z, zz_entry *e)
 {
     e->seen = true;
+    z->grads_open = true;
     zl_tensor *g0 = zl_tensor_grad(e->p);
     if (!g0) return ZL_OK;
     int64_t n = e->n;

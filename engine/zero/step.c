@@ -287,6 +287,14 @@ zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool chec
     if (!z) return zl_error(ZL_EINVAL, "zl_zero_step: no engine");
     if (!(loss_scale > 0) || !isfinite(loss_scale))
         return zl_error(ZL_EINVAL, "zl_zero_step: loss_scale must be finite and > 0, got %g", loss_scale);
+    /* Stepping then would apply a partial gradient, or none, and report success. */
+    if (z->grads_open)
+        return zl_error(ZL_ESTATE, "zl_zero_step: gradients of a backward are still pending in the buckets; call "
+                                   "zl_zero_end_backward after each backward, before the step");
+    if (!z->backward_ended)
+        return zl_error(ZL_ESTATE, "zl_zero_step: no backward ended since the last step; call "
+                                   "zl_zero_end_backward after each backward, before the step");
+    z->backward_ended = false;
     zl_zero_step_info r = {.overflow = false, .grad_norm = 0, .clip_coef = 1};
     zl_status st = zz_grads_settle(z);
     /* a parameter fetched ahead and not used yet may still be reading its chunk */

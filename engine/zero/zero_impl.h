@@ -109,6 +109,10 @@ struct zl_zero {
     zz_item *pending;
     int npending, cap_pending;
     int64_t fill, bucket_cap;
+    /* A gradient arrived since the last zl_zero_end_backward (so the buckets
+     * may hold part of it), and a backward ended since the last step: a step
+     * is refused unless the first is false and the second true. */
+    bool grads_open, backward_ended;
 
     /* stages 1-2 all-gather */
     zl_tensor *gsend, *grecv;

@@ -231,6 +231,14 @@ TEST(foreign_header)
     CHECK(strcmp(e1->name, "z\xc3\xa9\xf0\x9f\x98\x80") == 0 && e1->dtype == ZL_DTYPE_BF16);
     CHECK(e1->offset == 8 + (int64_t)strlen(header) + 8);
     CHECK(strcmp(zl_safetensors_metadata_get(f, "a/b"), "x\\y") == 0);
+    zl_clear_error();
+    CHECK(zl_safetensors_entry_at(f, 2) == NULL &&
+          strstr(zl_last_error(), "entry_at: index 2 is out of range (2 tensors)"));
+    zl_clear_error();
+    CHECK(zl_safetensors_entry_at(f, -1) == NULL && strstr(zl_last_error(), "entry_at: index -1 is out of range"));
+    zl_clear_error();
+    CHECK(zl_safetensors_metadata_at(f, zl_safetensors_metadata_count(f)) == NULL &&
+          strstr(zl_last_error(), "metadata_at: index 1 is out of range (1 metadata pairs)"));
     zl_tensor *t = zl_safetensors_read(f, e1->name, ZL_MEM_OTHER);
     CHECK(t && zl_tensor_get(t, 0) == 1.5 && zl_tensor_get(t, 1) == -3.0);
     zl_tensor_release(t);

@@ -2,6 +2,26 @@
  * the RNG's independence from thread count, and bad-input messages. */
 #include "harness.h"
 
+/* Getters that cannot say "bad index" in their value set the error. */
+TEST(counters_refuse_a_bad_index_by_name)
+{
+    zl_mem_stats st = zl_mem_stats_of(ZL_MEM_COUNT);
+    CHECK(st.current == 0 && strstr(zl_last_error(), "zl_mem_stats_of: unknown memory category"));
+    zl_clear_error();
+    st = zl_device_mem_stats(ZL_DEVICE_CPU, 1, ZL_MEM_COUNT);
+    CHECK(st.current == 0 && strstr(zl_last_error(), "zl_device_mem_stats: cpu:1: no such device (index 0..0)"));
+    CHECK_ERR(zl_device_mem_stats(ZL_DEVICE_CUDA, -1, ZL_MEM_PARAMS), "cuda:-1: no such device (index 0..63)");
+    CHECK_ERR(zl_device_mem_stats(ZL_DEVICE_CPU, 0, (zl_mem_category)99), "unknown memory category 99");
+    zl_clear_error();
+    CHECK(zl_device_mem_reserved(ZL_DEVICE_CUDA, 64) == 0 &&
+          strstr(zl_last_error(), "zl_device_mem_reserved: cuda:64: no such device"));
+    zl_clear_error();
+    CHECK(zl_generator_randint(NULL, 0) == -1 &&
+          strstr(zl_last_error(), "zl_generator_randint: n must be > 0, got 0"));
+    zl_clear_error();
+    CHECK(zl_device_mem_stats(ZL_DEVICE_CPU, 0, ZL_MEM_COUNT).current >= 0 && zl_last_error()[0] == '\0');
+}
+
 TEST(create_and_inspect)
 {
     zl_tensor *t = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(2, 3));

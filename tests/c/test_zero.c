@@ -1,8 +1,8 @@
 /* engine/zero through zlua/zero.h on one rank (the "self" communicator):
  * every stage steps the same bits, stage 3 empties and gathers parameters
  * around their use, the checkpoint walk reads and writes masters, zero.Init's
- * store hands its chunks over, memory figures add up, and bad input is
- * refused by name. Several ranks: tests/dist and examples/embed_zero. */
+ * store hands its chunks over, memory figures add up, a step without an
+ * ended backward is refused, and bad input is refused by name. Several ranks: tests/dist and examples/embed_zero. */
 #include "harness.h"
 
 #define NP 4
@@ -296,6 +296,48 @@ TEST(a_step_reads_only_its_own_gradients)
             for (int i = 0; i < 3; i++) zl_tensor_release(rel[i]);
         }
         zl_tensor_release(x);
+        zl_zero_free(z);
+        free_net(&n);
+    }
+    zl_comm_close(c);
+}
+
+/* A host that forgets zl_zero_end_backward: with buckets smaller than the
+ * model part of the gradient is still in them, and without any backward
+ * there is nothing to apply. Both steps are refused, and change nothing. */
+TEST(a_step_needs_an_ended_backward)
+{
+    zl_comm *c = self_comm();
+    for (int stage = 0; stage <= 3; stage++) {
+        net n;
+        make_net(&n, 5);
+        zl_zero_config cfg = zl_zero_config_defaults();
+        cfg.stage = stage;
+        cfg.reduce_bucket_size = 8;
+        zl_zero *z = engine(c, &n, &cfg);
+        if (!z) break;
+        zl_zero_step_info info;
+        zl_clear_error();
+        CHECK(zl_zero_step(z, 1.0, 0.0, false, &info) == ZL_ESTATE);
+        CHECK(strstr(zl_last_error(), "no backward ended since the last step; call zl_zero_end_backward") != NULL);
+        zl_tensor *before = NULL, *after = NULL;
+        CHECK(zl_zero_full_fp32(z, n.p[0], &before) == ZL_OK);
+        CHECK(zl_zero_begin_forward(z) == ZL_OK);
+        zl_tensor *x = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){4, 3}, NULL);
+        zl_tensor *y = forward(&n, x);
+        zl_tensor *s = zl_sum(y, ZL_ALL_DIMS, false);
+        CHECK(zl_backward(s, NULL, false) == ZL_OK);
+        zl_clear_error();
+        CHECK(zl_zero_step(z, 1.0, 0.0, false, &info) == ZL_ESTATE);
+        CHECK(strstr(zl_last_error(), "still pending in the buckets; call zl_zero_end_backward") != NULL);
+        CHECK(zl_zero_full_fp32(z, n.p[0], &after) == ZL_OK);
+        CHECK(before && after && memcmp(zl_tensor_data(before), zl_tensor_data(after), 15 * sizeof(float)) == 0);
+        CHECK(zl_zero_end_backward(z) == ZL_OK);
+        CHECK(zl_zero_step(z, 1.0, 0.0, false, &info) == ZL_OK);
+        CHECK(info.grad_norm > 0);
+        CHECK(zl_zero_step(z, 1.0, 0.0, false, &info) == ZL_ESTATE);
+        zl_tensor *rel[] = {x, y, s, before, after};
+        for (int i = 0; i < 5; i++) zl_tensor_release(rel[i]);
         zl_zero_free(z);
         free_net(&n);
     }

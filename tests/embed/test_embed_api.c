@@ -136,6 +136,41 @@ TEST(dofile_errors)
     zlua_close(s);
 }
 
+/* Lua's allocator, refusing to grow past `left` bytes more once armed. */
+typedef struct capped {
+    lua_Alloc f;
+    void *ud;
+    long long left;
+} capped;
+
+static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    capped *c = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize > old && (long long)(nsize - old) > c->left) return NULL;
+    void *p = c->f(c->ud, ptr, osize, nsize);
+    if (p || nsize == 0) c->left -= (long long)nsize - (long long)old;
+    return p;
+}
+
+/* A chunk that runs out of memory is ZL_ENOMEM, and the state stays usable. */
+TEST(out_of_memory_is_enomem)
+{
+    zlua_state *s = zlua_open();
+    if (!s) return;
+    lua_State *L = zlua_lua(s);
+    capped c = {.left = 64 << 20};
+    c.f = lua_getallocf(L, &c.ud);
+    lua_setallocf(L, capped_alloc, &c);
+    zl_clear_error();
+    CHECK(zlua_dostring(s, "local t = {} for i = 1, 1e9 do t[i] = i end", "grow") == ZL_ENOMEM);
+    CHECK(strstr(zl_last_error(), "not enough memory") != NULL);
+    lua_gc(L, LUA_GCCOLLECT);
+    CHECK(zlua_dostring(s, "assert(1 + 1 == 2)", "after") == ZL_OK);
+    lua_setallocf(L, c.f, c.ud);
+    zlua_close(s);
+}
+
 TEST(states_are_independent)
 {
     zlua_state *a = zlua_open(), *b = zlua_open();

@@ -37,7 +37,9 @@ ZL_API zl_tensor *zl_tensor_to_device(zl_tensor *t, zl_device kind, int index);
 
 /* Device memory charged by category (bytes handed to tensors; the allocator's
  * cache is not counted) and its peak, as zl_mem_stats_of for the host;
- * cat ZL_MEM_COUNT gives all categories together (the peak of the sum). */
+ * cat ZL_MEM_COUNT gives all categories together (the peak of the sum). An
+ * unknown kind or category, or an index out of range, gives zeros and sets
+ * the error. */
 ZL_API zl_mem_stats zl_device_mem_stats(zl_device kind, int index, zl_mem_category cat);
 /* Bytes charged to tensors on every device of a kind this process uses (all
  * categories); reads counters, starts no runtime. */

@@ -37,6 +37,7 @@ ZL_API void zl_mem_free(void *p, size_t nbytes, zl_mem_category cat);
 /* Move `nbytes` of accounting from one category to another (a buffer changing role). */
 ZL_API void zl_mem_recharge(size_t nbytes, zl_mem_category from, zl_mem_category to);
 
+/* One category's bytes now and at peak; zeros and an error for an unknown one. */
 ZL_API zl_mem_stats zl_mem_stats_of(zl_mem_category cat);
 ZL_API void zl_mem_reset_peak(void);
 

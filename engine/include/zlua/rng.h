@@ -31,7 +31,8 @@ ZL_API zl_tensor *zl_tensor_rand(zl_dtype dt, int ndim, const int64_t *shape, zl
 ZL_API zl_tensor *zl_tensor_randn(zl_dtype dt, int ndim, const int64_t *shape, zl_generator *g);
 /* A random permutation of 0..n-1 as i64. */
 ZL_API zl_tensor *zl_randperm(int64_t n, zl_generator *g);
-/* One uniform integer in [0, n) (consumes one counter). */
+/* One uniform integer in [0, n) (consumes one counter); -1 and an error,
+ * consuming none, when n <= 0. */
 ZL_API int64_t zl_generator_randint(zl_generator *g, int64_t n);
 
 #ifdef __cplusplus

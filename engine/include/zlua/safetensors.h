@@ -57,7 +57,8 @@ ZL_API zl_safetensors *zl_safetensors_open(const char *path);
 ZL_API void zl_safetensors_close(zl_safetensors *f);   /* NULL is a no-op */
 /* Borrowed; valid until close. */
 ZL_API const char *zl_safetensors_path(const zl_safetensors *f);
-/* Tensors in the order of their data in the file; i in 0 .. count-1. */
+/* Tensors in the order of their data in the file; i in 0 .. count-1 (NULL and
+ * an error otherwise, as for metadata_at). */
 ZL_API int zl_safetensors_count(const zl_safetensors *f);
 ZL_API const zl_safetensors_entry *zl_safetensors_entry_at(const zl_safetensors *f, int i);
 /* The entry named `name`, or NULL (no error set). */

@@ -114,7 +114,9 @@ ZL_API zl_status zl_zero_get_hparams(const zl_zero *z, int group, zl_zero_hparam
 
 /* A forward begins (stage 3 restarts its trace and prefetches). */
 ZL_API zl_status zl_zero_begin_forward(zl_zero *z);
-/* After each backward: the last bucket reduced, every collective waited for. */
+/* After each backward: the last bucket reduced, every collective waited for.
+ * zl_zero_step needs one since the last step, and none of the gradients of a
+ * backward still unended. */
 ZL_API zl_status zl_zero_end_backward(zl_zero *z);
 
 typedef struct zl_zero_step_info {
@@ -127,7 +129,10 @@ typedef struct zl_zero_step_info {
  * every rank and skip the step if any; otherwise take the global norm,
  * clip to max_norm (0: off), step every rank's partition with the
  * gradients divided by loss_scale, and bring the working parameters up to
- * date on every rank. The gradients are zeroed either way. */
+ * date on every rank. The gradients are zeroed either way. ZL_ESTATE, with
+ * nothing done, when no zl_zero_end_backward came since the last step or a
+ * gradient arrived after the last one (the step would apply part of the
+ * gradient, or none). */
 ZL_API zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool check_overflow,
                               zl_zero_step_info *info);
 ZL_API zl_status zl_zero_zero_grad(zl_zero *z);

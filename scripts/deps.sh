@@ -5,9 +5,10 @@
 set -euo pipefail
 # clang, libclang-rt-14-dev (libFuzzer, the sanitizer runtimes) and libomp-dev
 # (clang's OpenMP) build the fuzz targets (tests/fuzz), which the suite runs.
+# iproute2's ip makes the network namespaces of tests/dist/test_two_hosts.sh.
 packages=(liblua5.4-dev libopenblas-dev libopenmpi-dev openmpi-bin libaio-dev zlib1g-dev
           libreadline-dev cmake pkg-config gcc libc6-dev make libdnnl-dev libcjson-dev
-          clang libclang-rt-14-dev libomp-dev)
+          clang libclang-rt-14-dev libomp-dev iproute2)
 if ! command -v dpkg-query >/dev/null; then
   echo "zlua: this setup expects Debian (dpkg-query not found); install the equivalents of:" >&2
   echo "  ${packages[*]}" >&2

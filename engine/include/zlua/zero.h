@@ -184,6 +184,45 @@ ZL_API zl_status zl_zero_each_chunk(zl_zero *z, bool write, const bool *only, zl
  * them and gathered on every rank. Collective. */
 ZL_API zl_status zl_zero_sync_working(zl_zero *z);
 
+/* ---- a checkpoint's optimizer shards ----
+ * A shard is one rank's part of the optimizer: a safetensors file holding,
+ * for each parameter i (counted from 1) of which this rank owns elements,
+ * "param.<i>", the real elements of its f32 master chunk, and once its group
+ * has stepped "state.<i>.<key>" for each state key (zl_zero_state_keys), all
+ * f32 of `own` elements (zl_zero_param_info). At P = 1 every rank holds the
+ * same: one rank's shard is the checkpoint's. Written atomically (the old
+ * file stays on failure); streamed, so NVMe-offloaded state passes through a
+ * sub-group at a time. Not collective. */
+ZL_API zl_status zl_zero_save_shard(zl_zero *z, const char *path);
+
+/* One parameter of a saved partition, in the engine's order. */
+typedef struct zl_zero_saved_param {
+    int64_t numel;   /* its elements, which must be the engine's */
+    int64_t k;       /* its chunk length in the saved partition (as zl_zero_param_info.k there) */
+    int64_t step;    /* optimizer steps it had taken; 0: no state was saved */
+} zl_zero_saved_param;
+
+/* A saved partition: `partitions` shards named optim_rank<q>.safetensors in
+ * `folder`, laid out as zl_zero_save_shard writes them. All borrowed. */
+typedef struct zl_zero_saved {
+    const char *folder;
+    int partitions;                       /* >= 1 */
+    int nparams;                          /* the engine's count */
+    const zl_zero_saved_param *params;
+    int nkeys;                            /* state keys saved; each must be one of the engine's */
+    const char *const *keys;
+} zl_zero_saved;
+
+/* This rank's chunks of the masters and, for parameters saved with a step,
+ * of the optimizer state, read from whichever saved chunks hold them (so any
+ * world size and stage loads any other's shards; a state key not saved
+ * starts at zero), the groups' step counts set to their parameters' largest,
+ * then zl_zero_sync_working. The layout is checked against the engine first
+ * (ZL_EINVAL naming the folder and parameter); the files are checked by the
+ * safetensors reader (each message names the file and tensor). Collective,
+ * through zl_zero_sync_working. */
+ZL_API zl_status zl_zero_load_shards(zl_zero *z, const zl_zero_saved *saved);
+
 /* ---- figures ---- */
 typedef struct zl_zero_memory {
     int64_t params;            /* working parameters held (gathered ones included), bytes */

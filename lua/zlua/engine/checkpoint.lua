@@ -144,41 +144,12 @@ local function write_model(engine, path, format)
   return ok, err
 end
 
--- This rank's chunks of the masters and of the optimizer state, streamed
--- (with NVMe offload they come in a sub-group at a time).
+-- This rank's chunks of the masters and of the optimizer state (the engine
+-- streams them: with NVMe offload they come in a sub-group at a time). At
+-- one partition every rank holds the same, and rank 0 writes it.
 local function write_shard(engine, path)
-  local z = engine.zero
-  if z.layout.P == 1 and engine.rank ~= 0 then return nil end
-  local keys = z:state_keys()
-  local info = {}
-  for i, e in ipairs(z.entries) do
-    if e.own > 0 then
-      info[#info + 1] = { name = 'param.' .. i, dtype = 'f32', shape = { e.own } }
-      if z:state_of(e) then
-        for _, k in ipairs(keys) do info[#info + 1] = { name = fmt('state.%d.%s', i, k), dtype = 'f32', shape = { e.own } } end
-      end
-    end
-  end
-  local w = zl.safetensors_writer(path, info, { format = FORMAT })
-  local ok, err = pcall(z.each_master, z, function(e, st)
-    if e.own > 0 then
-      local piece = e.mv:narrow(1, 1, e.own)
-      w:write(piece)
-      piece:release()
-      if st then
-        for _, k in ipairs(keys) do
-          local v = st[k]:narrow(1, 1, e.own)
-          w:write(v)
-          v:release()
-        end
-      end
-    end
-  end)
-  if ok then ok, err = pcall(w.commit, w) end
-  if not ok then
-    pcall(w.abort, w)
-    error(err, 0)
-  end
+  if engine.zero.layout.P == 1 and engine.rank ~= 0 then return nil end
+  engine.zero.c:save_shard(path)
   return path
 end
 
@@ -385,24 +356,6 @@ local function check_partition(path, so, z)
   return zi
 end
 
--- Elements [a, b) of parameter i's tensor `name` into dst, from the saved
--- chunks that hold them (each in the file of the rank that owned it).
-local function read_range(path, files, zi, i, name, a, b, dst)
-  local sp = zi.params[i]
-  for q = a // sp.k, (b - 1) // sp.k do
-    local lo, own = layout.owned(sp.numel, sp.k, q)
-    local s0, s1 = math.max(a, lo), math.min(b, lo + own)
-    if s1 > s0 then
-      local f = files[q]
-      if not f then
-        f = zl.safetensors_open(join(path, fmt('optim_rank%d.safetensors', q)))
-        files[q] = f
-      end
-      dst:narrow(1, s0 - a + 1, s1 - s0):copy_(f:read(name, s0 - lo, s1 - s0))
-    end
-  end
-end
-
 -- The optimizer's state against this engine's: nothing is changed.
 local function check_optimizer(engine, path, so)
   local opt, z = engine.optimizer, engine.zero
@@ -457,33 +410,18 @@ local function check_optimizer(engine, path, so)
   end
 end
 
+-- The engine reads its chunks of the saved ones, whatever partition saved them.
 local function load_optimizer(engine, path, state)
-  local opt, z, so = engine.optimizer, engine.zero, state.optimizer
-  local zi = so.zero
-  local files = {}
-  local ok, err = pcall(z.each_master, z, function(e)
-    local i = e.index
-    if e.own > 0 then read_range(path, files, zi, i, 'param.' .. i, e.lo, e.lo + e.own, e.mv:narrow(1, 1, e.own)) end
+  local opt, so = engine.optimizer, state.optimizer
+  local params = {}
+  for i, sp in ipairs(so.zero.params) do
     local sc = so.state[tostring(i)]
-    if sc then
-      local st = z:ensure_state(e)
-      st.step = sc.step
-      for _, key in ipairs(so.tensor_keys) do
-        st[key]:zero_()
-        if e.own > 0 then
-          read_range(path, files, zi, i, fmt('state.%d.%s', i, key), e.lo, e.lo + e.own, st[key]:narrow(1, 1, e.own))
-        end
-      end
-    else
-      z:drop_state(e)
-    end
-  end, true)
-  for _, f in pairs(files) do f:close() end
-  if not ok then error(err, 0) end
+    params[i] = { numel = sp.numel, k = sp.k, step = sc and sc.step or 0 }
+  end
+  engine.zero.c:load_shards { folder = path, partitions = so.zero.partitions, params = params, keys = so.tensor_keys }
   for gi, h in ipairs(so.param_groups) do
     for k, v in pairs(h) do opt.param_groups[gi][k] = v end
   end
-  z:sync_working()
 end
 
 -- model.safetensors against the module: every tensor that will be read is

@@ -133,15 +133,6 @@ function Z:each_master(fn, write, only)
   end
 end
 
---- Within each_master: e's state (a checkpoint being loaded).
-function Z:ensure_state(e) return e.st end
-
---- Within each_master: drop e's optimizer state (a checkpoint saved before its first step).
-function Z:drop_state(e)
-  e.st.step = 0
-  for _, key in ipairs(self.keys) do e.st[key]:zero_() end
-end
-
 --- The optimizer state of e outside a walk: its step, or nil before the first.
 function Z:state_of(e)
   local steps = self.c:group_steps(e.group)

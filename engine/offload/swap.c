@@ -27,12 +27,13 @@ typedef struct swap_buffer {
     zl_tensor *view;          /* the slot's elements in mem, while it holds one */
     int slot;                 /* -1: holds nothing */
     int pins;
-    bool fresh;               /* prefetched, not acquired since: never evicted */
+    bool fresh;               /* prefetched, not acquired since: evicted only by a demand read */
     bool dirty;               /* released dirty by an earlier pin: written at the last release */
     bool valid;               /* holds the slot's contents (not so after acquire_new, until written) */
     zl_aio_request *req;      /* a read or write in flight; none while pinned */
     bool writing;
     uint64_t used;            /* last release or acquire, for LRU */
+    uint64_t ahead;           /* when it was prefetched: the latest is the one needed last */
 } swap_buffer;
 
 struct zli_swap {
@@ -132,21 +133,26 @@ static zl_status start_io(zli_swap *s, swap_buffer *b, bool write)
 }
 
 /* Pick a buffer for a slot that is not resident (see swap.h for the order),
- * evicting what it holds; *idx = -1 when none can be had. */
-static zl_status pick(zli_swap *s, bool may_wait, int *idx)
+ * evicting what it holds; *idx = -1 when none can be had. Only a demand read
+ * (an acquire) may take a prefetched buffer: a read ahead must not fail the
+ * read that is needed now. */
+static zl_status pick(zli_swap *s, bool may_wait, bool demand, int *idx)
 {
-    int empty = -1, clean = -1, writing = -1;
+    int empty = -1, clean = -1, writing = -1, ahead = -1;
     for (int i = 0; i < s->nbuf; i++) {
         swap_buffer *b = &s->bufs[i];
         if (b->slot < 0) {
             /* An allocated one first, so memory grows only when the cache is full. */
             if (empty < 0 || (b->mem && !s->bufs[empty].mem)) empty = i;
-        } else if (!b->pins && !b->fresh) {
+        } else if (!b->pins && b->fresh) {
+            if (ahead < 0 || b->ahead > s->bufs[ahead].ahead) ahead = i;
+        } else if (!b->pins) {
             int *best = b->req ? &writing : &clean;
             if (*best < 0 || b->used < s->bufs[*best].used) *best = i;
         }
     }
-    *idx = empty >= 0 ? empty : clean >= 0 ? clean : may_wait ? writing : -1;
+    *idx = empty >= 0 ? empty : clean >= 0 ? clean : may_wait && writing >= 0 ? writing : demand ? ahead : -1;
+    if (*idx >= 0 && *idx == ahead) s->st.ahead_dropped++;
     if (*idx < 0) return ZL_OK;
     swap_buffer *b = &s->bufs[*idx];
     zl_status st = wait_io(s, b);
@@ -180,9 +186,9 @@ static zl_status bind(zli_swap *s, int idx, int slot)
 /* Bring a slot that is not resident into a buffer: a read started (not
  * waited for), zeros for a slot never written, or nothing for acquire_new.
  * *idx = -1 (ZL_OK) when no buffer can be had. */
-static zl_status load(zli_swap *s, int slot, bool may_wait, bool read, int *idx)
+static zl_status load(zli_swap *s, int slot, bool may_wait, bool demand, bool read, int *idx)
 {
-    zl_status st = pick(s, may_wait, idx);
+    zl_status st = pick(s, may_wait, demand, idx);
     if (st || *idx < 0) return st;
     if ((st = bind(s, *idx, slot))) return st;
     swap_buffer *b = &s->bufs[*idx];
@@ -210,10 +216,10 @@ static zl_status acquire(zli_swap *s, int slot, bool read, zl_tensor **buf)
     if (read && sl->lost) return lost_error(s, slot);
     int idx = sl->buf;
     if (idx < 0) {
-        if ((st = load(s, slot, true, read, &idx))) return st;
+        if ((st = load(s, slot, true, true, read, &idx))) return st;
         if (idx < 0) {
             int held = 0;
-            for (int i = 0; i < s->nbuf; i++) held += s->bufs[i].pins > 0 || s->bufs[i].fresh;
+            for (int i = 0; i < s->nbuf; i++) held += s->bufs[i].pins > 0;
             return zl_error(ZL_ESTATE, "%s: ran out of swap buffers (%d in use) %s slot %d; increase %s.buffer_count",
                             s->what, held, read ? "reading" : "writing", slot, s->what);
         }
@@ -239,7 +245,8 @@ zl_status zli_swap_prefetch(zli_swap *s, int slot, bool may_wait, bool *started)
     if (st) return st;
     if (s->slots[slot].lost) return lost_error(s, slot);
     int idx = s->slots[slot].buf;
-    if (idx < 0 && ((st = load(s, slot, may_wait, true, &idx)) || idx < 0)) return st;
+    if (idx < 0 && ((st = load(s, slot, may_wait, false, true, &idx)) || idx < 0)) return st;
+    if (!s->bufs[idx].fresh) s->bufs[idx].ahead = ++s->tick;
     s->bufs[idx].fresh = true;
     *started = true;
     return ZL_OK;

@@ -15,8 +15,10 @@
  * write is in flight). A buffer for a slot that is not resident is, in this
  * order: one holding nothing; the least recently used unpinned one with no I/O
  * in flight; the least recently used unpinned one whose write is in flight,
- * after waiting for it. A pinned slot and a prefetched slot not yet acquired
- * are never evicted. One thread drives a swapper. */
+ * after waiting for it; for an acquire only, when there is none of those, the
+ * prefetched slot not yet acquired that was prefetched last (the one needed
+ * last: it is read again when acquired). A pinned slot is never evicted, nor
+ * is a prefetched one for another prefetch. One thread drives a swapper. */
 
 typedef struct zli_swap zli_swap;
 
@@ -35,6 +37,7 @@ typedef struct zli_swap_stats {
     double wait_seconds;       /* spent waiting for reads and writes */
     int64_t buffer_bytes;      /* buffers allocated so far */
     int64_t file_bytes;        /* the file's layout: every slot's region */
+    int64_t ahead_dropped;     /* prefetched slots given up to an acquire that found no other buffer */
 } zli_swap_stats;
 
 /* A swapper over cfg->path, creating (or truncating) the file. `aio` is
@@ -52,7 +55,8 @@ ZLI_HIDDEN int zli_swap_add_slot(zli_swap *s, int64_t elems);
 
 /* Start reading the slot into a buffer, so a later acquire need not wait for
  * it. *started is true when the slot is now resident or being read (it is
- * then kept until acquired, or until a flush), false (ZL_OK) when no buffer
+ * then kept until acquired, until a flush, or until an acquire finds no
+ * other buffer), false (ZL_OK) when no buffer
  * can be had: all pinned or prefetched, or, unless may_wait, only ones whose
  * write is in flight. With may_wait the oldest such write is waited for, and
  * its error returned. */
@@ -63,7 +67,8 @@ ZLI_HIDDEN zl_status zli_swap_prefetch(zli_swap *s, int slot, bool may_wait, boo
  * caller may change the elements. *buf is borrowed: a 1-d tensor of exactly
  * the slot's elements, valid until the slot's last release. Acquiring a pinned
  * slot pins it again. Errors: ZL_ESTATE "<what>: ran out of swap buffers (<n>
- * in use) reading slot <id>; increase <what>.buffer_count"; ZL_EIO "<what>:
+ * in use) reading slot <id>; increase <what>.buffer_count" when every buffer
+ * is pinned; ZL_EIO "<what>:
  * reading slot <id>: " and the aio engine's message, naming the file (the slot
  * is then not resident); ZL_EIO "<what>: slot <id> was lost: its last write
  * to <file> failed" until acquire_new and a dirty release rewrite it. */

@@ -275,6 +275,40 @@ TEST(eviction_order)
     zt_tmp_reset();
 }
 
+/* Reads ahead never make the read needed now fail: an acquire with every
+ * unpinned buffer prefetched takes the one prefetched last, which is read
+ * again when its turn comes. */
+TEST(an_acquire_takes_the_last_read_ahead)
+{
+    zl_aio *a = engine(1);
+    zli_swap *s = swapper(a, "ahead.swp", 1000, 3, "offload_param");
+    for (int i = 0; i < 4; i++) zli_swap_add_slot(s, 1000);
+    for (int i = 0; i < 4; i++) put(s, i, 0);
+    CHECK(zli_swap_flush(s) == ZL_OK);
+    zl_tensor *t0 = NULL;
+    bool started = false;
+    CHECK(zli_swap_acquire(s, 0, &t0) == ZL_OK);
+    CHECK(zli_swap_prefetch(s, 1, true, &started) == ZL_OK && started);
+    CHECK(zli_swap_prefetch(s, 2, true, &started) == ZL_OK && started);
+    /* Another prefetch never takes a read ahead. */
+    CHECK(zli_swap_prefetch(s, 3, true, &started) == ZL_OK && !started);
+    int64_t read = zli_swap_stats_of(s).bytes_read;
+    expect(s, 3, 1000, 0);                  /* takes 2's buffer, not 1's */
+    CHECK(zli_swap_stats_of(s).ahead_dropped == 1);
+    expect(s, 1, 1000, 0);
+    CHECK(zli_swap_stats_of(s).bytes_read == read + 4000);
+    expect(s, 2, 1000, 0);
+    CHECK(zli_swap_stats_of(s).bytes_read == read + 8000);
+    /* With every buffer pinned there is still no buffer to have. */
+    zl_tensor *t1 = NULL, *t2 = NULL, *t3 = NULL;
+    CHECK(zli_swap_acquire(s, 1, &t1) == ZL_OK && zli_swap_acquire(s, 2, &t2) == ZL_OK);
+    CHECK_ERR(zli_swap_acquire(s, 3, &t3), "ran out of swap buffers (3 in use) reading slot 3");
+    for (int i = 0; i < 3; i++) CHECK(zli_swap_release(s, i, false) == ZL_OK);
+    zli_swap_close(s);
+    zl_aio_close(a);
+    zt_tmp_reset();
+}
+
 TEST(out_of_buffers)
 {
     zl_aio *a = engine(1);

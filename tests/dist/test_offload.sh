@@ -4,7 +4,8 @@
 # losses bit for bit as no offload, at 1 and 2 ranks, stages 1-3, f32, bf16 and
 # gradient accumulation, pipelined or not, built by zero.Init (chunks kept on
 # NVMe from construction) or not; a checkpoint of an offloaded run
-# resumes exactly, offloaded or not; and faults (a swap file deleted or
+# resumes exactly, offloaded or not; DeepSpeed's default buffer_count with
+# reads ahead never runs out; and faults (a swap file deleted or
 # emptied between steps, nvme_path read-only or full, a rank killed mid-run)
 # end with an error naming the file while the last checkpoint still resumes.
 # With a second argument "full_disk" (CTest: dist.test_offload_full_disk) it
@@ -117,6 +118,24 @@ for ex in digits gpt; do
     done
   done
 done
+
+# DeepSpeed's default offload_param.buffer_count (5) with every parameter on
+# NVMe, reads ahead and no reuse: a read needed now takes the buffer of the
+# read ahead needed last instead of running out; the losses are no offload's.
+dflt() {   # dflt DEVICE: the config, the parameters (and nothing else) on DEVICE
+  cat <<JSON
+{ "train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+  "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0,
+    "offload_param": {"device": "$1", "nvme_path": "$TMP/nvme", "max_in_cpu": 0}}}
+JSON
+}
+dflt none > "$TMP/dflt-none.json"
+dflt nvme > "$TMP/dflt-nvme.json"
+GPT2=("$HERE/../../examples/gpt/train.lua" --n_layer 2 --n_embd 256 --n_head 4 --batch 1 --steps 4 --sample_every 0
+      --sample_len 0)
+run "$TMP/dflt-none" "$ZLUA" "${GPT2[@]}" --config "$TMP/dflt-none.json"
+run "$TMP/dflt-nvme" "$ZLUA" "${GPT2[@]}" --config "$TMP/dflt-nvme.json"
+same "$TMP/dflt-none" "$TMP/dflt-nvme" "offload_param on NVMe with DeepSpeed's 5 buffers and reads ahead == no offload"
 
 # Checkpoints of an offloaded run: resumed offloaded (2 ranks) or not (1 rank, stage 0).
 OFF=(--stage 3 --mode bf16 --offload both --nvme "$TMP/nvme")

@@ -185,13 +185,21 @@ TEST(prefetch_and_acquire_pipeline)
     zt_tmp_reset();
 }
 
+/* An offload_param swapper of `count` buffers whose `nslots` slots of `elems`
+ * elements hold generation 0 on disk. */
+static zli_swap *written(zl_aio *a, const char *name, int64_t elems, int count, int nslots)
+{
+    zli_swap *s = swapper(a, name, elems, count, "offload_param");
+    for (int i = 0; i < nslots; i++) zli_swap_add_slot(s, elems);
+    for (int i = 0; i < nslots; i++) put(s, i, 0);
+    CHECK(zli_swap_flush(s) == ZL_OK);
+    return s;
+}
+
 TEST(prefetch_without_a_free_buffer)
 {
     zl_aio *a = engine(1);
-    zli_swap *s = swapper(a, "full.swp", 1024, 3, "offload_param");
-    for (int i = 0; i < 5; i++) zli_swap_add_slot(s, 1024);
-    for (int i = 0; i < 5; i++) put(s, i, 0);
-    CHECK(zli_swap_flush(s) == ZL_OK);
+    zli_swap *s = written(a, "full.swp", 1024, 3, 5);
     zl_tensor *t0 = NULL, *t1 = NULL;
     bool started = false;
     CHECK(zli_swap_acquire(s, 0, &t0) == ZL_OK);
@@ -281,10 +289,7 @@ TEST(eviction_order)
 TEST(an_acquire_takes_the_last_read_ahead)
 {
     zl_aio *a = engine(1);
-    zli_swap *s = swapper(a, "ahead.swp", 1000, 3, "offload_param");
-    for (int i = 0; i < 4; i++) zli_swap_add_slot(s, 1000);
-    for (int i = 0; i < 4; i++) put(s, i, 0);
-    CHECK(zli_swap_flush(s) == ZL_OK);
+    zli_swap *s = written(a, "ahead.swp", 1000, 3, 4);
     zl_tensor *t0 = NULL;
     bool started = false;
     CHECK(zli_swap_acquire(s, 0, &t0) == ZL_OK);

@@ -2,9 +2,9 @@
  * bins of one size class each for the next allocation of that class, so a
  * training step that repeats its shapes takes no fresh pages (page faults and
  * kernel zero fills) from the system after its first run. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
-#include <unistd.h>
 #include "cache_impl.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -47,13 +47,24 @@ static void lock(zli_cache *c)
 
 static void unlock(zli_cache *c) { atomic_store_explicit(&c->lock, 0, memory_order_release); }
 
-/* Half the machine's memory unless told otherwise: the cache never holds more
- * than that in blocks nobody uses. */
+/* Unless told otherwise, the cache never holds more than half the machine's
+ * memory in blocks nobody uses, or under a lower limit (a memory cgroup, an
+ * rlimit) an eighth of it: there the kernel kills the process before an
+ * allocation fails and the cache could be emptied. */
+static size_t g_default_limit;
+static pthread_once_t g_default_once = PTHREAD_ONCE_INIT;
+
+static void find_default_limit(void)
+{
+    int64_t ram = zl_mem_ram(), lim = zl_mem_limit(NULL);
+    g_default_limit = (size_t)(lim < ram ? lim / 8 : ram / 2);
+}
+
 static size_t limit_of(const zli_cache *c)
 {
     if (c->limit) return c->limit;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : (size_t)1 << 30;
+    pthread_once(&g_default_once, find_default_limit);
+    return g_default_limit;
 }
 
 bool zli_cache_serves(size_t nbytes) { return nbytes >= MIN_BYTES; }

@@ -45,6 +45,15 @@ static int memory_cache(lua_State *L)
     return 1;
 }
 
+/* memory_limit() -> bytes, where the limit comes from (zl_mem_limit). */
+static int memory_limit(lua_State *L)
+{
+    const char *source = NULL;
+    lua_pushinteger(L, zl_mem_limit(&source));
+    lua_pushstring(L, source);
+    return 2;
+}
+
 static int empty_cache(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)zl_mem_empty_cache());
@@ -206,7 +215,8 @@ void zlb_open_engine(lua_State *L)
     static const luaL_Reg fns[] = {
         {"now", now}, {"wall_time", wall_time}, {"isatty", is_tty}, {"getpid", get_pid},
         {"memory", memory}, {"reset_peak", reset_peak}, {"set_memory_release", set_memory_release}, {"mem_fail_after", mem_fail_after},
-        {"memory_cache", memory_cache}, {"empty_cache", empty_cache}, {"set_cache_limit", set_cache_limit},
+        {"memory_cache", memory_cache}, {"memory_limit", memory_limit}, {"empty_cache", empty_cache},
+        {"set_cache_limit", set_cache_limit},
         {"manual_seed", manual_seed}, {"generator_new", generator_new},
         {"generator_seed", generator_seed}, {"generator_state", generator_state},
         {"generator_set_offset", generator_set_offset}, {"randint", randint},

@@ -833,9 +833,14 @@ zl.set_memory_release = core.set_memory_release
 --- after its first run. zl.memory_cache(): {cached =, hits =, misses =,
 --- limit =} (bytes, counts); zl.empty_cache() gives the cached blocks back
 --- (as torch.cuda.empty_cache) and returns the bytes; zl.set_cache_limit(bytes)
---- caps what the cache holds (default half the machine's memory, 0 turns it
---- off, nil restores the default). Cached bytes count in no zl.memory() category.
+--- caps what the cache holds (default half the machine's memory, or an eighth
+--- of a lower limit the process runs under; 0 turns it off, nil restores the
+--- default). Cached bytes count in no zl.memory() category.
 zl.memory_cache = core.memory_cache
+--- zl.memory_limit() -> bytes, source: the most memory this process may use
+--- (the machine's, a memory cgroup's limit at any level above it, RLIMIT_AS or
+--- RLIMIT_DATA, whichever is smallest) and where that limit comes from.
+zl.memory_limit = core.memory_limit
 zl.empty_cache = core.empty_cache
 zl.set_cache_limit = core.set_cache_limit
 zl.manual_seed = core.manual_seed

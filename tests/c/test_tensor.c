@@ -1,5 +1,8 @@
 /* Tensors: creation, views, contiguity, dtype conversion, memory accounting,
  * the RNG's independence from thread count, and bad-input messages. */
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "harness.h"
 
 /* Getters that cannot say "bad index" in their value set the error. */
@@ -155,6 +158,32 @@ TEST(memory_release_threshold)
     CHECK(zl_tensor_get(again, 12345) == 0.0);
     zl_tensor_release(again);
     zl_mem_set_release_threshold(0);
+}
+
+/* Under RLIMIT_AS (set in a child) the limit is the rlimit's, named so. */
+TEST(memory_limit_from_rlimit)
+{
+    const char *source = NULL;
+    int64_t ram = zl_mem_ram(), lim = zl_mem_limit(&source);
+    CHECK(ram > 0 && lim > 0 && lim <= ram && source && source[0]);
+    int64_t cap = (int64_t)1 << 34;   /* 16 GiB: room for the allocator's reservations */
+#if defined(__SANITIZE_ADDRESS__)
+    zt_skip("memory_limit_from_rlimit: AddressSanitizer's shadow memory does not fit under an RLIMIT_AS");
+    return;
+#endif
+    if (ram <= cap) {
+        zt_skip("memory_limit_from_rlimit: the machine has %lld bytes, not more than the 16 GiB rlimit it sets",
+                (long long)ram);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit r = {(rlim_t)cap, (rlim_t)cap};
+        int ok = setrlimit(RLIMIT_AS, &r) == 0 && zl_mem_limit(&source) == cap && strcmp(source, "RLIMIT_AS") == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(memory_cache)

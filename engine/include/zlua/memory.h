@@ -41,6 +41,16 @@ ZL_API void zl_mem_recharge(size_t nbytes, zl_mem_category from, zl_mem_category
 ZL_API zl_mem_stats zl_mem_stats_of(zl_mem_category cat);
 ZL_API void zl_mem_reset_peak(void);
 
+/* The most memory this process may use: the smallest of the machine's RAM,
+ * the memory cgroup limits (v2 memory.max, v1 memory.limit_in_bytes) of its
+ * group and of every group above it, RLIMIT_AS and RLIMIT_DATA, read anew at
+ * each call (some files under /proc and /sys). *source (may be NULL) receives
+ * where it came from ("the machine's memory", "memory.max of the memory
+ * cgroup /jobs/a", "RLIMIT_AS"); static, valid until the next call. */
+ZL_API int64_t zl_mem_limit(const char **source);
+/* The machine's physical memory in bytes. */
+ZL_API int64_t zl_mem_ram(void);
+
 /* Host allocator hook. `alloc` must return memory aligned to ZL_ALIGNMENT
  * (or NULL); `free` receives what alloc returned. NULL restores the default. */
 typedef void *(*zl_alloc_fn)(size_t nbytes, zl_mem_category cat, void *user);
@@ -61,7 +71,8 @@ ZL_API void zl_mem_set_release_threshold(size_t nbytes);
  * training step that repeats its shapes takes no fresh pages from the system
  * (page faults, kernel zero fills) after its first run. Cached bytes are not
  * counted in any category: they belong to no tensor. The limit caps what the
- * cache holds (default half the machine's memory; 0 turns it off, SIZE_MAX
+ * cache holds (default half the machine's memory, or an eighth of a lower
+ * limit the process runs under, zl_mem_limit; 0 turns it off, SIZE_MAX
  * restores the default); an allocation that fails empties it and tries again. */
 typedef struct zl_mem_cache_stats {
     int64_t cached;    /* bytes held for reuse now */

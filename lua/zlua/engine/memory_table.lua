@@ -8,13 +8,15 @@
   (optimizer states from 1, gradients from 2, parameters at 3). Measured are
   the bytes the engine holds for each (engine:memory_report()) and the
   allocator's current and peak bytes per category, which count only what
-  was allocated: never reserved buckets or cached free blocks.
+  was allocated: never reserved buckets or cached free blocks. Last, the
+  most memory the process may use and where that limit comes from.
 
   for _, r in ipairs(require('zlua.engine.memory_table').rows(engine)) do ... end
   require('zlua.engine.memory_table').print(engine, io.stderr [, {activations = bytes}])
   The activations have no estimate here (they depend on the model): a
   caller that has one (zlua.nn.gpt_activations for the GPT) passes it. ]]
 
+local zl = require 'zlua'
 local fmt = string.format
 
 local M = {}
@@ -71,6 +73,8 @@ function M.print(engine, out, estimates)
   for _, r in ipairs(M.rows(engine, estimates)) do
     out:write(fmt('  %-13s %s %s %s %s\n', r.category, mib(r.estimated), mib(r.engine), mib(r.allocated), mib(r.peak)))
   end
+  local limit, source = zl.memory_limit()
+  out:write(fmt('  limit %.2f MiB: %s\n', limit / 2 ^ 20, source))
 end
 
 return M

@@ -11,7 +11,7 @@
 typedef struct zl_storage zl_storage;
 
 /* A device's copy stream: copies between host and device memory that run
- * beside the compute instead of behind it (issue 12). An event marks the
+ * beside the compute instead of behind it. An event marks the
  * work queued on one stream up to its making. CUDA's caching allocator does
  * not hand a freed device buffer out again before the copies queued on it
  * are done; still, neither buffer of a copy may be written, and the host
@@ -34,7 +34,7 @@ typedef struct zli_copy_stream {
 /* A device's own table, handed to core with each storage the device layer
  * (engine/cuda) makes: core gives the block back through it and never reads
  * or writes the bytes of a storage that has one. A pointer per storage rather
- * than a registry keeps core free of any call upward (issue 11). */
+ * than a registry keeps core free of any call upward. */
 typedef struct zli_device_ops {
     zl_device kind;
     void (*free)(zl_storage *s);   /* gives s->data back; core frees s itself */
@@ -96,7 +96,7 @@ struct zl_tensor {
      * whoever attaches `ext` sets `ext_free`, and release calls it with its
      * worklist, so tensors the data holds are dropped without recursion. A
      * function pointer per tensor rather than a call upward keeps core linkable
-     * on its own (issue 11), and needs no registration at start-up that a
+     * on its own, and needs no registration at start-up that a
      * static link or a second context could miss. */
     void *ext;
     void (*ext_free)(void *ext, zl_tensor **worklist);

@@ -130,7 +130,7 @@ zl_status zl_zero_init_partition(zl_zero_init *in, zl_tensor *p)
 {
     if (!in || !p) return zl_error(ZL_EINVAL, "zero.Init: no store or tensor");
     if (find(in, p) >= 0) return ZL_OK;
-    /* The store keeps its chunks in host memory (zero.Init on a device: issue 12). */
+    /* The store keeps its chunks in host memory: zero.Init does not build on a device. */
     if (zli_need_host("zero.Init", "the parameter", p)) return ZL_EDEVICE;
     if (zl_tensor_dtype(p) != ZL_DTYPE_F32)
         return zl_error(ZL_EINVAL, "zero.Init: parameters must be built in f32, got %s",

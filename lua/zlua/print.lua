@@ -38,7 +38,7 @@ end
 local function footer(t, shape)
   local size = #shape == 0 and 'scalar' or 'of size ' .. concat(shape, 'x')
   local s = fmt('[zlua.Tensor %s %s on %s]', core.dtype(t), size, core.device(t))
-  if core.device(t) ~= 'cpu' then return s end   -- autograd does not reach device tensors yet (issue 12)
+  if core.device(t) ~= 'cpu' then return s end   -- autograd does not reach device tensors yet
   local fn = core.grad_fn(t)
   if fn then return s .. ' grad_fn=<' .. fn .. '>' end
   if core.requires_grad(t) then return s .. ' (requires_grad)' end

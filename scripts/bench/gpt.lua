@@ -11,9 +11,9 @@
         [--modes bare,engine] [--torch=false]
 
   Configurations (GPT-2 shapes, vocabulary 50257, random tokens):
-    anchor  4 layers, 256 channels, 4 heads, batch 4 x 128 (issue 14's anchor)
+    anchor  4 layers, 256 channels, 4 heads, batch 4 x 128 (the CPU anchor)
     l12     12 layers, 768 channels, 12 heads, batch 4 x 128
-    gpu     12 layers, 768 channels, 12 heads, batch 8 x 1024 (issue 12's GPU anchor)
+    gpu     12 layers, 768 channels, 12 heads, batch 8 x 1024 (the GPU anchor)
   zlua runs two ways: `bare`, the loop a PyTorch user writes (model, AdamW,
   backward, step), and `engine`, the same step through zlua.initialize (ZeRO
   stage 0, gradient clipping 1.0); bf16 always goes through the engine (bf16

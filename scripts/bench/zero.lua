@@ -3,7 +3,7 @@
   on and off, optionally with the optimizer (and at stage 3 the parameters)
   offloaded; the share of the step spent in collectives (engine:comm_time(),
   which counts the time the engine waits in them); and the tokens per second.
-  --anchor runs issue 11's anchor instead; --compare EXE runs every row with
+  --anchor runs the ZeRO anchor instead; --compare EXE runs every row with
   a second zlua too (the engine before a change), for a before/after table;
   --repeat R launches each configuration R times and reports the median.
   Run by hand, not in CI:
@@ -14,8 +14,8 @@
 
   --batch windows make one global batch at every world size, so the work per
   step is the same and 1 rank vs N ranks compares the same training; --micro M
-  instead gives each rank M windows (the global batch is M x ranks), the way
-  the issue states its anchor. Each configuration runs in its own processes
+  instead gives each rank M windows (the global batch is M x ranks), as in
+  the anchor. Each configuration runs in its own processes
   (zlua --nprocs N this script --worker ...); threads are split evenly between
   the ranks of a run unless --threads gives the count per rank. The figure is
   the median step time after the warm-up steps. ]]
@@ -23,10 +23,10 @@
 local zl = require 'zlua'
 local fmt = string.format
 
--- Issue 11's anchor: the configuration its before/after figures are quoted at.
+-- The ZeRO anchor: the configuration the before/after figures are quoted at.
 local ANCHOR = { n_layer = 4, n_embd = 256, n_head = 4, vocab = 50257, block_size = 128, micro = 2,
   precision = 'f32', ranks = 2, threads = 1 }
--- The anchor's rows, in the order the issue lists them: stage, offload.
+-- The anchor's rows: stage, offload.
 local ANCHOR_ROWS = { { 0, 'none' }, { 1, 'none' }, { 2, 'none' }, { 3, 'none' }, { 3, 'cpu' }, { 3, 'nvme' },
   { 2, 'cpu' }, { 2, 'nvme' } }
 

@@ -1,4 +1,4 @@
---[[ ZeRO against DeepSpeed on the CPU (issue 14, acceptance 3): the GPT
+--[[ ZeRO against DeepSpeed on the CPU: the GPT
   anchor at stage 2 and 3, N ranks x T threads, trained by zlua and by
   DeepSpeed (zero_deepspeed.py beside this, gpt_torch.py's model) from the
   same weights, on the same windows per rank, under the same ds_config.json

@@ -1,4 +1,4 @@
-/* A stand-in device for the CPU test suite (issue 12): its memory is the
+/* A stand-in device for the CPU test suite: its memory is the
  * host's, and its tables run the CUDA kernels' element functions
  * (engine/cuda/math) in plain loops, so every path that sends a tensor to a
  * device runs without a GPU and is compared with the host. Core's primitives

@@ -1,7 +1,7 @@
 /* The CUDA kernels' math (engine/cuda/math) built for the host and run over the
  * same inputs as the CPU ops, forward and backward, in f32, bf16 and f16: f32
  * to 1e-6 relative (bit for bit where the expression is the CPU's), halves to
- * one unit in the last place of the storage type (issue 12, acceptance 2). */
+ * one unit in the last place of the storage type. */
 #include <float.h>
 #include <stdlib.h>
 #include "harness.h"

@@ -1,7 +1,7 @@
 /* The device's copy, fill, add and sum-to-shape math (engine/cuda/math/
- * strided.h, sum_to.h) built for the host: offsets of permuted, narrowed and broadcast views, and every
- * dtype conversion, against core's own copy and element access, bit for bit
- * (issue 12, acceptance 2). */
+ * strided.h, sum_to.h) built for the host: offsets of permuted, narrowed and
+ * broadcast views, and every dtype conversion, against core's own copy and
+ * element access, bit for bit. */
 #include "harness.h"
 #include "cuda/math/strided.h"
 #include "cuda/math/sum_to.h"

@@ -1,4 +1,4 @@
-/* engine/core as the ground floor (issue 11): this program links zlua_core and
+/* engine/core as the ground floor: this program links zlua_core and
  * nothing else, and exercises tensors, views, copies, fills, rng and memory
  * accounting through core's own functions. Its own CHECK: the harness links
  * the whole engine. */

@@ -1,4 +1,4 @@
--- LoRA on two ranks (issue 15; CTest runs `zlua --nprocs 2 test_lora.lua`
+-- LoRA on two ranks (CTest runs `zlua --nprocs 2 test_lora.lua`
 -- from tests/lua, for the harness): at every ZeRO stage only lora_A/lora_B
 -- have gradients and optimizer state (the engine's report and the
 -- allocator's categories), the losses agree between stages bit for bit, and

@@ -1,4 +1,4 @@
-/* Two Lua states in one process (issue 11, acceptance 5): each trains a small
+/* Two Lua states in one process: each trains a small
  * MLP with dropout and AdamW on data drawn from its own RNG, one step of one
  * then one step of the other, and every loss equals, bit for bit, that of the
  * same run alone in a fresh state. Their RNG, thread count and memory

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The seeds' CIFAR-10 launch line with only the program name changed (issue
-# 15, acceptance 5): `zlua --num_gpus 2 examples/cifar10/train.lua --deepspeed
+# The seeds' CIFAR-10 launch line with only the program name changed:
+# `zlua --num_gpus 2 examples/cifar10/train.lua --deepspeed
 # --deepspeed_config ds_config.json`, run where the data and the seeds' config
 # lie. The engine's loader must give the two ranks different batches (their
 # losses differ at every step: with the same batches two data-parallel ranks

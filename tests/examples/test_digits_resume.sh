@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# examples/digits through zlua.initialize (issue 4): stopped at step 70 (in the
+# examples/digits through zlua.initialize: stopped at step 70 (in the
 # middle of the second epoch) with a checkpoint, then resumed in a new process,
 # it prints the same steps and the same final accuracy as a run that went
 # through, bit for bit.

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# examples/gpt with 12 layers and --gradient_checkpointing (issue 15,
-# acceptance 2): the same losses bit for bit as without, the peak activation
+# examples/gpt with 12 layers and --gradient_checkpointing: the same losses
+# bit for bit as without, the peak activation
 # memory it prints at least 3x lower, and --cpu_checkpointing moving the
 # saved block inputs out of the activations into 'other' (lower activations,
 # higher other). And the estimate it prints beside the measure
 # (zlua.nn.gpt_activations, what scripts/estimate_memory.lua prints) within
 # 20% of the measured peak at 12 and at 2 layers, with checkpointing and
-# without (acceptance 6).
+# without.
 # Usage: test_gpt_checkpointing.sh <zlua> <source dir>
 set -u
 zlua=${1:?usage: test_gpt_checkpointing.sh <zlua> <source dir>}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# examples/gpt through zlua.initialize (issue 4): bf16 and fp16 follow the f32
+# examples/gpt through zlua.initialize: bf16 and fp16 follow the f32
 # loss curve within 2% over steps 101-200 (mean over seeds 1-6); a run stopped after a checkpoint and
 # resumed in a new process prints the same steps, bit for bit, as one that ran
 # through; a seed's DeepSpeed config with "auto" values (bf16, ZeRO-2 on one rank)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# examples/sft as the seeds run DeepSpeed-Chat's step 1 (issue 15, acceptance
-# 4): a short fine-tuning from scratch on one rank that saves the model in
-# Hugging Face's layout, then LoRA on that model at two ranks, ZeRO stage 3
-# (built under zero.Init), gradient checkpointing and only the LoRA matrices
+# examples/sft as the seeds run DeepSpeed-Chat's step 1: a short fine-tuning
+# from scratch on one rank that saves the model in Hugging Face's layout,
+# then LoRA on that model at two ranks, ZeRO stage 3 (built under
+# zero.Init), gradient checkpointing and only the LoRA matrices
 # trained, with DeepSpeed-Chat's arguments; and a run from a ds_config file.
 # The first run's eval perplexity must fall below a third of its start, the
 # LoRA run's (from the first's model) below 95% of its own, the config run's

@@ -1,4 +1,4 @@
--- Hostile input to checkpoints (issue 13): tags, client states and names a
+-- Hostile input to checkpoints: tags, client states and names a
 -- save must refuse before it writes anything; saves killed at every stage;
 -- the temporaries they leave, swept by the next save or load (and only
 -- they); `latest` and engine.json damaged in every field with a valid CRC;

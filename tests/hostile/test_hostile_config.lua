@@ -1,6 +1,6 @@
--- Hostile input to configs, data files and the binding's file calls (issue
--- 13): NUL bytes in paths and names (a JSON \u0000 cut by C), a folder, a FIFO
--- or an oversized file given as the config, lines and keys long enough to
+-- Hostile input to configs, data files and the binding's file calls: NUL
+-- bytes in paths and names (a JSON \u0000 cut by C), a folder, a FIFO or an
+-- oversized file given as the config, lines and keys long enough to
 -- make a quadratic parser take minutes, batch sizes whose product overflows.
 -- Each: an error naming the key, file or value, within seconds.
 

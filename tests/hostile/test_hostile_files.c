@@ -1,4 +1,4 @@
-/* Hostile files for the C readers (issue 13): FIFOs, device files, folders and
+/* Hostile files for the C readers: FIFOs, device files, folders and
  * links where a file is expected, a gzip bomb, and crafted headers whose
  * shapes overflow (a zero-sized dimension beside huge ones). Each must fail
  * at once with a message naming the file; a watchdog turns a hang into a

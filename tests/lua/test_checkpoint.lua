@@ -1,4 +1,4 @@
--- Activation checkpointing (issue 15): zl.checkpoint and the GPT's
+-- Activation checkpointing: zl.checkpoint and the GPT's
 -- gradient_checkpointing_enable give bit-identical gradients, dropout
 -- included; parameters inside a checkpoint get their gradients when no input
 -- requires grad (LoRA over a frozen embedding); cpu_checkpointing moves the

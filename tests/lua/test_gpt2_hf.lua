@@ -1,4 +1,4 @@
--- GPT-2 from Hugging Face files and generation (issue 15): the tiny model in
+-- GPT-2 from Hugging Face files and generation: the tiny model in
 -- tests/data/gpt2_tiny (made by transformers: tests/interop/make_gpt2_tiny.py)
 -- gives transformers' logits and greedy continuation; save_pretrained round
 -- trips; the KV cache changes nothing; each bad file is refused by name.

@@ -1,4 +1,4 @@
--- zlua.lora (issue 15): which layers convert, that only lora_A/lora_B take
+-- zlua.lora: which layers convert, that only lora_A/lora_B take
 -- gradients and optimizer state, fused and unfused outputs, the gradients
 -- against finite differences, and the error paths.
 local zl = require 'zlua'

@@ -47,7 +47,7 @@ int zlk_cuda_binary_int_forward(int kind, const zlk_bcast *bc, const void *a, in
                                 void *out, int odt, void *stream);
 /* ga, gb [n] f32 (either may be NULL): the per-element gradients of a and b of
  * the same shape as the output. A broadcast operand's gradient is summed down
- * to its shape afterwards by a reduction (not here; issue 12). */
+ * to its shape afterwards by a reduction (not here). */
 int zlk_cuda_binary_backward(int kind, int64_t n, const void *a, int adt, const void *b, int bdt, const void *g,
                              int gdt, float *ga, float *gb, void *stream);
 

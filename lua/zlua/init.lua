@@ -377,13 +377,19 @@ function methods.permute(t, ...)
   return core.permute(t, dims_args('permute', core.dim(t), ...))
 end
 
---- t:narrow(dim, start, length): elements start .. start+length-1 along dim.
+--- t:narrow(dim, start, length): elements start .. start+length-1 along dim;
+--- start may be one past the last element for an empty slice (torch's x[n:n]).
 function methods.narrow(t, d, start, len)
   local nd = core.dim(t)
   local d0 = D('narrow', d, nd)
   local n = core.size(t, d0)
   len = to_int('narrow', 'length', len)
-  local s0 = n == 0 and to_int('narrow', 'start', start) - 1 or I('narrow', start, n, 'start')
+  start = to_int('narrow', 'start', start)
+  local s0 = start >= 1 and start <= n + 1 and start - 1 or start < 0 and start >= -n and n + start
+  if not s0 then
+    raise(fmt('narrow: start %d is out of range for a dimension of size %d (expected 1..%d%s%s)', start, n, n + 1,
+      n > 0 and fmt(' or -%d..-1', n) or '', start == 0 and '; indices are 1-based' or ''))
+  end
   if len < 0 or s0 + len > n then
     raise(fmt('narrow: start %d and length %d run past the end of dimension %d (size %d)',
               s0 + 1, len, d0 + 1, n))

@@ -167,6 +167,13 @@ test('views', function()
   check_eq(t:get(1, 1, 1), 100, 'clone copies')
   check_error(function() return t:narrow(3, 4, 2) end,
               'narrow: start 4 and length 2 run past the end of dimension 3 (size 4)')
+  -- One past the end, empty: torch's x[4:4].
+  check(same_list(t:narrow(3, 5, 0):shape(), { 2, 3, 0 }), 'narrow to the empty slice after the end')
+  check_error(function() return t:narrow(3, 5, 1) end,
+              'narrow: start 5 and length 1 run past the end of dimension 3 (size 4)')
+  check_error(function() return t:narrow(3, 6, 0) end,
+              'narrow: start 6 is out of range for a dimension of size 4 (expected 1..5 or -4..-1)')
+  check_error(function() return t:narrow(3, 0, 0) end, 'expected 1..5 or -4..-1; indices are 1-based')
   check_error(function() return t:select(1, 3) end,
               'select: index 3 is out of range for a dimension of size 2 (expected 1..2 or -2..-1)')
   check_error(function() return t:transpose(0, 1) end,

@@ -157,6 +157,14 @@ TEST(unary)
         zl_tensor *all[] = {x, y, t, yt, ytt};
         for (int q = 0; q < 5; q++) zl_tensor_release(all[q]);
     }
+    /* NaN goes through every one, as in torch (relu made it 0). */
+    for (int k = 0; k < 12; k++) {
+        uctx u = {k, k == 8 ? 2.5 : -1.5};
+        zl_tensor *x = zl_tensor_full(ZL_DTYPE_F32, SHAPE(1), NAN), *y = call_unary(&x, &u);
+        if (!(y && isnan(zl_tensor_get(y, 0)))) zt_fail(__FILE__, __LINE__, "%s(NaN) is not NaN", names[k]);
+        zl_tensor_release(x);
+        zl_tensor_release(y);
+    }
 }
 
 typedef struct { int kind, dim; bool keep; } rctx;

@@ -27,7 +27,7 @@ static inline ZL_HD float zlm_unary_forward(int kind, float v, float p0, float p
     case ZLM_U_SQRT: return sqrtf(v);
     case ZLM_U_TANH: return tanhf(v);
     case ZLM_U_SIGMOID: return 1.0f / (1.0f + expf(-v));
-    case ZLM_U_RELU: return v > 0.0f ? v : 0.0f;
+    case ZLM_U_RELU: return v > 0.0f || v != v ? v : 0.0f;   /* NaN passes, as in torch */
     case ZLM_U_ABS: return fabsf(v);
     case ZLM_U_POW: return powf(v, p0);
     case ZLM_U_AFFINE: return v * p0 + p1;

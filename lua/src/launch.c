@@ -62,7 +62,20 @@ static int *count_option(const char *a, zlx_launch *l)
 int zlx_launch_option(int argc, char **argv, int *i, zlx_launch *l)
 {
     const char *a = argv[*i];
+    /* DeepSpeed's argparse also takes "--num_gpus=2". */
+    char name[32];
+    const char *inline_value = NULL, *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+    if (eq && (size_t)(eq - a) < sizeof name) {
+        memcpy(name, a, (size_t)(eq - a));
+        name[eq - a] = '\0';
+        a = name;
+        inline_value = eq + 1;
+    }
     if (strcmp(a, "--bind_cores_to_rank") == 0) {
+        if (inline_value) {
+            fail("'%s' takes no value, got '%s'", a, argv[*i]);
+            return -1;
+        }
         l->bind_cores = true;
         return 1;
     }
@@ -73,11 +86,11 @@ int zlx_launch_option(int argc, char **argv, int *i, zlx_launch *l)
                        : strcmp(a, "--master_port") == 0 ? &l->master_port : NULL;
     int *count = count_option(a, l);
     if (value == NULL && count == NULL) return 0;
-    if (*i + 1 >= argc) {
+    if (!inline_value && *i + 1 >= argc) {
         fail("'%s' needs a value", a);
         return -1;
     }
-    const char *v = argv[++*i];
+    const char *v = inline_value ? inline_value : argv[++*i];
     if (value) {
         int port = value == &l->master_port ? parse_count(v, 1) : 1;
         if (port < 0 || port > 65535) {

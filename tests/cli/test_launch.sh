@@ -2,7 +2,8 @@
 # The launcher (lua/src/launch.c): `zlua --nprocs N` and plain `mpirun zlua`
 # give each rank RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE and the script's
 # arguments; DeepSpeed's launcher options (--num_gpus, --num_nodes,
-# --master_addr/--master_port, hostfile, --include/--exclude) and their errors.
+# --master_addr/--master_port, hostfile, --include/--exclude, each also as
+# --option=value) and their errors.
 # Usage: test_launch.sh <path to zlua>. Each run is bounded by `timeout`.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,6 +44,14 @@ check "--nprocs above the cores oversubscribes" \
 run "$ZLUA" --nprocs 2 -e 'if os.getenv("RANK") == "1" then error("rank one fails") end' env.lua
 check "a rank that errors makes the launcher exit non-zero" \
     eval '[ "$rc" != 0 ] && has "$err" "rank one fails"'
+
+# DeepSpeed's argparse takes "--option=value" too.
+run "$ZLUA" --num_gpus=2 --master_port=29600 env.lua a
+check "--num_gpus=2 --master_port=29600 (the '=' form) runs two ranks" \
+    [ "$rc" = 0 -a "$out" = "$(two_ranks a)" ]
+run "$ZLUA" --bind_cores_to_rank=yes env.lua
+check "--bind_cores_to_rank=yes is refused: it takes no value" \
+    eval '[ "$rc" = 1 ] && has "$err" "'"'"'--bind_cores_to_rank'"'"' takes no value"'
 
 run "$ZLUA" --nprocs 0 env.lua
 check "--nprocs 0 is an error" \

@@ -504,6 +504,19 @@ static int online_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* Whether the script cannot be read, said as Lua would say it. */
+static bool unreadable(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int err = f ? 0 : errno;
+    if (f) {
+        if (fgetc(f) == EOF && ferror(f)) err = errno;
+        fclose(f);
+    }
+    if (err) fail("cannot open %s: %s", path, strerror(err));
+    return err != 0;
+}
+
 int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
 {
     if (l->include && l->exclude) {
@@ -539,6 +552,9 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
         fail("--nprocs needs mpirun (Debian package openmpi-bin)");
         return EXIT_FAILURE;
     }
+    /* On this host alone every rank would say the same once each: say it here. */
+    if (!l->hostfile && end < argc && strcmp(argv[end], "-") != 0 && unreadable(argv[end]))
+        return EXIT_FAILURE;
     static char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len < 0) {

@@ -45,6 +45,10 @@ run "$ZLUA" --nprocs 2 -e 'if os.getenv("RANK") == "1" then error("rank one fail
 check "a rank that errors makes the launcher exit non-zero" \
     eval '[ "$rc" != 0 ] && has "$err" "rank one fails"'
 
+run "$ZLUA" --nprocs 2 nosuch.lua
+check "a script that is not there is said once, before any rank starts" \
+    eval '[ "$rc" = 1 ] && [ "$(grep -c "cannot open nosuch.lua: No such file or directory" "$tmp/err")" = 1 ]'
+
 # DeepSpeed's argparse takes "--option=value" too.
 run "$ZLUA" --num_gpus=2 --master_port=29600 env.lua a
 check "--num_gpus=2 --master_port=29600 (the '=' form) runs two ranks" \

@@ -5,7 +5,8 @@
   colour and its own stripe orientation and period, under uniform noise, so
   a small convolutional network can learn it in a few hundred steps.
     lua scripts/gen_cifar10.lua DIR [train_per_file = 80] [test = 100] [seed = 1]
-  Plain Lua 5.4 (zlua runs it too); the same seed writes the same bytes. ]]
+  DIR is made when missing. Plain Lua 5.4 (zlua runs it too); the same seed
+  writes the same bytes. ]]
 
 local dir, per_file, ntest, seed = arg[1], tonumber(arg[2] or 80), tonumber(arg[3] or 100), tonumber(arg[4] or 1)
 if not dir or not math.tointeger(per_file) or not math.tointeger(ntest) or not math.tointeger(seed) then
@@ -13,6 +14,11 @@ if not dir or not math.tointeger(per_file) or not math.tointeger(ntest) or not m
   os.exit(2)
 end
 math.randomseed(seed)
+-- Plain Lua has no mkdir of its own: the shell's, with DIR quoted for it.
+if not os.execute("mkdir -p -- '" .. dir:gsub("'", "'\\''") .. "'") then
+  io.stderr:write('gen_cifar10: cannot make the folder ', dir, '\n')
+  os.exit(1)
+end
 
 -- Ten colours far apart in RGB, and a stripe direction and period per class.
 local colours = {

@@ -180,6 +180,10 @@ H.test('the trainer: round trip, files that load back, ids as its own tokenizer 
   -- Hugging Face breaks ties the same way, so on this text the merges agree with its own.
   H.check_eq(slurp(out .. '/merges.txt'), MERGES, 'merges.txt as Hugging Face trains it')
   H.check_eq(slurp(out .. '/vocab.json'), VOCAB, 'vocab.json as Hugging Face trains it')
+  -- save_pretrained makes its folder, parents too, as model:save_pretrained does.
+  local deep = TMP .. '/not/yet/there'
+  back:save_pretrained(deep)
+  H.check_eq(slurp(deep .. '/vocab.json'), VOCAB, 'save_pretrained into a folder it made')
   H.check_error(function() tokenizer.train({ DATA .. '/corpus.txt' }, 100) end, 'vocab_size must be an integer of at least 256')
   H.check_error(function() tokenizer.train({ TMP .. '/none.txt' }, 300) end, 'cannot read ' .. TMP .. '/none.txt')
 end)

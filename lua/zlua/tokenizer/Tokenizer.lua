@@ -82,9 +82,11 @@ function Tokenizer:decode(ids, opts)
 end
 
 --- tok:save_pretrained(dir): writes dir/vocab.json and dir/merges.txt, which Hugging Face's
---- GPT2Tokenizer and this module read back. The directory must exist.
+--- GPT2Tokenizer and this module read back; makes dir (and its parents) when missing, as
+--- model:save_pretrained does.
 function Tokenizer:save_pretrained(dir)
   files.check_path(dir, 'save_pretrained: the directory')
+  require('zlua').core.mkdirs(dir)
   local is_added = {}
   for _, t in ipairs(self.added) do is_added[t.id] = true end
   local spelled = {}

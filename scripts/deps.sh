@@ -7,7 +7,7 @@ set -euo pipefail
 # (clang's OpenMP) build the fuzz targets (tests/fuzz), which the suite runs.
 # iproute2's ip makes the network namespaces of tests/dist/test_two_hosts.sh.
 packages=(liblua5.4-dev libopenblas-dev libopenmpi-dev openmpi-bin libaio-dev zlib1g-dev
-          libreadline-dev cmake pkg-config gcc libc6-dev make libdnnl-dev libcjson-dev
+          libreadline-dev cmake pkg-config gcc libc6-dev make libdnnl-dev
           clang libclang-rt-14-dev libomp-dev iproute2)
 if ! command -v dpkg-query >/dev/null; then
   echo "zlua: this setup expects Debian (dpkg-query not found); install the equivalents of:" >&2

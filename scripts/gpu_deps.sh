@@ -7,14 +7,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 deps=${ZLUA_GPU_DEPS:-$root/.gpu-deps}
 
 # Lua and OpenBLAS with what they need at run time (apt-cache depends), zlib
-# and cJSON headers, and pkg-config itself. Left out: what every machine with
+# headers, and pkg-config itself. Left out: what every machine with
 # a C compiler has (libc6, libgcc-s1, libstdc++6, gcc-12-base), and
 # liblua5.4-dev's libreadline-dev, which only Lua's own interpreter uses.
 packages=(
   liblua5.4-dev liblua5.4-0
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5 libquadmath0
   zlib1g-dev zlib1g
-  libcjson-dev libcjson1
   pkgconf-bin libpkgconf3
 )
 

@@ -186,7 +186,7 @@ zl_optim_lamb zl_optim_lamb_defaults(void)
 
 static const char *const op = "optim.lamb";
 
-zl_status zli_optim_lamb_check(const zl_optim_lamb *hp)
+zl_status zli_optim_lamb_check(const char *op, const zl_optim_lamb *hp)
 {
     if (zli_optim_check_range(op, "lr", hp->lr, 0, INFINITY, false) ||
         zli_optim_check_range(op, "beta1", hp->beta1, 0, 1, true) ||
@@ -216,7 +216,7 @@ static lamb_ctx make_ctx(const zl_optim_lamb *hp, const zl_optim_buf *b)
 
 zl_status zl_optim_lamb_moments(const zl_optim_lamb *hp, const zl_optim_buf *b, double sq[2])
 {
-    if (zli_optim_check_buf(op, hp, b, true, true, true) || zli_optim_lamb_check(hp)) return zli_last_code();
+    if (zli_optim_check_buf(op, hp, b, true, true, true) || zli_optim_lamb_check(op, hp)) return zli_last_code();
     if (!sq) return zl_error(ZL_EINVAL, "%s: output sq is NULL", op);
     int64_t n = b->n, nchunks = zli_optim_nchunks(n);
     sq[0] = sq[1] = 0;
@@ -254,7 +254,7 @@ double zl_optim_lamb_trust_ratio(const zl_optim_lamb *hp, double p_sq, double u_
 
 zl_status zl_optim_lamb_apply(const zl_optim_lamb *hp, const zl_optim_buf *b, double ratio)
 {
-    if (zli_optim_check_buf(op, hp, b, false, true, true) || zli_optim_lamb_check(hp) ||
+    if (zli_optim_check_buf(op, hp, b, false, true, true) || zli_optim_lamb_check(op, hp) ||
         zli_optim_check_range(op, "trust ratio", ratio, 0, INFINITY, false))
         return zli_last_code();
     double rate = hp->lr;

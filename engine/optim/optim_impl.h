@@ -36,7 +36,7 @@ ZLI_HIDDEN zl_status zli_optim_check_buf(const char *op, const void *hp, const z
  * naming op and the value); the device path shares them. */
 ZLI_HIDDEN zl_status zli_optim_adam_check(const char *op, const zl_optim_adam *hp);
 ZLI_HIDDEN zl_status zli_optim_sgd_check(const char *op, const zl_optim_sgd *hp);
-ZLI_HIDDEN zl_status zli_optim_lamb_check(const zl_optim_lamb *hp);
+ZLI_HIDDEN zl_status zli_optim_lamb_check(const char *op, const zl_optim_lamb *hp);
 
 /* *out from tensors wherever they live (the caller checks they live in one
  * place): p f32, g f32/bf16/f16, m and v f32, p_half bf16/f16, each

@@ -144,7 +144,7 @@ static zl_status lamb_on_device(const zl_optim_lamb *hp, const zl_optim_tensors 
 zl_status zl_optim_lamb_tensors(const zl_optim_lamb *hp, const zl_optim_tensors *t, int n, double *ratio)
 {
     bool dev = false;
-    if (hp && zli_optim_lamb_check(hp)) return zli_last_code();
+    if (hp && zli_optim_lamb_check("optim.lamb", hp)) return zli_last_code();
     zl_optim_buf *b = begin("optim.lamb", hp, t, n, true, true, &dev);
     if (!b) return zli_last_code();
     zl_status st = ZL_OK;

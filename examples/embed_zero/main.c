@@ -1,15 +1,18 @@
 /* embed_zero: a host program that trains the digits MLP (64 -> 32 -> 10) with
- * ZeRO through the C API alone, no Lua state at all: the model built from
- * tensors, the data read with zl_read_csv, the stage, buckets and offload
- * taken from a DeepSpeed config, each step through zl_zero_*. train.lua
- * beside it is its twin in Lua; both print the same `step N loss X` lines.
+ * ZeRO through the C API: the model built from tensors, the data read with
+ * zl_read_csv, each step through zl_zero_*. Its DeepSpeed config is read by
+ * zlua_ds_config_read (zlua/ds_config.h), which checks it as zlua.initialize
+ * does in a private Lua state, closed before training starts: the stage,
+ * buckets, offload, optimizer, batch sizes, clipping and lr schedule come
+ * from there. train.lua beside it is its twin in Lua; both print the same
+ * `step N loss X` lines.
  *   mpirun -np 2 embed_zero --deepspeed_config ds.json --steps N [--data digits.csv.gz] [--seed S] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlua/ds_config.h>
 #include <zlua/zlua.h>
-#include "config.h"
 
 #define NLAYER 2
 
@@ -17,9 +20,15 @@ typedef struct model {
     zl_tensor *w[NLAYER], *b[NLAYER];
 } model;
 
+/* Says what failed, and leaves it for the other ranks, which then stop with
+ * "rank R failed: <this message>" instead of waiting for this one. The
+ * communicator stays open: closing is collective, and they are elsewhere. */
 static int die(const char *what)
 {
-    fprintf(stderr, "embed_zero: %s: %s\n", what, zl_last_error());
+    char msg[1200];
+    snprintf(msg, sizeof msg, "embed_zero: %s: %s", what, zl_last_error());
+    fprintf(stderr, "%s\n", msg);
+    zl_comm_note_failure(msg);
     return 1;
 }
 
@@ -65,6 +74,19 @@ static zl_tensor *rows(int64_t index, int64_t micro, int64_t n)
     return t;
 }
 
+/* The lr (and OneCycle's betas) of step t of the schedule into the engine:
+ * zlua.initialize's engine takes optimizer step k at t = start + k - 1. */
+static zl_status schedule(zl_zero *z, const zl_lr_schedule *s, int64_t t, zl_zero_hparams *hp)
+{
+    double betas[2];
+    zl_status st = zl_lr_schedule_lr(s, t, 0, &hp->lr);
+    if (!st && s->kind == ZL_LR_ONE_CYCLE && s->cycle_momentum && !(st = zl_lr_schedule_betas(s, t, 0, betas))) {
+        hp->beta1 = betas[0];
+        hp->beta2 = betas[1];
+    }
+    return st ? st : zl_zero_set_hparams(z, 0, hp);
+}
+
 static const char *option(int argc, char **argv, const char *name, const char *def)
 {
     for (int i = 1; i + 1 < argc; i++)
@@ -92,13 +114,26 @@ int main(int argc, char **argv)
     zl_comm *comm;
     if (zl_comm_open(getenv("OMPI_COMM_WORLD_SIZE") ? "mpi" : "self", &comm)) return die("opening the communicator");
     int rank = zl_comm_rank(comm), world = zl_comm_size(comm);
-    example_config cfg;
-    char err[1024];
-    if (example_config_load(cfg_path, world, &cfg, err, sizeof err)) {
-        fprintf(stderr, "embed_zero: %s\n", err);
+    zlua_ds_config *cfg;
+    if (zlua_ds_config_read(cfg_path, world, &cfg)) {
+        fprintf(stderr, "embed_zero: %s\n", zl_last_error());
         zl_comm_close(comm);
         return 1;
     }
+    zlua_ds_config_print_notes(cfg, rank);
+    zlua_ds_training tr = zlua_ds_config_training(cfg);
+    const char *refused = NULL;
+    if (!zlua_ds_config_optimizer(cfg)) refused = "it has no optimizer, and the example trains with the one it names";
+    else if (tr.fp16 || tr.bf16) refused = "fp16 or bf16 is enabled, and the example trains in f32";
+    if (refused) {
+        fprintf(stderr, "embed_zero: %s: %s\n", cfg_path, refused);
+        zlua_ds_config_free(cfg);
+        zl_comm_close(comm);
+        return 1;
+    }
+    zl_zero_hparams hp = zlua_ds_config_hparams(cfg);
+    int64_t start;
+    const zl_lr_schedule *sched = zlua_ds_config_schedule(cfg, &start);
 
     zl_tensor *csv = zl_read_csv(data, false);
     if (!csv) return die("reading the digits");
@@ -123,27 +158,30 @@ int main(int argc, char **argv)
         params[2 * l + 1] = (zl_zero_param){.tensor = m.b[l], .group = 0, .name = names[2 * l + 1]};
     }
     zl_zero *z;
-    if (zl_zero_create(comm, &cfg.zero, params, 2 * NLAYER, &cfg.hp, 1, NULL, 0, &z)) return die("starting ZeRO");
+    if (zl_zero_create(comm, zlua_ds_config_zero(cfg), params, 2 * NLAYER, &hp, 1, NULL, 0, &z))
+        return die("starting ZeRO");
+    int64_t gas = tr.gradient_accumulation_steps;
 
     for (int step = 1; step <= steps; step++) {
         double sum = 0;
-        for (int64_t micro = 0; micro < cfg.gas; micro++) {
-            int64_t index = ((int64_t)(step - 1) * cfg.gas + micro) * world + rank;
-            zl_tensor *idx = rows(index, cfg.micro_batch, n);
+        for (int64_t micro = 0; micro < gas; micro++) {
+            int64_t index = ((int64_t)(step - 1) * gas + micro) * world + rank;
+            zl_tensor *idx = rows(index, tr.micro_batch, n);
             zl_tensor *x = idx ? zl_index_select(x_all, 0, idx) : NULL;
             zl_tensor *y = idx ? zl_index_select(y_all, 0, idx) : NULL;
             if (!x || !y || zl_zero_begin_forward(z)) return die("a micro-batch");
             zl_tensor *logits = forward(&m, x);
             zl_tensor *loss = logits ? zl_cross_entropy(logits, y, -100, ZL_REDUCE_MEAN) : NULL;
-            zl_tensor *scaled = loss && cfg.gas > 1 ? zl_affine(loss, 1.0 / (double)cfg.gas, 0) : zl_tensor_retain(loss);
+            zl_tensor *scaled = loss && gas > 1 ? zl_affine(loss, 1.0 / (double)gas, 0) : zl_tensor_retain(loss);
             if (!scaled) return die("forward");
             sum += zl_tensor_get(scaled, 0);
             if (zl_backward(scaled, NULL, false) || zl_zero_end_backward(z)) return die("backward");
             zl_tensor *all[] = {idx, x, y, logits, loss, scaled};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_tensor_release(all[i]);
         }
+        if (sched && schedule(z, sched, start + step - 1, &hp)) return die("the lr schedule");
         zl_zero_step_info info;
-        if (zl_zero_step(z, 1.0, cfg.clip, false, &info)) return die("the optimizer step");
+        if (zl_zero_step(z, 1.0, tr.gradient_clipping, false, &info)) return die("the optimizer step");
         /* The loss of the step: the micro-steps' sum, averaged over the ranks. */
         zl_tensor *t = zl_tensor_full(ZL_DTYPE_F32, 1, (int64_t[]){1}, sum);
         if (!t || zl_comm_allreduce(comm, t, ZL_COMM_AVG)) return die("averaging the loss");
@@ -162,6 +200,7 @@ int main(int argc, char **argv)
     }
     zl_tensor *rest[] = {csv, px, x_all, lab, y_all};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) zl_tensor_release(rest[i]);
+    zlua_ds_config_free(cfg);
     zl_comm_close(comm);
     return 0;
 }

@@ -130,36 +130,43 @@ static bool bool_field(lua_State *L, int idx, const char *fn, const char *k, boo
     return v;
 }
 
+void zlb_loss_scaler_config(lua_State *L, int idx, zl_loss_scaler_config *c)
+{
+    const char *fn = "loss_scaler_new";
+    idx = lua_absindex(L, idx);
+    luaL_checktype(L, idx, LUA_TTABLE);
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
+        bool known = false;
+        if (lua_type(L, -2) == LUA_TSTRING)
+            for (int i = 0; config_keys[i] && !known; i++) known = !strcmp(lua_tostring(L, -2), config_keys[i]);
+        if (!known) zlb_error(L, "%s: unknown key '%s'", fn, luaL_tolstring(L, -2, NULL));
+    }
+    *c = zl_loss_scaler_defaults();
+    c->loss_scale = num_field(L, idx, fn, "loss_scale", c->loss_scale);
+    int64_t power = int_field(L, idx, fn, "initial_scale_power", c->initial_scale_power);
+    c->loss_scale_window = int_field(L, idx, fn, "loss_scale_window", c->loss_scale_window);
+    int64_t hyst = int_field(L, idx, fn, "hysteresis", c->hysteresis);
+    c->consecutive_hysteresis = bool_field(L, idx, fn, "consecutive_hysteresis", c->consecutive_hysteresis);
+    c->min_loss_scale = num_field(L, idx, fn, "min_loss_scale", c->min_loss_scale);
+    c->raise_error_at_min_scale = bool_field(L, idx, fn, "raise_error_at_min_scale", c->raise_error_at_min_scale);
+    /* clamped to int: the engine then rejects it with the key's message */
+    c->initial_scale_power = power < INT32_MIN ? INT32_MIN : power > INT32_MAX ? INT32_MAX : (int)power;
+    c->hysteresis = hyst < INT32_MIN ? INT32_MIN : hyst > INT32_MAX ? INT32_MAX : (int)hyst;
+}
+
 /* loss_scaler_new{ loss_scale=, initial_scale_power=, loss_scale_window=,
  * hysteresis=, consecutive_hysteresis=, min_loss_scale=,
  * raise_error_at_min_scale= } (absent keys: DeepSpeed's fp16 defaults); a
  * config's whole fp16 block will do. */
 static int loss_scaler_new(lua_State *L)
 {
-    const char *fn = "loss_scaler_new";
     lua_settop(L, 1);
     if (lua_isnil(L, 1)) {
         lua_newtable(L);
         lua_replace(L, 1);
     }
-    luaL_checktype(L, 1, LUA_TTABLE);
-    for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
-        bool known = false;
-        if (lua_type(L, -2) == LUA_TSTRING)
-            for (int i = 0; config_keys[i] && !known; i++) known = !strcmp(lua_tostring(L, -2), config_keys[i]);
-        if (!known) zlb_error(L, "%s: unknown key '%s'", fn, luaL_tolstring(L, -2, NULL));
-    }
-    zl_loss_scaler_config c = zl_loss_scaler_defaults();
-    c.loss_scale = num_field(L, 1, fn, "loss_scale", c.loss_scale);
-    int64_t power = int_field(L, 1, fn, "initial_scale_power", c.initial_scale_power);
-    c.loss_scale_window = int_field(L, 1, fn, "loss_scale_window", c.loss_scale_window);
-    int64_t hyst = int_field(L, 1, fn, "hysteresis", c.hysteresis);
-    c.consecutive_hysteresis = bool_field(L, 1, fn, "consecutive_hysteresis", c.consecutive_hysteresis);
-    c.min_loss_scale = num_field(L, 1, fn, "min_loss_scale", c.min_loss_scale);
-    c.raise_error_at_min_scale = bool_field(L, 1, fn, "raise_error_at_min_scale", c.raise_error_at_min_scale);
-    /* clamped to int: the engine then rejects it with the key's message */
-    c.initial_scale_power = power < INT32_MIN ? INT32_MIN : power > INT32_MAX ? INT32_MAX : (int)power;
-    c.hysteresis = hyst < INT32_MIN ? INT32_MIN : hyst > INT32_MAX ? INT32_MAX : (int)hyst;
+    zl_loss_scaler_config c;
+    zlb_loss_scaler_config(L, 1, &c);
     zlb_loss_scaler *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->ls = NULL;
     luaL_setmetatable(L, ZLB_LOSS_SCALER_MT);

@@ -87,6 +87,17 @@ void zlb_memory_detach(zlb_runtime *rt);
 
 /* The aio block at idx (nil: DeepSpeed's defaults) checked into *c. */
 void zlb_aio_config(lua_State *L, int idx, zl_aio_config *c);
+/* The translated config zlua.zero.state's c_config returns, at idx, into *c;
+ * its strings are borrowed from the table. Shared by core.zero_new and the
+ * C hosts' reader (ds_config.c), so both translate alike. */
+void zlb_zero_config(lua_State *L, int idx, zl_zero_config *c);
+/* A param group's table (an optimizer's param_groups entry) at idx into *h. */
+void zlb_zero_hparams(lua_State *L, int idx, zl_zero_hparams *h);
+/* A DeepSpeed fp16 block at idx into *c, as core.loss_scaler_new reads it. */
+void zlb_loss_scaler_config(lua_State *L, int idx, zl_loss_scaler_config *c);
+/* The schedule of a core.lr_schedule userdata at idx (zlua.lr's objects keep
+ * one as .c); it and its groups are borrowed while the userdata lives. */
+const zl_lr_schedule *zlb_lr_schedule_of(lua_State *L, int idx);
 /* The state's communicator (opened on first use). */
 zl_comm *zlb_comm_of(lua_State *L);
 /* luaL_setfuncs for the binding: each function is wrapped so that it runs
@@ -104,6 +115,8 @@ void zlb_open_engine(lua_State *L);
 void zlb_open_io(lua_State *L);
 void zlb_open_checkpoint(lua_State *L);
 void zlb_open_optim(lua_State *L);
+void zlb_open_optimizer(lua_State *L);
+void zlb_open_lr(lua_State *L);
 void zlb_open_dist(lua_State *L);
 void zlb_open_amp(lua_State *L);
 void zlb_open_aio(lua_State *L);

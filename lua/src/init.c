@@ -116,6 +116,8 @@ static int open_core(lua_State *L)
     zlb_open_io(L);
     zlb_open_checkpoint(L);
     zlb_open_optim(L);
+    zlb_open_optimizer(L);
+    zlb_open_lr(L);
     zlb_open_dist(L);
     zlb_open_amp(L);
     zlb_open_aio(L);

@@ -1,7 +1,7 @@
-/* The binding of engine/optim: one call per parameter, or per list of them,
- * running the fused Adam, Lamb or SGD kernel on (p, g, m, v), with the
- * hyperparameters read from a Lua table. Optimizer objects and param groups
- * live in lua/zlua/optim/. */
+/* The binding of engine/optim's kernels: one call per parameter, or per list
+ * of them, running the fused Adam, Lamb or SGD kernel on (p, g, m, v), with
+ * the hyperparameters read from a Lua table; and the kernel choice. The
+ * optimizer objects zlua.optim is built on are optimizer.c's. */
 #include "binding.h"
 
 static double num_field(lua_State *L, int t, const char *k, double def)

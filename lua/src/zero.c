@@ -92,8 +92,7 @@ static zl_dtype dtype(lua_State *L, int idx, const char *key, zl_dtype def)
     return d;
 }
 
-/* The config table at idx into *c (strings borrowed from it). */
-static void read_config(lua_State *L, int idx, zl_zero_config *c)
+void zlb_zero_config(lua_State *L, int idx, zl_zero_config *c)
 {
     luaL_checktype(L, idx, LUA_TTABLE);
     *c = zl_zero_config_defaults();
@@ -125,7 +124,7 @@ static void read_config(lua_State *L, int idx, zl_zero_config *c)
     lua_pop(L, 1);
 }
 
-static void read_hparams(lua_State *L, int idx, zl_zero_hparams *h)
+void zlb_zero_hparams(lua_State *L, int idx, zl_zero_hparams *h)
 {
     luaL_checktype(L, idx, LUA_TTABLE);
     *h = zl_zero_hparams_defaults();
@@ -182,7 +181,7 @@ static int zero_gc(lua_State *L)
 static int l_zero_new(lua_State *L)
 {
     zl_zero_config c;
-    read_config(L, 1, &c);
+    zlb_zero_config(L, 1, &c);
     luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     int np = (int)luaL_len(L, 2), ng = (int)luaL_len(L, 3);
@@ -202,7 +201,7 @@ static int l_zero_new(lua_State *L)
     }
     for (int g = 0; g < ng; g++) {
         lua_rawgeti(L, 3, g + 1);
-        read_hparams(L, lua_gettop(L), &hps[g]);
+        zlb_zero_hparams(L, lua_gettop(L), &hps[g]);
         lua_pop(L, 1);
     }
     for (int i = 0; i < ni; i++) {
@@ -259,7 +258,7 @@ static int l_set_hparams(lua_State *L)
 {
     zl_zero *z = check_zero(L, 1);
     zl_zero_hparams h;
-    read_hparams(L, 3, &h);
+    zlb_zero_hparams(L, 3, &h);
     return status(L, zl_zero_set_hparams(z, (int)luaL_checkinteger(L, 2) - 1, &h));
 }
 
@@ -485,7 +484,7 @@ static int init_gc(lua_State *L)
 static int l_init_new(lua_State *L)
 {
     zl_zero_config c;
-    read_config(L, 1, &c);
+    zlb_zero_config(L, 1, &c);
     zlb_zero_init *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->in = NULL;
     luaL_setmetatable(L, ZLB_ZERO_INIT_MT);

@@ -8,6 +8,7 @@
   local cfg = config.load('ds_config.json', { args = args, world_size = 2 })
   cfg.zero_optimization.stage, cfg.fp16.enabled, cfg.train_batch_size ...
 
+  config.read(path) -> json_text                   (the file as config.load reads it)
   config.load(path_or_table [, opts]) -> cfg
   config.parse(json_text [, opts]) -> cfg          (opts.name names the text in messages)
     opts.args        the script's arguments (zlua.args, or any table): fills "auto" and a
@@ -1402,6 +1403,21 @@ end
 -- The largest config file read: DeepSpeed's are a few KB.
 local CONFIG_MAX = 16 << 20
 
+--- config.read(path) -> text: the bytes config.load reads from path, refused as it refuses
+--- them (no such file, not a regular file, over 16 MiB); C hosts (zlua/ds_config.h) tell a file
+--- that cannot be read from a config that is wrong by where the error comes from.
+function config.read(path)
+  if type(path) ~= 'string' then
+    raise('config.read: expected a file name, got ' .. type(path))
+  end
+  if path:find('\0', 1, true) then raise('config: the file name holds a NUL byte: ' .. show(path)) end
+  if zl.core.path_kind(path) == nil then raise('config: cannot read ' .. path .. ': No such file or directory') end
+  -- A regular file of bounded size only: a folder, a FIFO or a device is named, never read.
+  local ok, text = pcall(zl.core.read_file, path, CONFIG_MAX)
+  if not ok then raise('config: ' .. tostring(text):gsub('^[^\n]-:%d+: ', '', 1)) end
+  return text
+end
+
 --- config.load(path_or_table [, opts]) -> cfg. See the top of this file.
 function config.load(source, opts)
   if type(source) == 'table' then
@@ -1410,13 +1426,8 @@ function config.load(source, opts)
   if type(source) ~= 'string' then
     raise('config.load: expected a file name or a table, got ' .. type(source))
   end
-  if source:find('\0', 1, true) then raise('config: the file name holds a NUL byte: ' .. show(source)) end
-  if zl.core.path_kind(source) == nil then raise('config: cannot read ' .. source .. ': No such file or directory') end
-  -- A regular file of bounded size only: a folder, a FIFO or a device is named, never read.
-  local ok, text = pcall(zl.core.read_file, source, CONFIG_MAX)
-  if not ok then raise('config: ' .. tostring(text):gsub('^[^\n]-:%d+: ', '', 1)) end
-  local raw, meta
-  ok, raw, meta = pcall(json.decode, text, source)
+  local text = config.read(source)
+  local ok, raw, meta = pcall(json.decode, text, source)
   if not ok then raise(raw) end
   return build(raw, meta, source, opts)
 end

@@ -1,20 +1,22 @@
 -- zlua.lr: DeepSpeed's learning-rate schedules (WarmupLR, WarmupDecayLR, WarmupCosineLR,
 -- OneCycle, LRRangeTest) over any optimizer with a param_groups array, with DeepSpeed's
--- parameter names, defaults, per-step values and state_dict. Pure Lua, standard library only.
+-- parameter names, defaults, per-step values and state_dict.
 --
--- Parity target: deepspeed/runtime/lr_schedules.py as of 0.16.5 (../shared reference), with
--- the later fixes that only turn a crash or a nonsense value into a sane one (per-group lists
--- in OneCycle, OneCycle's stair counts, WarmupCosineLR holding at cos_min_ratio past its end).
--- Defaults are 0.16.5's: WarmupLR's warmup_max_lr is 1e-3 whatever the optimizer's lr.
--- Where DeepSpeed only logs a warning for a mistake that changes the schedule (an unknown
--- warmup_type, WarmupDecayLR decaying before its warmup ends) we raise an error instead.
+-- The formulas, the defaults and the range checks of the parameters are the engine's
+-- (zlua/schedule.h, whose comment gives the parity target: DeepSpeed 0.16.5's
+-- lr_schedules.py with the later fixes that turn a crash into a sane value). This module is
+-- DeepSpeed's object API around them: the names and types of the parameters, the
+-- optimizer's param groups, the position and the state_dict. Where DeepSpeed only logs a
+-- warning for a mistake that changes the schedule (an unknown warmup_type, WarmupDecayLR
+-- decaying before its warmup ends) an error is raised instead.
 
+local core = require 'zlua.core'
 local nearest = require 'zlua.util.nearest'
 
 local lr = {}
 
 -- Step semantics, as DeepSpeed's: last_batch_iteration (t) starts at -1 and a constructor
--- given t = -1 writes get_lr() at t = -1 into the optimizer (the minimum lr, or 0 for
+-- given t = -1 writes the values at t = -1 into the optimizer (the minimum lr, or 0 for
 -- WarmupCosineLR); each step() then advances t by one and writes the lr for the new t.
 -- The engine steps the scheduler after each applied optimizer step, so the k-th optimizer
 -- step runs at t = k - 2 and the first two both run at the minimum lr. A constructor given
@@ -71,6 +73,9 @@ local function read_params(name, keys, params)
   return params
 end
 
+-- The type checks: what a Lua value must be to reach the engine. The ranges are the
+-- engine's to check.
+
 local function check_number(name, key, v)
   if math.type(v) == nil or v ~= v or v == math.huge or v == -math.huge then
     fail('%s: %s must be a finite number, got %s', name, key, show(v))
@@ -79,13 +84,10 @@ local function check_number(name, key, v)
 end
 
 -- Integral floats such as 2e3 count as integers, as everywhere in zlua's configs.
-local function check_integer(name, key, v, min)
+local function check_integer(name, key, v)
   local i = math.type(v) and math.tointeger(v)
   if not i then
     fail('%s: %s must be an integer, got %s', name, key, show(v))
-  end
-  if i < min then
-    fail('%s: %s must be at least %d, got %s', name, key, min, show(v))
   end
   return i
 end
@@ -98,12 +100,9 @@ local function check_boolean(name, key, v)
 end
 
 -- A number applies to every param group; a list gives one value per group.
-local function per_group(name, key, v, ngroups)
+local function check_per_group(name, key, v, ngroups)
   if type(v) ~= 'table' then
-    local x = check_number(name, key, v)
-    local out = {}
-    for i = 1, ngroups do out[i] = x end
-    return out
+    return check_number(name, key, v)
   end
   local n = 0
   for _ in pairs(v) do n = n + 1 end
@@ -115,11 +114,31 @@ local function per_group(name, key, v, ngroups)
   return out
 end
 
-local function check_warmup_type(name, v)
+local function check_warmup_type(name, key, v)
   if v ~= 'log' and v ~= 'linear' then
     fail("%s: warmup_type must be 'log' or 'linear', got %s", name, show(v))
   end
   return v
+end
+
+-- Each parameter's type; the others are numbers.
+local CHECK = {
+  warmup_min_lr = check_per_group, warmup_max_lr = check_per_group, cycle_min_lr = check_per_group,
+  cycle_max_lr = check_per_group, cycle_min_mom = check_per_group, cycle_max_mom = check_per_group,
+  lr_range_test_min_lr = check_per_group,
+  warmup_num_steps = check_integer, total_num_steps = check_integer,
+  cycle_first_stair_count = check_integer, cycle_second_stair_count = check_integer,
+  lr_range_test_step_size = check_integer,
+  warmup_type = check_warmup_type, cycle_momentum = check_boolean, lr_range_test_staircase = check_boolean,
+}
+
+-- last_batch_iteration is the object's, not the engine's: checked here.
+local function check_position(name, v)
+  local t = check_integer(name, 'last_batch_iteration', v)
+  if t < -1 then
+    fail('%s: last_batch_iteration must be at least -1, got %s', name, show(v))
+  end
+  return t
 end
 
 -- Like DeepSpeed's get_torch_optimizer, a wrapper holding the real optimizer in .optimizer
@@ -146,14 +165,6 @@ local function resolve_optimizer(name, optimizer)
   return optimizer
 end
 
-local function group_lrs(name, optimizer)
-  local out = {}
-  for i, g in ipairs(optimizer.param_groups) do
-    out[i] = check_number(name, 'param_groups[' .. i .. '].lr', g.lr)
-  end
-  return out
-end
-
 -- DeepSpeed's update_lr: zips groups with lrs, returns what the groups now hold.
 local function write_lrs(groups, lrs)
   for i = 1, math.min(#groups, #lrs) do groups[i].lr = lrs[i] end
@@ -165,20 +176,44 @@ end
 local Schedule = {}
 Schedule.__index = Schedule
 
-local function class(name, parent)
-  local c = setmetatable({}, {
-    __index = parent or Schedule,
-    __call = function(cls, optimizer, params) return cls.new(optimizer, params) end,
-  })
-  c.__index = c
-  c.__name = name
-  c.__tostring = Schedule.__tostring
-  c.name = name
-  return c
+-- A new object of cls over optimizer, and the parameters given, type-checked, by name;
+-- absent ones take the engine's defaults.
+local function prepare(cls, optimizer, params)
+  local name = cls.name
+  local p = read_params(name, cls.keys, params)
+  for _, key in ipairs(cls.required) do
+    if p[key] == nil then fail('%s: %s is required', name, key) end
+  end
+  local self = setmetatable({}, cls)
+  self.optimizer = resolve_optimizer(name, optimizer)
+  local given = {}
+  for _, key in ipairs(cls.keys) do
+    if key ~= 'last_batch_iteration' and p[key] ~= nil then
+      given[key] = (CHECK[key] or check_number)(name, key, p[key], #self.optimizer.param_groups)
+    end
+  end
+  self.last_batch_iteration = check_position(name, p.last_batch_iteration or -1)
+  return self, given
+end
+
+-- The engine's schedule from the parameters, and the fields a caller reads: the warmup as
+-- it runs (raised to 2 when below) and total_num_steps.
+local function build(self, given)
+  self.c = core.lr_schedule(self.name, #self.optimizer.param_groups, given)
+  if self.warmup then
+    self.warmup_num_steps = self.c:warmup_steps()
+  end
+  self.total_num_steps = given.total_num_steps
+  return self
 end
 
 function Schedule:__tostring()
   return string.format('%s(last_batch_iteration=%d)', self.name, self.last_batch_iteration)
+end
+
+-- The lrs for the current last_batch_iteration, one per group.
+function Schedule:get_lr()
+  return self.c:lrs(self.last_batch_iteration)
 end
 
 -- Advances to last_batch_iteration (default: the next one) and writes that step's lrs into
@@ -186,7 +221,7 @@ end
 function Schedule:step(last_batch_iteration)
   local t = self.last_batch_iteration + 1
   if last_batch_iteration ~= nil then
-    t = check_integer(self.name, 'last_batch_iteration', last_batch_iteration, -1)
+    t = check_position(self.name, last_batch_iteration)
   end
   self.last_batch_iteration = t
   self._last_lr = write_lrs(self.optimizer.param_groups, self:get_lr())
@@ -210,176 +245,61 @@ function Schedule:load_state_dict(sd)
   if type(sd) ~= 'table' then
     fail('%s: load_state_dict expects a table, got %s', self.name, show(sd))
   end
-  self.last_batch_iteration = check_integer(self.name, 'last_batch_iteration',
-    sd.last_batch_iteration, -1)
+  self.last_batch_iteration = check_position(self.name, sd.last_batch_iteration)
 end
 
+-- A constructor given t = -1 writes the values there and records them as the last lrs
+-- (all but OneCycle's).
 local function start(self)
   if self.last_batch_iteration == -1 then
     self._last_lr = write_lrs(self.optimizer.param_groups, self:get_lr())
   end
-end
-
--- WarmupLR --------------------------------------------------------------------------------
-
-local WarmupLR = class('WarmupLR')
-local WARMUP_KEYS = { 'warmup_min_lr', 'warmup_max_lr', 'warmup_num_steps', 'warmup_type',
-  'last_batch_iteration' }
-
--- Fills the warmup fields shared by WarmupLR and WarmupDecayLR. warmup_num_steps below 2 is
--- raised to 2 (DeepSpeed's clamp), which keeps 1/ln(W) finite.
-local function init_warmup(self, optimizer, p)
-  local name = self.name
-  self.optimizer = resolve_optimizer(name, optimizer)
-  local n = #self.optimizer.param_groups
-  local max = p.warmup_max_lr or 0.001
-  self.min_lrs = per_group(name, 'warmup_min_lr', p.warmup_min_lr or 0.0, n)
-  self.max_lrs = per_group(name, 'warmup_max_lr', max, n)
-  self.delta_lrs = {}
-  for i = 1, n do self.delta_lrs[i] = self.max_lrs[i] - self.min_lrs[i] end
-  self.warmup_num_steps = math.max(2, check_integer(name, 'warmup_num_steps',
-    p.warmup_num_steps or 1000, 0))
-  self.warmup_type = check_warmup_type(name, p.warmup_type or 'log')
-  self.inverse_log_warm_up = 1.0 / math.log(self.warmup_num_steps)
-  self.last_batch_iteration = check_integer(name, 'last_batch_iteration',
-    p.last_batch_iteration or -1, -1)
-end
-
--- Log warmup: ln(t+1)/ln(W), 0 at t = 0 and just under 1 at t = W-1; linear: t/W.
-local function warmup_gamma(self, t)
-  if self.warmup_type == 'log' then
-    return self.inverse_log_warm_up * math.log(t + 1)
-  end
-  return t / self.warmup_num_steps
-end
-
-function WarmupLR.new(optimizer, params)
-  local p = read_params('WarmupLR', WARMUP_KEYS, params)
-  local self = setmetatable({}, WarmupLR)
-  init_warmup(self, optimizer, p)
-  start(self)
   return self
 end
 
-function WarmupLR:_gamma(t)
-  if t < self.warmup_num_steps then
-    return warmup_gamma(self, t)
+-- A schedule class: its DeepSpeed name, its parameters in DeepSpeed's order (which the
+-- nearest-key hint follows) and those without a default.
+local function class(name, keys, required)
+  local c = setmetatable({}, {
+    __index = Schedule,
+    __call = function(cls, optimizer, params) return cls.new(optimizer, params) end,
+  })
+  c.__index = c
+  c.__name = name
+  c.__tostring = Schedule.__tostring
+  c.name = name
+  c.keys = keys
+  c.required = required or {}
+  for _, k in ipairs(keys) do
+    if k == 'warmup_num_steps' then c.warmup = true end
   end
-  return 1.0
+  function c.new(optimizer, params) return start(build(prepare(c, optimizer, params))) end
+  return c
 end
 
--- The lrs for the current last_batch_iteration, one per group; the minimum before the start.
-function WarmupLR:get_lr()
-  local t = self.last_batch_iteration
-  if t < 0 then
-    return copy(self.min_lrs)
-  end
-  local gamma = self:_gamma(t)
-  local out = {}
-  for i, m in ipairs(self.min_lrs) do out[i] = m + self.delta_lrs[i] * gamma end
-  return out
-end
+local WarmupLR = class('WarmupLR', { 'warmup_min_lr', 'warmup_max_lr', 'warmup_num_steps',
+  'warmup_type', 'last_batch_iteration' })
 
--- WarmupDecayLR ---------------------------------------------------------------------------
+local WarmupDecayLR = class('WarmupDecayLR', { 'total_num_steps', 'warmup_min_lr', 'warmup_max_lr',
+  'warmup_num_steps', 'warmup_type', 'last_batch_iteration' }, { 'total_num_steps' })
 
-local WarmupDecayLR = class('WarmupDecayLR', WarmupLR)
-local DECAY_KEYS = { 'total_num_steps', 'warmup_min_lr', 'warmup_max_lr', 'warmup_num_steps',
-  'warmup_type', 'last_batch_iteration' }
+-- Scales each group's lr as found at construction; the optimizer's lr is the peak.
+local WarmupCosineLR = class('WarmupCosineLR', { 'total_num_steps', 'warmup_min_ratio',
+  'warmup_num_steps', 'cos_min_ratio', 'warmup_type', 'last_batch_iteration' }, { 'total_num_steps' })
 
-function WarmupDecayLR.new(optimizer, params)
-  local name = 'WarmupDecayLR'
-  local p = read_params(name, DECAY_KEYS, params)
-  if p.total_num_steps == nil then
-    fail('%s: total_num_steps is required', name)
-  end
-  local self = setmetatable({}, WarmupDecayLR)
-  self.total_num_steps = check_integer(name, 'total_num_steps', p.total_num_steps, 0)
-  init_warmup(self, optimizer, p)
-  if self.total_num_steps < self.warmup_num_steps then
-    local given = p.warmup_num_steps or 1000
-    local clamp = given ~= self.warmup_num_steps and ', raised to the minimum of 2' or ''
-    fail('%s: total_num_steps (%d) is less than warmup_num_steps (%s%s)', name,
-      self.total_num_steps, show(given), clamp)
-  end
-  start(self)
-  return self
-end
-
--- After warmup the lr falls linearly from the maximum to 0 at total_num_steps and stays 0.
-function WarmupDecayLR:_gamma(t)
-  if t < self.warmup_num_steps then
-    return warmup_gamma(self, t)
-  end
-  local span = math.max(1.0, self.total_num_steps - self.warmup_num_steps)
-  return math.max(0.0, (self.total_num_steps - t) / span)
-end
-
--- WarmupCosineLR --------------------------------------------------------------------------
-
-local WarmupCosineLR = class('WarmupCosineLR')
-local COSINE_KEYS = { 'total_num_steps', 'warmup_min_ratio', 'warmup_num_steps', 'cos_min_ratio',
-  'warmup_type', 'last_batch_iteration' }
-
--- Scales each group's lr as found at construction (org_lrs); the optimizer's lr is the peak.
 function WarmupCosineLR.new(optimizer, params)
-  local name = 'WarmupCosineLR'
-  local p = read_params(name, COSINE_KEYS, params)
-  if p.total_num_steps == nil then
-    fail('%s: total_num_steps is required', name)
+  local self, given = prepare(WarmupCosineLR, optimizer, params)
+  given.lr = {}
+  for i, g in ipairs(self.optimizer.param_groups) do
+    given.lr[i] = check_number(self.name, 'param_groups[' .. i .. '].lr', g.lr)
   end
-  local self = setmetatable({}, WarmupCosineLR)
-  self.optimizer = resolve_optimizer(name, optimizer)
-  self.total_num_steps = check_integer(name, 'total_num_steps', p.total_num_steps, 0)
-  self.warmup_min_ratio = check_number(name, 'warmup_min_ratio', p.warmup_min_ratio or 0.0)
-  self.cos_min_ratio = check_number(name, 'cos_min_ratio', p.cos_min_ratio or 0.0001)
-  self.warmup_num_steps = math.max(2, check_integer(name, 'warmup_num_steps',
-    p.warmup_num_steps or 1000, 0))
-  self.warmup_type = check_warmup_type(name, p.warmup_type or 'log')
-  self.inverse_log_warm_up = 1.0 / math.log(self.warmup_num_steps)
-  self.last_batch_iteration = check_integer(name, 'last_batch_iteration',
-    p.last_batch_iteration or -1, -1)
-  self.org_lrs = group_lrs(name, self.optimizer)
-  start(self)
-  return self
+  return start(build(self, given))
 end
 
--- The factor applied to org_lrs: 0 before the start, warmup_min_ratio rising to 1 over the
--- warmup, then a half cosine down to cos_min_ratio at total_num_steps, held there after
--- (also when total_num_steps <= warmup_num_steps, where there is no decay window).
-function WarmupCosineLR:get_lr_ratio()
-  local t = self.last_batch_iteration
-  if t < 0 then
-    return 0.0
-  end
-  if t < self.warmup_num_steps then
-    local ratio = warmup_gamma(self, t)
-    return self.warmup_min_ratio + ratio * (1.0 - self.warmup_min_ratio)
-  end
-  local real_last_step = t - self.warmup_num_steps + 1
-  local real_total_steps = math.max(1, self.total_num_steps - self.warmup_num_steps)
-  local progress = math.min(1.0, real_last_step / real_total_steps)
-  local ratio = (1 + math.cos(math.pi * progress)) / 2
-  return math.max(0.0, self.cos_min_ratio + (1.0 - self.cos_min_ratio) * ratio)
-end
-
-function WarmupCosineLR:get_lr()
-  local out = {}
-  if self.last_batch_iteration < 0 then
-    for i = 1, #self.org_lrs do out[i] = 0.0 end
-    return out
-  end
-  local ratio = self:get_lr_ratio()
-  for i, base in ipairs(self.org_lrs) do out[i] = base * ratio end
-  return out
-end
-
--- OneCycle --------------------------------------------------------------------------------
-
-local OneCycle = class('OneCycle')
-local ONE_CYCLE_KEYS = { 'cycle_min_lr', 'cycle_max_lr', 'decay_lr_rate', 'cycle_first_step_size',
-  'cycle_second_step_size', 'cycle_first_stair_count', 'cycle_second_stair_count',
-  'decay_step_size', 'cycle_momentum', 'cycle_min_mom', 'cycle_max_mom', 'decay_mom_rate',
-  'last_batch_iteration' }
+local OneCycle = class('OneCycle', { 'cycle_min_lr', 'cycle_max_lr', 'decay_lr_rate',
+  'cycle_first_step_size', 'cycle_second_step_size', 'cycle_first_stair_count',
+  'cycle_second_stair_count', 'decay_step_size', 'cycle_momentum', 'cycle_min_mom', 'cycle_max_mom',
+  'decay_mom_rate', 'last_batch_iteration' }, { 'cycle_min_lr', 'cycle_max_lr' })
 
 -- DeepSpeed cycles momentum only for optimizers whose defaults carry betas (the Adam
 -- family); for others (SGD's momentum) it warns and leaves momentum alone.
@@ -392,149 +312,16 @@ local function has_betas(optimizer)
   return g ~= nil and g.betas ~= nil
 end
 
--- The cycle is cycle_first_step_size steps up from cycle_min_lr to cycle_max_lr (momentum
--- down from cycle_max_mom to cycle_min_mom), cycle_second_step_size steps back, then decay:
--- lr = cycle_min_lr / (1 + decay_lr_rate * k / decay_step_size) and momentum multiplied by
--- (1 + decay_mom_rate * k / decay_step_size) at k steps past the cycle. A zero rate or
--- decay_step_size holds the end values instead.
-function OneCycle.new(optimizer, params)
-  local name = 'OneCycle'
-  local p = read_params(name, ONE_CYCLE_KEYS, params)
-  for _, key in ipairs({ 'cycle_min_lr', 'cycle_max_lr' }) do
-    if p[key] == nil then fail('%s: %s is required', name, key) end
-  end
-  local self = setmetatable({}, OneCycle)
-  self.optimizer = resolve_optimizer(name, optimizer)
-  local n = #self.optimizer.param_groups
-
-  local first = check_number(name, 'cycle_first_step_size', p.cycle_first_step_size or 2000)
-  if first <= 0 then
-    fail('%s: cycle_first_step_size must be positive, got %s', name,
-      show(p.cycle_first_step_size))
-  end
-  local second = first
-  if p.cycle_second_step_size ~= nil then
-    second = check_number(name, 'cycle_second_step_size', p.cycle_second_step_size)
-    if second < 0 then
-      fail('%s: cycle_second_step_size must be non-negative, got %s', name,
-        show(p.cycle_second_step_size))
-    end
-  end
-  self.first_step_size, self.second_step_size = first, second
-  self.total_size = first + second
-  self.step_ratio = first / self.total_size
-  self.first_stair_count = check_integer(name, 'cycle_first_stair_count',
-    p.cycle_first_stair_count or 0, 0)
-  self.second_stair_count = self.first_stair_count
-  if p.cycle_second_stair_count ~= nil then
-    self.second_stair_count = check_integer(name, 'cycle_second_stair_count',
-      p.cycle_second_stair_count, 0)
-  end
-  self.decay_step_size = check_number(name, 'decay_step_size', p.decay_step_size or 0)
-  if self.decay_step_size < 0 then
-    fail('%s: decay_step_size must be non-negative, got %s', name, show(p.decay_step_size))
-  end
-
-  self.min_lrs = per_group(name, 'cycle_min_lr', p.cycle_min_lr, n)
-  self.max_lrs = per_group(name, 'cycle_max_lr', p.cycle_max_lr, n)
-  self.decay_lr_rate = check_number(name, 'decay_lr_rate', p.decay_lr_rate or 0.0)
-  self.skip_lr_decay = self.decay_step_size == 0 or self.decay_lr_rate == 0
-
-  local cycle_momentum = true
-  if p.cycle_momentum ~= nil then
-    cycle_momentum = check_boolean(name, 'cycle_momentum', p.cycle_momentum)
-  end
-  self.min_moms = per_group(name, 'cycle_min_mom', p.cycle_min_mom or 0.8, n)
-  self.max_moms = per_group(name, 'cycle_max_mom', p.cycle_max_mom or 0.9, n)
-  self.decay_mom_rate = check_number(name, 'decay_mom_rate', p.decay_mom_rate or 0.0)
-  self.skip_mom_decay = self.decay_step_size == 0 or self.decay_mom_rate == 0
-  if cycle_momentum and not has_betas(self.optimizer) then
-    warn('zlua.lr: OneCycle: cycle_momentum is disabled because the optimizer has no betas')
-    cycle_momentum = false
-  end
-  self.cycle_momentum = cycle_momentum
-
-  self.last_batch_iteration = check_integer(name, 'last_batch_iteration',
-    p.last_batch_iteration or -1, -1)
-  -- DeepSpeed's OneCycle writes the minimum lr and the minimum momentum at t = -1 but,
-  -- unlike the others, records no last lr: get_last_lr() fails until the first step().
-  if self.last_batch_iteration == -1 then
-    write_lrs(self.optimizer.param_groups, self.min_lrs)
-    if self.cycle_momentum then
-      for i, g in ipairs(self.optimizer.param_groups) do
-        g.betas = { self.min_moms[i], 0.99 }
-      end
-    end
-  end
-  return self
-end
-
--- Position in the cycle as a fraction of the way from the minimum lr to the maximum. A stair
--- count quantises it from the integer offset into the cycle, so a half-cycle boundary lands
--- exactly on a stair rather than a rounding error below it.
-function OneCycle:_scale_factor()
-  local batch_iteration = self.last_batch_iteration + 1
-  local cycle = math.floor(1 + batch_iteration / self.total_size)
-  local x = 1.0 + batch_iteration / self.total_size - cycle
-  local scale, stairs
-  if x <= self.step_ratio then
-    scale, stairs = x / self.step_ratio, self.first_stair_count
-  else
-    scale, stairs = (x - 1) / (self.step_ratio - 1), self.second_stair_count
-  end
-  if stairs > 0 then
-    local pos = batch_iteration % self.total_size
-    if pos <= self.first_step_size then
-      pos = pos * stairs / self.first_step_size
-    else
-      pos = (self.total_size - pos) * stairs / self.second_step_size
-    end
-    scale = math.floor(pos) / stairs
-  end
-  return scale
-end
-
-function OneCycle:get_lr()
-  local t = self.last_batch_iteration
-  local out = {}
-  if t < self.total_size then
-    local scale = self:_scale_factor()
-    for i, lo in ipairs(self.min_lrs) do out[i] = lo + (self.max_lrs[i] - lo) * scale end
-    return out
-  end
-  if self.skip_lr_decay then
-    return copy(self.min_lrs)
-  end
-  local factor = 1 + self.decay_lr_rate * ((t - self.total_size + 1) / self.decay_step_size)
-  for i, lo in ipairs(self.min_lrs) do out[i] = lo / factor end
-  return out
-end
-
--- The betas for the current step, one {beta1, 0.99} per group (DeepSpeed overwrites beta2
--- with 0.99), or nil when momentum is not cycled.
+-- The betas at the current step, one {beta1, 0.99} per group, or nil when momentum is not
+-- cycled.
 function OneCycle:get_mom()
   if not self.cycle_momentum then
     return nil
   end
-  local t = self.last_batch_iteration
-  local out = {}
-  if t < self.total_size then
-    local scale = self:_scale_factor()
-    for i, hi in ipairs(self.max_moms) do
-      out[i] = { hi - (hi - self.min_moms[i]) * scale, 0.99 }
-    end
-    return out
-  end
-  local factor = 1.0
-  if not self.skip_mom_decay then
-    factor = 1 + self.decay_mom_rate * ((t - self.total_size + 1) / self.decay_step_size)
-  end
-  for i, hi in ipairs(self.max_moms) do out[i] = { hi * factor, 0.99 } end
-  return out
+  return self.c:betas(self.last_batch_iteration)
 end
 
-function OneCycle:step(last_batch_iteration)
-  Schedule.step(self, last_batch_iteration)
+local function write_betas(self)
   local moms = self:get_mom()
   if moms then
     local groups = self.optimizer.param_groups
@@ -542,46 +329,34 @@ function OneCycle:step(last_batch_iteration)
   end
 end
 
--- LRRangeTest -----------------------------------------------------------------------------
-
-local LRRangeTest = class('LRRangeTest')
-local RANGE_KEYS = { 'lr_range_test_min_lr', 'lr_range_test_step_size', 'lr_range_test_step_rate',
-  'lr_range_test_staircase', 'last_batch_iteration' }
-
--- lr = lr_range_test_min_lr * (1 + step_rate * i), with i = (t+1)/step_size, or its floor
--- when staircase.
-function LRRangeTest.new(optimizer, params)
-  local name = 'LRRangeTest'
-  local p = read_params(name, RANGE_KEYS, params)
-  local self = setmetatable({}, LRRangeTest)
-  self.optimizer = resolve_optimizer(name, optimizer)
-  self.min_lrs = per_group(name, 'lr_range_test_min_lr', p.lr_range_test_min_lr or 1e-3,
-    #self.optimizer.param_groups)
-  self.step_size = check_integer(name, 'lr_range_test_step_size',
-    p.lr_range_test_step_size or 2000, 1)
-  self.step_rate = check_number(name, 'lr_range_test_step_rate', p.lr_range_test_step_rate or 1.0)
-  self.staircase = false
-  if p.lr_range_test_staircase ~= nil then
-    self.staircase = check_boolean(name, 'lr_range_test_staircase', p.lr_range_test_staircase)
+-- DeepSpeed's None for the second half's size and stair count means the first half's.
+function OneCycle.new(optimizer, params)
+  local self, given = prepare(OneCycle, optimizer, params)
+  if given.cycle_second_step_size == nil then given.cycle_second_step_size = given.cycle_first_step_size end
+  if given.cycle_second_stair_count == nil then given.cycle_second_stair_count = given.cycle_first_stair_count end
+  self.cycle_momentum = given.cycle_momentum ~= false
+  if self.cycle_momentum and not has_betas(self.optimizer) then
+    warn('zlua.lr: OneCycle: cycle_momentum is disabled because the optimizer has no betas')
+    self.cycle_momentum = false
   end
-  self.last_batch_iteration = check_integer(name, 'last_batch_iteration',
-    p.last_batch_iteration or -1, -1)
+  given.cycle_momentum = self.cycle_momentum
+  build(self, given)
+  -- DeepSpeed's OneCycle writes the minimum lr and the minimum momentum at t = -1 but,
+  -- unlike the others, records no last lr: get_last_lr() fails until the first step().
   if self.last_batch_iteration == -1 then
-    self._last_lr = write_lrs(self.optimizer.param_groups, self.min_lrs)
+    write_lrs(self.optimizer.param_groups, self:get_lr())
+    write_betas(self)
   end
   return self
 end
 
-function LRRangeTest:get_lr()
-  local interval = (self.last_batch_iteration + 1) / self.step_size
-  if self.staircase then
-    interval = math.floor(interval)
-  end
-  local increase = 1 + self.step_rate * interval
-  local out = {}
-  for i, lo in ipairs(self.min_lrs) do out[i] = lo * increase end
-  return out
+function OneCycle:step(last_batch_iteration)
+  Schedule.step(self, last_batch_iteration)
+  write_betas(self)
 end
+
+local LRRangeTest = class('LRRangeTest', { 'lr_range_test_min_lr', 'lr_range_test_step_size',
+  'lr_range_test_step_rate', 'lr_range_test_staircase', 'last_batch_iteration' })
 
 lr.WarmupLR = WarmupLR
 lr.WarmupDecayLR = WarmupDecayLR

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# examples/embed_zero (C, no Lua) and its Lua twin print identical `step N
-# loss X` lines. Part "one": 1 rank, the loss falls, a config key the C
-# reader does not handle is refused by name, and in a build without libaio
+# examples/embed_zero (C, its config read through zlua/ds_config.h) and its
+# Lua twin print identical `step N loss X` lines. Part "one": 1 rank, the loss
+# falls, an lr schedule (WarmupDecayLR; OneCycle, which also sets the betas)
+# gives the same steps, both refuse a typo in a strict section naming the
+# nearest key, warn of one at the top level the same way, and refuse a key
+# zlua does not implement with the same message; in a build without libaio
 # both refuse NVMe offload naming the config key. Part "ranks" (a build with
 # MPI): 2 ranks for stages 0 and 2, and with libaio stage 3 with the optimizer
 # state and the parameters on NVMe (a temp folder).
@@ -15,19 +18,20 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 steps=12
 
-# config <stage> [offload]: a ds.json in $tmp
+# config <stage> [offload] [scheduler section]: a ds.json in $tmp
 config() {
-  local off=""
+  local off="" sched=""
   if [ "${2:-}" = nvme ]; then
     off=", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$tmp/nvme\", \"buffer_count\": 4, \"pipeline_read\": true},
            \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$tmp/nvme\", \"max_in_cpu\": 0, \"buffer_count\": 2},
            \"sub_group_size\": 200, \"stage3_param_persistence_threshold\": 10"
   fi
+  [ -n "${3:-}" ] && sched="\"scheduler\": $3,"
   cat > "$tmp/ds.json" <<JSON
 {
   "train_micro_batch_size_per_gpu": 16,
   "gradient_accumulation_steps": 2,
-  "gradient_clipping": 1.0,
+  "gradient_clipping": 1.0, $sched
   "optimizer": {"type": "AdamW", "params": {"lr": 0.003, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}},
   "zero_optimization": {"stage": $1, "reduce_bucket_size": 500, "allgather_bucket_size": 1000 $off}
 }
@@ -93,13 +97,43 @@ if [ "$aio" = OFF ]; then
   fi
 fi
 
-# A key the C reader does not handle is refused by name, not ignored.
-echo '{"train_batch_size": 16, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}, "scheduler": {"type": "WarmupLR"}}' \
-  > "$tmp/bad.json"
-if "$embed" --deepspeed_config "$tmp/bad.json" --steps 1 > "$tmp/bad.out" 2>&1 \
-  || ! grep -q "bad.json: scheduler is not supported by this example" "$tmp/bad.out"; then
-  echo "FAIL: an unsupported key was not refused:"; cat "$tmp/bad.out"; fail=1
+config 2 "" '{"type": "WarmupDecayLR", "params": {"total_num_steps": 12, "warmup_num_steps": 4, "warmup_max_lr": 0.005}}'
+same "1 rank, stage 2, WarmupDecayLR" 1
+config 2 "" '{"type": "OneCycle", "params": {"cycle_min_lr": 0.001, "cycle_max_lr": 0.005, "cycle_first_step_size": 4}}'
+same "1 rank, stage 2, OneCycle" 1
+cmp -s "$tmp/1 rank, stage 2.out" "$tmp/1 rank, stage 2, WarmupDecayLR.out" \
+  && { echo "FAIL: the schedule changed nothing"; fail=1; }
+
+# refused <label> <file> <message>: both programs stop on the config, each
+# with the message (zlua.config's, word for word).
+refused() {
+  "$embed" --deepspeed_config "$2" --steps 1 > "$tmp/c.out" 2>&1
+  local c=$?
+  "$zlua" "$src/examples/embed_zero/train.lua" --deepspeed_config "$2" --steps 1 > "$tmp/lua.out" 2>&1
+  local l=$?
+  if [ $c = 0 ] || [ $l = 0 ] || ! grep -qF "$3" "$tmp/c.out" || ! grep -qF "$3" "$tmp/lua.out"; then
+    echo "FAIL: $1 was not refused by both with: $3"; cat "$tmp/c.out" "$tmp/lua.out"; fail=1
+  else
+    echo "ok: $1: $(grep -F "$3" "$tmp/c.out")"
+  fi
+}
+base='"train_batch_size": 16, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}'
+printf '{%s,\n "zero_optimization": {"stage": 2, "stgae": 2}}\n' "$base" > "$tmp/typo.json"
+refused "a typo in zero_optimization" "$tmp/typo.json" \
+  "typo.json:2: unknown key zero_optimization.stgae (did you mean zero_optimization.stage?)"
+printf '{%s,\n "communication_data_type": "fp16"}\n' "$base" > "$tmp/unimplemented.json"
+refused "a DeepSpeed key zlua does not implement" "$tmp/unimplemented.json" \
+  'unimplemented.json:2: communication_data_type = "fp16": gradient collectives in fp16 or bf16 (zlua sums gradients in f32) is not implemented in zlua yet'
+
+# A typo at the top level is a warning naming the nearest key, from both, as
+# DeepSpeed ignores such keys; the steps still agree.
+printf '{%s,\n "zero_optimisation": {"stage": 2}}\n' "$base" > "$tmp/ds.json"
+steps=2
+same "a top-level typo" 1
+warning="zlua.config: warning: $tmp/ds.json:2: unknown key zero_optimisation ignored (did you mean zero_optimization?)"
+if grep -qxF "$warning" "$tmp/c.out"; then
+  echo "ok: $warning"
 else
-  echo "ok: $(cat "$tmp/bad.out")"
+  echo "FAIL: no warning for the top-level typo:"; cat "$tmp/c.out"; fail=1
 fi
 exit $fail

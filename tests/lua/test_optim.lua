@@ -192,6 +192,14 @@ test('state_dict_round_trip', function()
   end
   for i = 1, 3 do check(table.concat(flat(ps2[i]), ',') == table.concat(flat(ps[i]), ','), 'resumed p' .. i .. ' is bit-identical') end
   check(opt2.param_groups[1].weight_decay == 0.1 and opt2.param_groups[2].weight_decay == 0.01, 'hyperparameters restored')
+  -- A bad tensor in the last parameter's state loads nothing at all.
+  local _, _, opt3 = make()
+  local key3 = sd.param_groups[2].params[1]
+  local bad = { param_groups = sd.param_groups, state = {} }
+  for k, v in pairs(sd.state) do bad.state[k] = v end
+  bad.state[key3] = { step = 50, exp_avg = zl.zeros(2), exp_avg_sq = sd.state[key3].exp_avg_sq }
+  check_error(function() opt3:load_state_dict(bad) end, 'AdamW: load_state: state "exp_avg" has 2 elements, the parameter 9')
+  check(next(opt3:state_dict().state) == nil, 'a refused state dict leaves every parameter without state')
 end)
 
 test('errors', function()

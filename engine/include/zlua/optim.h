@@ -1,10 +1,11 @@
 /* zlua/optim.h — the fused optimizer kernels (Adam/AdamW, Lamb, SGD): on the
  * CPU one pass per tensor over flat contiguous buffers, on a device one pass
  * over a list of tensors, updating the f32 master parameters and the
- * optimizer state in place. Optimizer objects, param groups
- * and state dicts are the Lua layer's; these are the arithmetic. Also mixed
- * precision's pieces: the overflow check, the global gradient norm and
- * clipping, and the fp16 loss scaler. */
+ * optimizer state in place. These are the arithmetic; optimizer objects
+ * (param groups, state, step counts) over them are zlua/optimizer.h's, and
+ * DeepSpeed's LR schedules zlua/schedule.h's. Also mixed precision's pieces:
+ * the overflow check, the global gradient norm and clipping, and the fp16
+ * loss scaler. */
 #ifndef ZLUA_OPTIM_H
 #define ZLUA_OPTIM_H
 

@@ -24,6 +24,8 @@
 #include "io.h"
 #include "safetensors.h"
 #include "optim.h"
+#include "optimizer.h"
+#include "schedule.h"
 #include "comm.h"
 #include "aio.h"
 #include "zero.h"

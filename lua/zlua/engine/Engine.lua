@@ -29,7 +29,8 @@ local function need_optimizer(self, what)
   if not self.optimizer then zl.raise('engine:' .. what .. ': there is no optimizer (none given and none in the config)') end
 end
 
--- The optimizer named by the config's optimizer section, over `params`.
+--- Engine.optimizer_from_config(oc, params): the optimizer the checked config's optimizer
+--- section names, over `params` (zlua/ds_config.h reads its group defaults for C hosts).
 local function optimizer_from_config(oc, params)
   local p = oc.params
   if oc.type == 'Adam' or oc.type == 'AdamW' then
@@ -44,6 +45,8 @@ local function optimizer_from_config(oc, params)
   return optim.SGD(params, { lr = p.lr, momentum = p.momentum, dampening = p.dampening,
     weight_decay = p.weight_decay, nesterov = p.nesterov })
 end
+
+Engine.optimizer_from_config = optimizer_from_config
 
 function Engine.new(t, cfg, rank, world_size)
   local self = setmetatable({}, Engine)

@@ -18,11 +18,17 @@ local precision = {}
 local P = {}
 P.__index = P
 
+--- precision.half(cfg): the working dtype of the checked config's bf16 and fp16 blocks,
+--- 'bf16' or 'f16', or nil for f32 (zlua/ds_config.h reads it for C hosts too).
+function precision.half(cfg)
+  return cfg.bf16.enabled and 'bf16' or cfg.fp16.enabled and 'f16' or nil
+end
+
 --- precision.new(cfg, module, device, rank): device as zlua.engine.accelerator chose it.
 function precision.new(cfg, module, device, rank)
   local self = setmetatable({}, P)
   self.mode = cfg.bf16.enabled and 'bf16' or cfg.fp16.enabled and 'fp16' or 'f32'
-  self.half = self.mode == 'bf16' and 'bf16' or self.mode == 'fp16' and 'f16' or nil
+  self.half = precision.half(cfg)
   self.module = module
   if self.mode == 'fp16' then self.scaler = core.loss_scaler_new(cfg.fp16) end
   self.cast = self.mode == 'bf16'

@@ -1,10 +1,14 @@
---[[ zlua.optim.Optimizer: what every optimizer shares. Param groups (each a
-  table with `params` and its own hyperparameters, defaults filled from the
-  constructor's options), per-parameter state (created on the first step that
-  sees a gradient), zero_grad, state_dict/load_state_dict. A subclass gives its
-  name, its hyperparameter defaults, the state it keeps per parameter and an
-  `update(items, group, grad_scale, step)` that runs one fused C call over a
-  list of parameters (on a device, one launch). ]]
+--[[ zlua.optim.Optimizer: what every optimizer shares, over the engine's
+  optimizer object (zlua/optimizer.h), which owns the per-parameter state,
+  the step counts, the step itself and the checks of the hyperparameters.
+  Here are the param groups as Lua tables (each with `params` and its own
+  hyperparameters, defaults filled from the constructor's options) that Lua
+  code reads and changes: a scheduler writes group.lr and OneCycle
+  group.betas, a checkpoint every key. They are copied into the engine
+  before each step, so a change counts from the next one. Also
+  state_dict/load_state_dict, and `opt.state`, a view of the engine's state
+  keyed by parameter id. A subclass is its kind's name: Adam, AdamW, Lamb,
+  SGD. ]]
 
 local zl = require 'zlua'
 local nearest = require 'zlua.util.nearest'
@@ -24,14 +28,16 @@ local function show(v)
   return tostring(v)
 end
 
---- Optimizer.extend(name, defaults, check): a subclass. `defaults` lists every
---- hyperparameter and its default; `check(name, key, value)` validates one.
-function Optimizer.extend(name, defaults, check)
+local function copy_value(v) return type(v) == 'table' and { table.unpack(v) } or v end
+
+--- Optimizer.extend(name): the subclass for the engine's optimizer of that
+--- kind ('Adam', 'AdamW', 'Lamb' or 'SGD'), its options and their defaults
+--- the engine's.
+function Optimizer.extend(name)
   local cls = setmetatable({}, { __index = Optimizer })
   cls.__index = cls
   cls.__name = name
-  cls.hyper_defaults = defaults
-  cls.check = check
+  cls.hyper_defaults = core.optimizer_defaults(name)
   cls.__tostring = Optimizer.__tostring
   setmetatable(cls, {
     __index = Optimizer,
@@ -41,7 +47,8 @@ function Optimizer.extend(name, defaults, check)
   return cls
 end
 
-function Optimizer:validate(key, value, where)
+-- An unknown option is an error with a hint; the values are the engine's to check.
+function Optimizer:validate(key, where)
   local known = self.hyper_defaults
   if known[key] == nil then
     local names = {}
@@ -50,11 +57,33 @@ function Optimizer:validate(key, value, where)
     local near = nearest.find(key, names)
     zl.raise(fmt('%s: unknown option %s%s (did you mean %q?)', self.__name, show(key), where, near))
   end
-  self.check(self.__name .. where, key, value)
 end
 
 local function is_group_list(params)
   return type(params) == 'table' and type(params[1]) == 'table' and not zl.is_tensor(params[1])
+end
+
+-- opt.state[p:id()] -> {step=, <state tensors>} (nil before p's first step):
+-- built on each read, its tensors the engine's buffers themselves.
+local function state_view(opt)
+  return setmetatable({}, {
+    __index = function(_, id) return opt.c:state(id) end,
+    __newindex = function() zl.raise(opt.__name .. ': opt.state is the engine\'s; use load_state_dict') end,
+    __pairs = function()
+      local list = {}
+      for _, g in ipairs(opt.param_groups) do
+        for _, p in ipairs(g.params) do
+          local st = opt.c:state(p)
+          if st then list[#list + 1] = { p:id(), st } end
+        end
+      end
+      local i = 0
+      return function()
+        i = i + 1
+        if list[i] then return list[i][1], list[i][2] end
+      end
+    end,
+  })
 end
 
 function Optimizer:init(params, opts)
@@ -66,11 +95,12 @@ function Optimizer:init(params, opts)
   self.defaults = {}
   for k, v in pairs(self.hyper_defaults) do self.defaults[k] = v end
   for k, v in pairs(opts) do
-    self:validate(k, v, '')
+    self:validate(k, '')
     self.defaults[k] = v
   end
+  self.c = core.optimizer_new(self.__name, self.defaults)
   self.param_groups = {}
-  self.state = {}                    -- keyed by the parameter's engine identity (zl id)
+  self.state = state_view(self)
   local groups = is_group_list(params) and params or { { params = params } }
   for _, g in ipairs(groups) do self:add_param_group(g) end
   return self
@@ -87,91 +117,39 @@ function Optimizer:add_param_group(g)
     if not zl.is_tensor(p) then
       zl.raise(fmt('%s: param group %d, entry %d is a %s, not a tensor', self.__name, gi, i, type(p)))
     end
-    if p:dtype() ~= 'f32' or not p:is_contiguous() then
-      zl.raise(fmt('%s: param group %d, entry %d must be a contiguous f32 tensor (the master weights), got %s%s',
-        self.__name, gi, i, p:dtype(), p:is_contiguous() and '' or ' non-contiguous'))
-    end
     group.params[i] = p
   end
   for k, v in pairs(g) do
     if k ~= 'params' then
-      self:validate(k, v, fmt(' in param group %d', gi))
+      self:validate(k, fmt(' in param group %d', gi))
       group[k] = v
     end
   end
   for k, v in pairs(self.defaults) do
-    if group[k] == nil then group[k] = type(v) == 'table' and { table.unpack(v) } or v end
+    if group[k] == nil then group[k] = copy_value(v) end
   end
+  self.c:add_group(group.params, group)
   self.param_groups[gi] = group
 end
 
 --- opt:zero_grad(): drops every gradient (PyTorch's set_to_none default).
 function Optimizer:zero_grad()
-  for _, g in ipairs(self.param_groups) do
-    for _, p in ipairs(g.params) do p.grad = nil end
-  end
+  self.c:zero_grad()
 end
 
 --- opt:step([{grad_scale=s}]): one update of every parameter that has a
 --- gradient; grad_scale multiplies each gradient as it is read (loss-scale
 --- and clipping factors, without a pass of their own).
 function Optimizer:step(opts)
-  local scale = opts and opts.grad_scale or 1.0
-  for _, group in ipairs(self.param_groups) do
-    -- A group's parameters are stepped in one call when their step counts
-    -- agree (they do unless some had no gradient at some step).
-    local items, step, same = {}, nil, true
-    for _, p in ipairs(group.params) do
-      local g = p.grad
-      if g then
-        local id = p:id()
-        local st = self.state[id]
-        if not st then
-          st = self:init_state(p)
-          st.step = 0
-          self.state[id] = st
-        end
-        st.step = st.step + 1
-        items[#items + 1] = { p = p, g = g, st = st, half = self.halves and self.halves[id] }
-        if step == nil then step = st.step elseif step ~= st.step then same = false end
-      end
-    end
-    if same then
-      if #items > 0 then self:update(items, group, scale, step) end
-    else
-      for _, it in ipairs(items) do self:update({ it }, group, scale, it.st.step) end
-    end
-  end
-end
-
---- The {p, g, m, v, half} sets of items for the C call, m and v the state's
---- tensors under keys mk and vk (either may be nil).
-function Optimizer.sets(items, mk, vk)
-  local sets = {}
-  for i, it in ipairs(items) do
-    sets[i] = { it.p, it.g, mk and it.st[mk] or nil, vk and it.st[vk] or nil, it.half }
-  end
-  return sets
+  for gi, group in ipairs(self.param_groups) do self.c:set_group(gi, group) end
+  self.c:step(opts and opts.grad_scale or 1.0)
 end
 
 --- opt:set_half(master, half): after each step of `master` (an f32 parameter
 --- of this optimizer) write its value rounded to half's dtype (bf16 or f16)
 --- into `half` in the same fused pass: the working weights of mixed precision.
 function Optimizer:set_half(master, half)
-  if half:numel() ~= master:numel() or (half:dtype() ~= 'bf16' and half:dtype() ~= 'f16') then
-    zl.raise(fmt('%s: set_half needs a bf16 or f16 tensor of %d elements, got %s of %d', self.__name,
-      master:numel(), half:dtype(), half:numel()))
-  end
-  self.halves = self.halves or {}
-  self.halves[master:id()] = half
-end
-
--- Moment buffers: zeros shaped like p, where p lives (a device steps its
--- parameters there), charged to the optimizer category.
-function Optimizer.buffer(p)
-  local t = zl.zeros(p:shape(), { device = p:device() })
-  t:set_category('optimizer')
-  return t
+  self.c:set_half(master, half)
 end
 
 --- opt:state_dict(): {state = {[i] = {step=, <buffers>}}, param_groups = {...}},
@@ -181,16 +159,17 @@ function Optimizer:state_dict()
   for gi, group in ipairs(self.param_groups) do
     local g = { params = {} }
     for k, v in pairs(group) do
-      if k ~= 'params' then g[k] = type(v) == 'table' and { table.unpack(v) } or v end
+      if k ~= 'params' then g[k] = copy_value(v) end
     end
     for _, p in ipairs(group.params) do
       idx = idx + 1
       g.params[#g.params + 1] = idx
-      local st = self.state[p:id()]
+      local st = self.c:state(p)
       if st then
-        local copy = {}
-        for k, v in pairs(st) do copy[k] = zl.is_tensor(v) and v:clone() or v end
-        state[idx] = copy
+        for k, v in pairs(st) do
+          if zl.is_tensor(v) then st[k] = v:clone() end
+        end
+        state[idx] = st
       end
     end
     groups[gi] = g
@@ -199,7 +178,7 @@ function Optimizer:state_dict()
 end
 
 --- opt:load_state_dict(sd): restores hyperparameters and state; the groups
---- must hold the same number of parameters with the same shapes.
+--- must hold the same number of parameters with the same numbers of elements.
 function Optimizer:load_state_dict(sd)
   if type(sd) ~= 'table' or type(sd.param_groups) ~= 'table' or type(sd.state) ~= 'table' then
     zl.raise(self.__name .. ': load_state_dict needs a table with state and param_groups')
@@ -208,42 +187,29 @@ function Optimizer:load_state_dict(sd)
     zl.raise(fmt('%s: load_state_dict: %d param groups saved, the optimizer has %d', self.__name,
       #sd.param_groups, #self.param_groups))
   end
-  local idx = 0
-  local new_state = {}
   for gi, group in ipairs(self.param_groups) do
     local saved = sd.param_groups[gi]
     if #saved.params ~= #group.params then
       zl.raise(fmt('%s: load_state_dict: param group %d has %d parameters saved, %d now', self.__name, gi,
         #saved.params, #group.params))
     end
-    for _, p in ipairs(group.params) do
-      idx = idx + 1
-      local st = sd.state[saved.params[_] or idx]
-      if st then
-        local copy = {}
-        for k, v in pairs(st) do
-          if zl.is_tensor(v) then
-            if v:numel() ~= p:numel() then
-              zl.raise(fmt('%s: load_state_dict: state %q of parameter %d has %d elements, the parameter %d',
-                self.__name, k, idx, v:numel(), p:numel()))
-            end
-            local b = self.buffer(p)
-            zl.no_grad(function() b:copy_(v:reshape(p:shape()):to(p:device())) end)
-            copy[k] = b
-          else
-            copy[k] = v
-          end
-        end
-        new_state[p:id()] = copy
+  end
+  -- Every parameter's state checked, then loaded: a bad one changes nothing.
+  for _, check_only in ipairs { true, false } do
+    local idx = 0
+    for gi, group in ipairs(self.param_groups) do
+      local saved = sd.param_groups[gi]
+      for i, p in ipairs(group.params) do
+        idx = idx + 1
+        self.c:load_state(p, sd.state[saved.params[i] or idx], check_only)
       end
     end
   end
   for gi, group in ipairs(self.param_groups) do
     for k, v in pairs(sd.param_groups[gi]) do
-      if k ~= 'params' then group[k] = type(v) == 'table' and { table.unpack(v) } or v end
+      if k ~= 'params' then group[k] = copy_value(v) end
     end
   end
-  self.state = new_state
 end
 
 function Optimizer:__tostring()

@@ -1,6 +1,7 @@
---[[ zlua.optim: SGD, Adam, AdamW and Lamb over param groups, each step one
-  fused C pass per parameter (engine/optim: AVX-512 / AVX2 / scalar chosen at
-  run time, threaded).
+--[[ zlua.optim: SGD, Adam, AdamW and Lamb over param groups, the engine's
+  optimizer objects (zlua/optimizer.h): each step one fused C pass per
+  parameter (engine/optim: AVX-512 / AVX2 / scalar chosen at run time,
+  threaded).
 
   local optim = require 'zlua.optim'
   local opt = optim.AdamW(model:parameters(), {lr = 1e-3, betas = {0.9, 0.95}, weight_decay = 0.1})
@@ -10,13 +11,12 @@
   optim.kernel() names the kernel that runs; optim.kernel('scalar') forces one. ]]
 
 local Optimizer = require 'zlua.optim.Optimizer'
-local make_adam = require 'zlua.optim.Adam'
 
 local optim = {
   Optimizer = Optimizer,
   SGD = require 'zlua.optim.SGD',
-  Adam = make_adam('Adam', false),
-  AdamW = make_adam('AdamW', true),
+  Adam = require 'zlua.optim.Adam',
+  AdamW = require 'zlua.optim.AdamW',
   Lamb = require 'zlua.optim.Lamb',
 }
 

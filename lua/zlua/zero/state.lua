@@ -18,6 +18,10 @@ Z.__index = Z
 local KINDS = { Adam = 'adam', AdamW = 'adam', Lamb = 'lamb', SGD = 'sgd' }
 local DTYPES = { fp32 = 'f32', fp16 = 'f16', bf16 = 'bf16' }
 
+--- Z.kind(name): the fused ZeRO kernel ('adam', 'lamb', 'sgd') of an optimizer class
+--- name ('Adam', 'AdamW', 'Lamb', 'SGD'), nil for another.
+function Z.kind(name) return KINDS[name] end
+
 -- The C config from the checked DeepSpeed config.
 function Z.c_config(cfg, kind, half)
   local zc = cfg.zero_optimization
@@ -47,7 +51,7 @@ function Z.new(o)
   local cfg, opt = o.config, o.optimizer
   self.opt, self.dist, self.half = opt, o.dist, o.half
   self.rank, self.world = o.rank, o.world
-  local kind = KINDS[opt.__name]
+  local kind = Z.kind(opt.__name)
   if not kind then
     zl.raise(fmt('zlua.initialize: the optimizer %s has no fused ZeRO kernel; use Adam, AdamW, Lamb or SGD',
       tostring(opt.__name)))

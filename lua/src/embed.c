@@ -15,6 +15,27 @@ struct zlua_state {
     zl_context *ctx;           /* the state's own (see init.c) */
 };
 
+/* Whether the error was raised by zl.raise (the function that called
+ * error, level 2 from this message handler): zlua's own refusal of the
+ * user's input (a config key, a shape, an argument), whose message already
+ * names the script's line. */
+static bool raised_by_zlua(lua_State *L)
+{
+    lua_Debug ar;
+    if (!lua_getstack(L, 2, &ar) || !lua_getinfo(L, "f", &ar)) return false;
+    bool is = false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) == LUA_TTABLE) {
+        if (lua_getfield(L, -1, "zlua") == LUA_TTABLE) {
+            lua_getfield(L, -1, "raise");
+            is = lua_rawequal(L, -1, -4);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    return is;
+}
+
 int zlb_traceback(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
@@ -23,6 +44,13 @@ int zlb_traceback(lua_State *L)
             msg = lua_tostring(L, -1);
         else
             msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    /* The user's mistake is said in its one line; ZLUA_TRACEBACK=1 shows
+     * where inside zlua it was found. */
+    const char *want = getenv("ZLUA_TRACEBACK");
+    if (raised_by_zlua(L) && !(want && *want && strcmp(want, "0") != 0)) {
+        lua_pushstring(L, msg);
+        return 1;
     }
     luaL_traceback(L, L, msg, 1);
     return 1;

@@ -67,6 +67,17 @@ run err.lua </dev/null
 check "a runtime error exits non-zero with message and traceback" \
     eval '[ "$rc" != 0 ] && has "$err" "err.lua:2: kaput" && has "$err" "stack traceback" && has "$err" "in local '"'"'inner'"'"'"'
 
+# zlua's refusal of the user's input (zl.raise) is its one line, naming the
+# script's line; ZLUA_TRACEBACK=1 adds where inside zlua it was found.
+printf '{"optimizer": {"type": "AdamW", "params": {"lrr": 1}}}\n' >typo.json
+printf 'local zl, nn = require "zlua", require "zlua.nn"\nzl.initialize { model = nn.Linear(2, 2), config = "typo.json" }\n' >typo.lua
+run typo.lua </dev/null
+check "a config typo is one line: the key, the nearest one and the script's line" \
+    eval '[ "$rc" = 1 ] && [ "$err" = "zlua: typo.lua:2: typo.json:1: unknown key optimizer.params.lrr (did you mean optimizer.params.lr?)" ]'
+ZLUA_TRACEBACK=1 run typo.lua </dev/null
+check "ZLUA_TRACEBACK=1 shows the traceback of a config typo" \
+    eval '[ "$rc" = 1 ] && has "$err" "unknown key optimizer.params.lrr" && has "$err" "stack traceback"'
+
 printf 'local a = 1\n\nlocal b = = 2\n' >syntax.lua
 run syntax.lua </dev/null
 check "a syntax error names the file and line" eval '[ "$rc" != 0 ] && has "$err" "syntax.lua:3:"'

@@ -37,18 +37,23 @@ static inline ZL_HD float zlm_rand_u01(uint64_t key, uint64_t counter)
 }
 
 /* The value at `counter`: uniform in [a, b), or normal with mean a and
- * standard deviation b (Box-Muller on the first two words). The uniform one
+ * standard deviation b (Box-Muller on the first two words; the _of forms
+ * take the words). The uniform one
  * over [0, 1) is zlm_rand_u01 exactly; a normal one goes through logf, cosf
  * and sqrtf, so a device's libm may put it a few ulp from the host's. */
+static inline ZL_HD float zlm_normal_of(double a, double b, uint32_t w0, uint32_t w1)
+{
+    float u1 = zlm_u01_open(w0), u2 = zlm_u01(w1);
+    return (float)(a + b * (sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2)));
+}
+
+static inline ZL_HD float zlm_uniform_of(double a, double b, uint32_t w0) { return (float)(a + (b - a) * zlm_u01(w0)); }
+
 static inline ZL_HD float zlm_rand_value(bool normal, double a, double b, uint64_t key, uint64_t counter)
 {
     uint32_t r[4];
     zlm_philox(counter, key, r);
-    if (normal) {
-        float u1 = zlm_u01_open(r[0]), u2 = zlm_u01(r[1]);
-        return (float)(a + b * (sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2)));
-    }
-    return (float)(a + (b - a) * zlm_u01(r[0]));
+    return normal ? zlm_normal_of(a, b, r[0], r[1]) : zlm_uniform_of(a, b, r[0]);
 }
 
 #endif

@@ -210,7 +210,9 @@ function Engine:take_model_step()
   elseif self.lr_scheduler then
     self.lr_scheduler:step()
   end
+  local tried = prec:loss_scale_value()
   prec:update_scale(overflow)
+  if overflow then self.report:overflow(tried, prec:loss_scale_value()) end
   self.global_steps = self.global_steps + 1
   self.global_samples = self.global_samples + self.train_batch_size
   self.report:step_done(self.losses, overflow)

@@ -1,6 +1,7 @@
 --[[ zlua.engine.report: what the engine tells the user about its steps: the
   steps_per_print log line (step, skipped, lr, momentum, loss, and samples/s
-  unless timers.throughput.enabled is false), the wall_clock_breakdown timers
+  unless timers.throughput.enabled is false), a line for each fp16 step
+  skipped on an overflow, the wall_clock_breakdown timers
   (forward, backward, step in ms), the monitors' events (train_loss, lr and
   loss_scale by samples) and, when stderr is a terminal, a one-line progress
   display; with memory_breakdown, the allocator's bytes by category before
@@ -64,6 +65,14 @@ end
 local function mom_str(m)
   if type(m) == 'table' then return fmt('(%g, %g)', m[1], m[2]) end
   return fmt('%g', m or 0)
+end
+
+--- An fp16 step skipped for an inf or NaN gradient: DeepSpeed's line for it.
+function R:overflow(tried, now)
+  if self.quiet then return end
+  if self.progress then io.stderr:write('\r\27[K') end
+  io.stdout:write(fmt('[Rank 0] OVERFLOW! Skipping step. Attempted loss scale: %.17g, %s\n', tried,
+    now < tried and fmt('reducing to %.17g', now) or 'kept (hysteresis)'))
 end
 
 function R:step_done(loss, overflow)

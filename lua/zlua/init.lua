@@ -284,7 +284,22 @@ function zl.full_like(t, value, dtype) return core.full(core.shape(t), value, dt
 -- ---------------------------------------------------------------------------
 -- Inspection and element access
 
-methods.shape = core.shape
+-- A shape prints as [2, 3] (at the prompt too) and equals another shape of
+-- the same sizes, as torch.Size does; it is still a list of integers.
+local Size = { __name = 'zlua.Size' }
+function Size.__tostring(s)
+  local out = {}
+  for i, v in ipairs(s) do out[i] = tostring(v) end
+  return '[' .. table.concat(out, ', ') .. ']'
+end
+function Size.__eq(a, b)
+  if getmetatable(a) ~= Size or getmetatable(b) ~= Size or #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+--- t:shape(): the sizes as a list ({2, 3}), printed as [2, 3].
+function methods.shape(t) return setmetatable(core.shape(t), Size) end
 methods.numel = core.numel
 methods.dim = core.dim
 methods.dtype = core.dtype
@@ -302,9 +317,9 @@ methods.totable = core.totable
 methods.release = core.release
 methods.is_released = core.is_released
 
---- t:size() is the shape as a table; t:size(dim) one size.
+--- t:size() is the shape (t:shape()); t:size(dim) one size.
 function methods.size(t, d)
-  if d == nil then return core.shape(t) end
+  if d == nil then return methods.shape(t) end
   return core.size(t, D('size', d, core.dim(t)))
 end
 

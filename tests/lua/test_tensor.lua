@@ -167,6 +167,11 @@ test('views', function()
   check_eq(t:get(1, 1, 1), 100, 'clone copies')
   check_error(function() return t:narrow(3, 4, 2) end,
               'narrow: start 4 and length 2 run past the end of dimension 3 (size 4)')
+  -- A shape prints as a list and equals an equal shape, as torch.Size.
+  check_eq(tostring(t:size()), '[2, 3, 4]', 'a shape prints as [2, 3, 4]')
+  check(t:size() == zl.zeros(2, 3, 4):shape() and t:size() ~= zl.zeros(2, 4, 3):shape(), 'shapes compare by sizes')
+  check(tostring(zl.tensor(1):shape()) == '[]' and zl.tensor(1):shape() ~= require('zlua.json').null,
+    'a 0-d shape is [] and no JSON null')
   -- One past the end, empty: torch's x[4:4].
   check(same_list(t:narrow(3, 5, 0):shape(), { 2, 3, 0 }), 'narrow to the empty slice after the end')
   check_error(function() return t:narrow(3, 5, 1) end,

@@ -36,9 +36,28 @@ static bool raised_by_zlua(lua_State *L)
     return is;
 }
 
+/* msg, with zlua.util.suggest's "did you mean" for a mistyped zlua name;
+ * msg itself when the module cannot run. */
+static const char *suggested(lua_State *L, const char *msg)
+{
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "zlua.util.suggest");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        lua_pop(L, 1);
+        return msg;
+    }
+    lua_pushstring(L, msg);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
+        lua_pop(L, 1);
+        return msg;
+    }
+    return lua_tostring(L, -1);
+}
+
 int zlb_traceback(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
+    if (msg) msg = suggested(L, msg);
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
             msg = lua_tostring(L, -1);

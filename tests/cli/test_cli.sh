@@ -78,6 +78,16 @@ ZLUA_TRACEBACK=1 run typo.lua </dev/null
 check "ZLUA_TRACEBACK=1 shows the traceback of a config typo" \
     eval '[ "$rc" = 1 ] && has "$err" "unknown key optimizer.params.lrr" && has "$err" "stack traceback"'
 
+run -e 'zl.rnadn(3)' </dev/null
+check "a mistyped zlua function is named with the nearest one" \
+    eval '[ "$rc" = 1 ] && has "$err" "attempt to call a nil value (field '"'"'rnadn'"'"') (did you mean zl.randn?)"'
+run -e 'zl.zeros(2):sizee()' </dev/null
+check "a mistyped tensor method is named with the nearest one" eval 'has "$err" "(did you mean x:size?)"'
+run -e 'local nn = require "zlua.nn"; nn.Lienar(2, 2)' </dev/null
+check "a mistyped nn module is named with the nearest one" eval 'has "$err" "(did you mean nn.Linear?)"'
+run -e 'zl.qqqqqq()' </dev/null
+check "a name far from every zlua name gets no guess" eval 'has "$err" "(field '"'"'qqqqqq'"'"')" && ! has "$err" "did you mean"'
+
 printf 'local a = 1\n\nlocal b = = 2\n' >syntax.lua
 run syntax.lua </dev/null
 check "a syntax error names the file and line" eval '[ "$rc" != 0 ] && has "$err" "syntax.lua:3:"'

@@ -607,7 +607,12 @@ function methods.masked_fill(t, mask, value) return core.masked_fill(t, mask, va
 --- t:index_select(dim, index): rows picked along dim by a 1-d i64 tensor of
 --- 0-based ids.
 function methods.index_select(t, d, index)
-  return core.index_select(t, D('index_select', d, core.dim(t)), index)
+  local d0 = D('index_select', d, core.dim(t))
+  local ok, r = pcall(core.index_select, t, d0, index)
+  if ok then return r end
+  -- The engine counts dimensions from 0; the script from 1.
+  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('for dimension %d+ of size', 'for dimension ' .. d0 + 1
+    .. ' of size', 1)))
 end
 
 -- ---------------------------------------------------------------------------
@@ -763,18 +768,43 @@ function zl.attention(q, k, v, opts)
 end
 zl.scaled_dot_product_attention = zl.attention
 
+-- The list's shapes against its first, said as the script counts: tensors
+-- and dimensions from 1 (the engine's own message counts from 0). `skip` is
+-- the 0-based dimension that may differ (cat), or nil (stack).
+local function same_shapes(op, list, skip)
+  local first = core.shape(list[1])
+  for i = 2, #list do
+    local t = list[i]
+    if not is_tensor(t) then raise(fmt('%s: entry %d of the list is a %s, not a tensor', op, i, type(t))) end
+    local s, differ = core.shape(t), false
+    if #s ~= #first then differ = true end
+    for k = 1, #first do
+      if k - 1 ~= skip and s[k] ~= first[k] then differ = true end
+    end
+    if differ then
+      local show = function(sh) return '[' .. table.concat(sh, ', ') .. ']' end
+      local how = skip and fmt('differs from tensor 1 outside dimension %d', skip + 1)
+        or 'has a different shape from tensor 1'
+      raise(fmt('%s: tensor %d %s (shapes %s and %s)', op, i, how, show(s), show(first)))
+    end
+  end
+end
+
 --- zl.cat(list [, dim = 1]) joins along an existing dim; zl.stack(list [, dim = 1])
 --- along a new one.
 function zl.cat(list, d)
   if type(list) ~= 'table' or not is_tensor(list[1]) then
     raise('cat: expected a non-empty list of tensors')
   end
-  return core.cat(list, D('cat', d or 1, core.dim(list[1])))
+  local d0 = D('cat', d or 1, core.dim(list[1]))
+  same_shapes('cat', list, d0)
+  return core.cat(list, d0)
 end
 function zl.stack(list, d)
   if type(list) ~= 'table' or not is_tensor(list[1]) then
     raise('stack: expected a non-empty list of tensors')
   end
+  same_shapes('stack', list, nil)
   return core.stack(list, D('stack', d or 1, core.dim(list[1]) + 1))
 end
 

@@ -281,6 +281,13 @@ test('functional_ops', function()
   check_close(zl.where(x:gt(2), x, 0), {0, 0, 3, 4}, 0, 'where with a number')
   check_close(x:masked_fill(x:lt(2), -1), {-1, 2, 3, 4}, 0)
   check_close(x:index_select(1, zl.tensor{1, 0}), {3, 4, 1, 2}, 0, 'index tensors are 0-based')
+  -- Their errors count tensors and dimensions as the script does, from 1.
+  check_error(function() return zl.cat({ x, zl.zeros(3, 3) }, 2) end,
+    'cat: tensor 2 differs from tensor 1 outside dimension 2 (shapes [3, 3] and [2, 2])')
+  check_error(function() return zl.stack({ x, x, zl.zeros(2) }) end,
+    'stack: tensor 3 has a different shape from tensor 1 (shapes [2] and [2, 2])')
+  check_error(function() return x:index_select(2, zl.tensor{5}) end,
+    'index_select: index 5 is out of range for dimension 2 of size 2')
   check_close(zl.embedding(zl.tensor{2, 0}, w), {1, 1, 1, 0}, 0, 'embedding ids are 0-based')
   local logits = zl.tensor{{0, 0}, {0, 0}}:float()
   check_close(zl.cross_entropy(logits, zl.tensor{0, 1}), {math.log(2)}, 1e-6)

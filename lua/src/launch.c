@@ -445,6 +445,9 @@ static void build_command(char **cmd, const zlx_launch *l, int np, bool oversubs
 {
     extern char **environ;
     static char np_text[16], pe_text[32];
+    /* Rank 0's output reaches this terminal through mpirun's pipes: it shows
+     * the progress line as a run on this host alone would. */
+    bool terminal = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) && !getenv("ZLUA_TERMINAL");
     int n = 0;
     cmd[n++] = find_mpirun();
     snprintf(np_text, sizeof np_text, "%d", np);
@@ -472,6 +475,10 @@ static void build_command(char **cmd, const zlx_launch *l, int np, bool oversubs
         if (name == NULL) continue;
         cmd[n++] = export_flag;
         cmd[n++] = name;
+    }
+    if (terminal) {
+        cmd[n++] = "-x";
+        cmd[n++] = "ZLUA_TERMINAL=1";
     }
     cmd[n++] = exe;
     for (int i = 1; i < end; i++) {

@@ -77,6 +77,22 @@ test('accumulation_matches_one_big_batch', function()
   check_close(flat_params(m1), flat_params(m2), 1e-5, 'GAS 4 x 16 equals one batch of 64')
 end)
 
+test('progress_line_total_and_time_left', function()
+  local e = zl.initialize { model = model(4), config = cfg { scheduler = { type = 'WarmupDecayLR',
+    params = { total_num_steps = 40, warmup_num_steps = 4 } } } }
+  local x, y = problem(4)
+  local function plain(s) return (s:gsub('[\r\27]', ''):gsub('%[K', '')) end
+  check(plain(e.report:progress_line(1.5, 10)):find('^step 0/40  loss 1.5  lr ') ~= nil, 'the total from the scheduler')
+  for _ = 1, 2 do
+    e:backward(zl.mse_loss(e(x), y))
+    e:step()
+  end
+  local line = plain(e.report:progress_line(1.5, 10))
+  check(line:find('^step 2/40 ') and line:find('  eta %d+s$'), 'step 2/40 with the time left: ' .. line)
+  e:set_progress(false, 100)
+  check(plain(e.report:progress_line(1.5, 10)):find('^step 2/100 ') ~= nil, 'a total the script gives')
+end)
+
 test('clipping_by_global_norm', function()
   local x, y = problem(3)
   local m1, m2 = model(4), model(4)

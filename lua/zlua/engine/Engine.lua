@@ -219,11 +219,14 @@ function Engine:take_model_step()
   self.losses = 0.0
 end
 
---- engine:set_progress(on): the one-line progress display on a terminal (on
---- by default when stdout and stderr are terminals); a script that prints a
---- line of its own every step turns it off.
-function Engine:set_progress(on)
-  self.report.progress = on and core.isatty(1) and core.isatty(2) or false
+--- engine:set_progress(on [, total_steps]): the one-line progress display on
+--- a terminal (on by default when stdout and stderr are terminals, or rank 0
+--- of `zlua --nprocs` started from one); a script that prints a line of its
+--- own every step turns it off. With total_steps (default: the scheduler's
+--- total_num_steps) the line shows step N/total and the time left.
+function Engine:set_progress(on, total_steps)
+  self.report.progress = on and not self.report.quiet and require('zlua.engine.report').terminal() or false
+  if total_steps ~= nil then self.report.total = math.tointeger(total_steps) end
   return self
 end
 

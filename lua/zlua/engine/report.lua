@@ -17,6 +17,35 @@ local report = {}
 local R = {}
 R.__index = R
 
+--- Whether a person watches: stdout and stderr are terminals here, or, for a
+--- rank, where `zlua --nprocs` was started (it sets ZLUA_TERMINAL=1).
+function report.terminal()
+  return (core.isatty(1) and core.isatty(2)) or os.getenv('ZLUA_TERMINAL') == '1'
+end
+
+-- Seconds as 45s, 12m05s or 3h07m.
+local function duration(s)
+  s = math.floor(s + 0.5)
+  if s < 60 then return fmt('%ds', s) end
+  if s < 3600 then return fmt('%dm%02ds', s // 60, s % 60) end
+  return fmt('%dh%02dm', s // 3600, s % 3600 // 60)
+end
+
+--- The progress line: step (of the total when known), loss, lr, samples/s
+--- and, with a total, the time left at the pace since the first step shown.
+function R:progress_line(loss, rate)
+  local e, now = self.engine, core.now()
+  if not self.shown_from then self.shown_from, self.shown_step = now, e.global_steps end
+  local head = self.total and fmt('step %d/%d', e.global_steps, self.total) or fmt('step %d', e.global_steps)
+  local eta = ''
+  local done = e.global_steps - self.shown_step
+  if self.total and done > 0 and e.global_steps < self.total then
+    eta = '  eta ' .. duration((now - self.shown_from) / done * (self.total - e.global_steps))
+  end
+  return fmt('\r\27[K%s  loss %.4g  lr %.3g%s%s\r', head, loss, e:get_lr()[1],
+    self.throughput and fmt('  %.1f samples/s', rate) or '', eta)
+end
+
 function report.new(engine, cfg)
   local self = setmetatable({}, R)
   self.engine = engine
@@ -29,7 +58,12 @@ function report.new(engine, cfg)
   self.quiet = engine.rank ~= 0
   -- Drawn on stderr, so a step log on stdout is not overwritten; only when a
   -- person watches (stdout and stderr are terminals).
-  self.progress = not self.quiet and core.isatty(1) and core.isatty(2) and os.getenv('ZLUA_NO_PROGRESS') == nil
+  self.progress = not self.quiet and report.terminal() and os.getenv('ZLUA_NO_PROGRESS') == nil
+  -- The run's length for the progress line's total and time left: the
+  -- script's (engine:set_progress), else the schedule's.
+  local sched = cfg.scheduler and cfg.scheduler.params
+  self.total = sched and math.tointeger(sched.total_num_steps)
+  if self.total and self.total <= 0 then self.total = nil end
   self.timers = { forward = 0, backward = 0, step = 0 }
   self.window_start, self.window_samples = core.now(), 0
   self.last_applied = false
@@ -86,10 +120,7 @@ function R:step_done(loss, overflow)
   if e.monitor.enabled then e.monitor:write_events(events) end
   local now = core.now()
   local rate = self.window_samples / math.max(now - self.window_start, 1e-9)
-  if self.progress then
-    io.stderr:write(fmt('\r\27[Kstep %d  loss %.4g  lr %.3g%s\r', e.global_steps, loss, e:get_lr()[1],
-      self.throughput and fmt('  %.1f samples/s', rate) or ''))
-  end
+  if self.progress then io.stderr:write(self:progress_line(loss, rate)) end
   if self.every and e.global_steps % self.every == 0 then
     if self.progress then io.stderr:write('\r\27[K') end
     local line = fmt('[Rank 0] step=%d, skipped=%d, lr=%s, mom=%s, loss=%.6g%s', e.global_steps,

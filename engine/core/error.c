@@ -2,6 +2,7 @@
  * state every other file reports through (the rest lives in a context). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <signal.h>
 #include "zlua/base.h"
 
@@ -16,12 +17,16 @@ void zl_clear_error(void) { last_error[0] = '\0'; last_code = ZL_OK; }
 /* The code that went with the last message; private (tensor_impl.h). */
 __attribute__((visibility("hidden"))) zl_status zli_last_code(void) { return last_code; }
 
+/* Formatted apart and then copied, so a message may wrap the last one
+ * (zl_error(code, "load: %s", zl_last_error())). */
 zl_status zl_error(zl_status code, const char *fmt, ...)
 {
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     last_code = code;
     return code;
 }

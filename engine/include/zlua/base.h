@@ -42,7 +42,8 @@ typedef enum zl_status {
 ZL_API const char *zl_last_error(void);
 /* Human name of a status code ("invalid argument", ...). */
 ZL_API const char *zl_status_name(zl_status s);
-/* Set the thread's error message (printf-style) and return `code`.
+/* Set the thread's error message (printf-style; it may include
+ * zl_last_error() itself, to wrap it) and return `code`.
  * Public so that hosts and bindings can report through the same channel. */
 ZL_API zl_status zl_error(zl_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -10,7 +10,7 @@
     zlua scripts/zero_to_fp32.lua ckpt/ model_fp32.safetensors -t global_step100 ]]
 
 local zl = require 'zlua'
-local verify = require 'zlua.engine.verify'
+local json = require 'zlua.json'
 
 local function die(msg)
   io.stderr:write('zero_to_fp32: ', msg, '\n')
@@ -31,26 +31,23 @@ end
 local dir, out = positional[1], positional[2]
 if not dir or not out or positional[3] then die('usage: zlua zero_to_fp32.lua CKPT_DIR OUT.safetensors [-t TAG]') end
 
--- The same checks as load_checkpoint (zlua.engine.verify): the tag, every field
--- of engine.json, every file against its CRC-32 in the manifest, regular files
--- inside the folder only. Any failure names the file and the key.
+-- The same checks as load_checkpoint, the engine's (zl_zero_ckpt_open): the
+-- tag, every field of engine.json, every file against its CRC-32 in the
+-- manifest, regular files inside the folder only. Any failure names the
+-- file and the key.
 local function checked(f, ...)
   local ok, a, b = pcall(f, ...)
-  if not ok then die(tostring(a):gsub('^[^\n]-:%d+: ', '', 1):gsub('^load_checkpoint: ', '')) end
+  if not ok then die((tostring(a):gsub('^[^\n]-:%d+: ', '', 1):gsub('^load_checkpoint: ', ''))) end
   return a, b
 end
 
-if not tag then
-  local text = checked(verify.read, dir .. '/latest', verify.LATEST_MAX)
-  if not text then die('cannot read ' .. dir .. '/latest: no checkpoint there (give -t TAG)') end
-  tag = text:match('^%s*(.-)%s*$')
-  checked(verify.tag, tag, 'zero_to_fp32', dir .. '/latest')
-else
-  checked(verify.tag, tag, 'zero_to_fp32')
+if not tag and not zl.core.exists(dir .. '/latest') then
+  die('cannot read ' .. dir .. '/latest: no checkpoint there (give -t TAG)')
 end
-local path = dir .. '/' .. tag
-if zl.core.path_kind(path) ~= 'folder' then die(path .. ' is not a checkpoint folder') end
-local state = checked(verify.open, path)
+local ckpt = checked(zl.core.zero_ckpt_open, nil, dir, { tag = tag })
+local path = ckpt:path()
+local state = json.decode(ckpt:json(), path .. '/engine.json')
+ckpt:close()
 local zi = state.optimizer and state.optimizer.zero
 
 local entries, pieces = {}, {}

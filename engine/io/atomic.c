@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "atomic.h"
+#include "regular.h"
 #include "zlua/safetensors.h"
 
 /* The most one write(2) is given: Linux moves at most about 2 GiB per call,
@@ -145,6 +146,7 @@ zl_status zli_atomic_commit(zli_atomic *a)
 
 zl_status zl_file_write_atomic(const char *path, const void *bytes, size_t n)
 {
+    zli_fs_step();
     if (n && !bytes) return zl_error(ZL_EINVAL, "cannot write '%s': %zu bytes from NULL", path ? path : "(null)", n);
     zli_atomic a;
     zl_status st = zli_atomic_open(&a, path);

@@ -3,6 +3,7 @@
  * temporary folders of saves. Linux (renameat2 for the swap); every error
  * names the path. */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
@@ -16,13 +17,29 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <linux/fs.h>
+#include "regular.h"
 #include "zlua/io.h"
 #include "zlua/safetensors.h"
 
 static zl_status sync_parent(const char *path, const char *what);
 
+/* Testing a crash at each step of a checkpoint's save: the calls counted,
+ * and the kill where one is set. */
+static _Atomic int64_t g_calls, g_kill_at;
+
+void zli_fs_step(void)
+{
+    int64_t n = atomic_fetch_add(&g_calls, 1) + 1, at = atomic_load(&g_kill_at);
+    if (at > 0 && n >= at) raise(SIGKILL);
+}
+
+void zl_fs_kill_after(int64_t n) { atomic_store(&g_kill_at, n > 0 ? atomic_load(&g_calls) + n : 0); }
+
+int64_t zl_fs_calls(void) { return atomic_load(&g_calls); }
+
 zl_status zl_fs_mkdirs(const char *path)
 {
+    zli_fs_step();
     if (!path || !*path) return zl_error(ZL_EINVAL, "mkdirs: empty path");
     char buf[PATH_MAX];
     if (strlen(path) >= sizeof buf) return zl_error(ZL_EINVAL, "mkdirs: path too long: '%s'", path);
@@ -52,6 +69,7 @@ static int remove_one(const char *p, const struct stat *st, int flag, struct FTW
 
 zl_status zl_fs_remove_tree(const char *path)
 {
+    zli_fs_step();
     if (!path || !*path) return zl_error(ZL_EINVAL, "remove_tree: empty path");
     struct stat st;
     if (lstat(path, &st) != 0) return errno == ENOENT ? ZL_OK : zl_error(ZL_EIO, "cannot remove '%s': %s", path, strerror(errno));
@@ -62,6 +80,7 @@ zl_status zl_fs_remove_tree(const char *path)
 
 zl_status zl_fs_rename(const char *from, const char *to)
 {
+    zli_fs_step();
     if (!from || !to) return zl_error(ZL_EINVAL, "rename: NULL path");
     if (rename(from, to) != 0)
         return zl_error(ZL_EIO, "cannot rename '%s' to '%s': %s", from, to, strerror(errno));
@@ -89,6 +108,7 @@ static zl_status sync_parent(const char *path, const char *what)
 
 zl_status zl_fs_exchange(const char *a, const char *b)
 {
+    zli_fs_step();
     if (!a || !b) return zl_error(ZL_EINVAL, "exchange: NULL path");
     if (syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0)
         return zl_error(ZL_EIO, "cannot exchange '%s' and '%s': %s", a, b, strerror(errno));
@@ -125,6 +145,7 @@ static zl_status mark_path(char *out, const char *folder)
 
 zl_status zl_fs_temp_mark(const char *folder)
 {
+    zli_fs_step();
     if (!folder || !*folder) return zl_error(ZL_EINVAL, "temp_mark: empty path");
     char host[256], path[PATH_MAX], text[MARK_MAX];
     zl_status st = host_name(host, sizeof host);
@@ -146,6 +167,7 @@ zl_status zl_fs_temp_mark(const char *folder)
 
 zl_status zl_fs_temp_unmark(const char *folder)
 {
+    zli_fs_step();
     if (!folder || !*folder) return zl_error(ZL_EINVAL, "temp_unmark: empty path");
     char path[PATH_MAX];
     zl_status st = mark_path(path, folder);
@@ -184,6 +206,7 @@ static bool marker_name(const char *name)
 
 zl_status zl_fs_temp_sweep(const char *dir, int *removed)
 {
+    zli_fs_step();
     if (!dir || !*dir) return zl_error(ZL_EINVAL, "temp_sweep: empty path");
     if (removed) *removed = 0;
     char host[256];

@@ -85,6 +85,7 @@ static zl_status read_some(int fd, const char *path, unsigned char *buf, size_t 
 
 zl_status zl_fs_read_file(const char *path, size_t max, bool nofollow, char **out, size_t *len)
 {
+    zli_fs_step();
     if (!out || !len) return zl_error(ZL_EINVAL, "read_file: out and len must not be NULL");
     *out = NULL;
     *len = 0;
@@ -120,6 +121,7 @@ zl_status zl_fs_read_file(const char *path, size_t max, bool nofollow, char **ou
 
 zl_status zl_fs_file_crc32(const char *path, bool nofollow, uint32_t *crc, int64_t *bytes)
 {
+    zli_fs_step();
     if (!crc || !bytes) return zl_error(ZL_EINVAL, "file_crc32: crc and bytes must not be NULL");
     int fd;
     zl_status st = zli_open_regular(path, nofollow ? ZLI_OPEN_NOFOLLOW : 0, &fd, NULL);

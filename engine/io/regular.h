@@ -19,4 +19,8 @@
  * (when not NULL) gets the file's size in bytes. */
 ZLI_HIDDEN zl_status zli_open_regular(const char *path, unsigned flags, int *fd, int64_t *size);
 
+/* Each of zlua/io.h's file-system calls and the safetensors writer's first
+ * calls this: a count, and the process killed where zl_fs_kill_after says. */
+ZLI_HIDDEN void zli_fs_step(void);
+
 #endif

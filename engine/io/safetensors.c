@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "atomic.h"
+#include "json.h"
 #include "regular.h"
 #include "zlua/safetensors.h"
 
@@ -50,43 +51,6 @@ static const st_dtype *dtype_by_name(const char *s)
     for (int i = 0; i < N_DTYPES; i++)
         if (strcmp(st_dtypes[i].name, s) == 0) return &st_dtypes[i];
     return NULL;
-}
-
-/* The length of the valid UTF-8 sequence at p (at most `avail` bytes), or 0:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_len(const unsigned char *p, size_t avail)
-{
-    unsigned c = p[0];
-    if (c < 0x80) return 1;
-    size_t k;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) k = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        k = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
-    if (avail < k || p[1] < lo || p[1] > hi) return 0;
-    for (size_t i = 2; i < k; i++)
-        if ((p[i] & 0xC0) != 0x80) return 0;
-    return k;
-}
-
-static bool utf8_valid(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_len(p + i, n - i);
-        if (!k) return false;
-        i += k;
-    }
-    return true;
 }
 
 static bool mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
@@ -190,47 +154,22 @@ static zl_status separator(json *j, char close, bool *more)
     return jerr(j, "expected ',' or '%c', found %s", close, found(j, buf, sizeof buf));
 }
 
-static int hex4(const char *p)
-{
-    int v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = p[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-static size_t put_utf8(char *w, unsigned cp)
-{
-    if (cp < 0x80) { w[0] = (char)cp; return 1; }
-    if (cp < 0x800) { w[0] = (char)(0xC0 | cp >> 6); w[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        w[0] = (char)(0xE0 | cp >> 12); w[1] = (char)(0x80 | (cp >> 6 & 0x3F)); w[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    w[0] = (char)(0xF0 | cp >> 18); w[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    w[2] = (char)(0x80 | (cp >> 6 & 0x3F)); w[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* One \uXXXX escape (or a surrogate pair) at s[i] == 'u', written at w. */
 static zl_status unicode_escape(json *j, size_t *w)
 {
     if (j->n - j->i < 5) return jerr(j, "truncated \\u escape");
-    int cp = hex4(j->s + j->i + 1);
+    int cp = zli_hex4(j->s + j->i + 1);
     if (cp < 0) return jerr(j, "\\u must be followed by 4 hex digits");
     if (cp == 0) return jerr(j, "\\u0000 (a NUL character) is not allowed in a name or value");
     if (cp >= 0xDC00 && cp <= 0xDFFF) return jerr(j, "lone low surrogate \\u%04x", (unsigned)cp);
     j->i += 5;
     if (cp >= 0xD800 && cp <= 0xDBFF) {
-        int lo = j->n - j->i >= 6 && j->s[j->i] == '\\' && j->s[j->i + 1] == 'u' ? hex4(j->s + j->i + 2) : -1;
+        int lo = j->n - j->i >= 6 && j->s[j->i] == '\\' && j->s[j->i + 1] == 'u' ? zli_hex4(j->s + j->i + 2) : -1;
         if (lo < 0xDC00 || lo > 0xDFFF) return jerr(j, "high surrogate \\u%04x is not followed by a low one", (unsigned)cp);
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         j->i += 6;
     }
-    *w += put_utf8(j->s + *w, (unsigned)cp);
+    *w += zli_utf8_put(j->s + *w, (unsigned)cp);
     return ZL_OK;
 }
 
@@ -271,7 +210,7 @@ static zl_status parse_string(json *j, const char *what, char **out)
             }
             continue;
         }
-        size_t k = utf8_len((const unsigned char *)j->s + j->i, j->n - j->i);
+        size_t k = zli_utf8_len((const unsigned char *)j->s + j->i, j->n - j->i);
         if (!k) return jerr(j, "invalid UTF-8 byte 0x%02x inside a string", c);
         memmove(j->s + w, j->s + j->i, k);
         w += k;
@@ -793,7 +732,7 @@ static zl_status check_entries(const char *path, int n, const zl_safetensors_ent
     for (int i = 0; i < n; i++) {
         const zl_safetensors_entry *e = &entries[i];
         if (!e->name) return zl_error(ZL_EINVAL, "cannot write '%s': tensor %d has no name", path, i);
-        if (!utf8_valid(e->name)) return zl_error(ZL_EINVAL, "cannot write '%s': the name of tensor %d is not valid UTF-8", path, i);
+        if (!zli_utf8_valid(e->name, strlen(e->name))) return zl_error(ZL_EINVAL, "cannot write '%s': the name of tensor %d is not valid UTF-8", path, i);
         if (strcmp(e->name, META_KEY) == 0)
             return zl_error(ZL_EINVAL, "cannot write '%s': tensor %d: the name '" META_KEY "' is reserved for metadata", path, i);
         if ((unsigned)e->dtype >= ZL_DTYPE_COUNT)
@@ -811,7 +750,7 @@ static zl_status check_entries(const char *path, int n, const zl_safetensors_ent
     for (int i = 0; i < nmeta; i++) {
         if (!meta[i].key || !meta[i].value)
             return zl_error(ZL_EINVAL, "cannot write '%s': metadata pair %d has a NULL %s", path, i, meta[i].key ? "value" : "key");
-        if (!utf8_valid(meta[i].key) || !utf8_valid(meta[i].value))
+        if (!zli_utf8_valid(meta[i].key, strlen(meta[i].key)) || !zli_utf8_valid(meta[i].value, strlen(meta[i].value)))
             return zl_error(ZL_EINVAL, "cannot write '%s': metadata pair %d ('%s') is not valid UTF-8", path, i, meta[i].key);
     }
     int most = n > nmeta ? n : nmeta;
@@ -885,6 +824,7 @@ static void writer_free(zl_safetensors_writer *w)
 zl_safetensors_writer *zl_safetensors_writer_open(const char *path, int n, const zl_safetensors_entry *entries,
                                                   int nmeta, const zl_safetensors_meta *meta)
 {
+    zli_fs_step();
     if (!path) { zl_error(ZL_EINVAL, "cannot write a safetensors file: the path is NULL"); return NULL; }
     if (check_entries(path, n, entries, nmeta, meta)) return NULL;
     zl_safetensors_writer *w = calloc(1, sizeof *w);
@@ -931,6 +871,7 @@ static void skip_full(const zl_safetensors_writer *w, int *cur, int64_t *filled)
 
 zl_status zl_safetensors_writer_append(zl_safetensors_writer *w, const zl_tensor *t)
 {
+    zli_fs_step();
     if (!w) return zl_error(ZL_EINVAL, "safetensors writer: the writer is NULL");
     if (w->code) return zl_error(w->code, "%s", w->error);
     const char *path = w->out.path;
@@ -971,6 +912,7 @@ zl_status zl_safetensors_writer_append(zl_safetensors_writer *w, const zl_tensor
 
 zl_status zl_safetensors_writer_commit(zl_safetensors_writer *w)
 {
+    zli_fs_step();
     if (!w) return zl_error(ZL_EINVAL, "safetensors writer: the writer is NULL");
     zl_status st;
     if (w->code) {

@@ -5,8 +5,10 @@
  * does in a private Lua state, closed before training starts: the stage,
  * buckets, offload, optimizer, batch sizes, clipping and lr schedule come
  * from there. train.lua beside it is its twin in Lua; both print the same
- * `step N loss X` lines.
- *   mpirun -np 2 embed_zero --deepspeed_config ds.json --steps N [--data digits.csv.gz] [--seed S] */
+ * `step N loss X` lines, and each resumes the other's checkpoints
+ * (zl_zero_save / zl_zero_load: the folder engine:save_checkpoint writes).
+ *   mpirun -np 2 embed_zero --deepspeed_config ds.json --steps N [--data digits.csv.gz] [--seed S]
+ *                           [--load DIR] [--save DIR] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,11 +100,12 @@ int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i += 2)
         if (strcmp(argv[i], "--deepspeed_config") && strcmp(argv[i], "--steps") && strcmp(argv[i], "--data") &&
-            strcmp(argv[i], "--seed")) {
+            strcmp(argv[i], "--seed") && strcmp(argv[i], "--load") && strcmp(argv[i], "--save")) {
             fprintf(stderr, "embed_zero: unknown option %s\nusage: embed_zero --deepspeed_config ds.json "
-                    "--steps N [--data digits.csv.gz] [--seed S]\n", argv[i]);
+                    "--steps N [--data digits.csv.gz] [--seed S] [--load DIR] [--save DIR]\n", argv[i]);
             return 2;
         }
+    const char *load_dir = option(argc, argv, "--load", NULL), *save_dir = option(argc, argv, "--save", NULL);
     const char *cfg_path = option(argc, argv, "--deepspeed_config", NULL);
     int steps = atoi(option(argc, argv, "--steps", "20"));
     const char *data = option(argc, argv, "--data", ZLUA_DIGITS_CSV);
@@ -152,7 +155,8 @@ int main(int argc, char **argv)
     model m;
     if (build(&m, (int[]){64, 32, 10})) return 1;
     zl_zero_param params[2 * NLAYER];
-    const char *names[] = {"0.weight", "0.bias", "2.weight", "2.bias"};
+    /* nn.Sequential's names in the Lua twin, so each loads the other's checkpoints. */
+    const char *names[] = {"1.weight", "1.bias", "3.weight", "3.bias"};
     for (int l = 0; l < NLAYER; l++) {
         params[2 * l] = (zl_zero_param){.tensor = m.w[l], .group = 0, .name = names[2 * l]};
         params[2 * l + 1] = (zl_zero_param){.tensor = m.b[l], .group = 0, .name = names[2 * l + 1]};
@@ -161,8 +165,17 @@ int main(int argc, char **argv)
     if (zl_zero_create(comm, zlua_ds_config_zero(cfg), params, 2 * NLAYER, &hp, 1, NULL, 0, &z))
         return die("starting ZeRO");
     int64_t gas = tr.gradient_accumulation_steps;
+    /* Resumed where the checkpoint stopped: the step count picks the data and the schedule's place. */
+    int first = 1;
+    if (load_dir) {
+        zl_zero_load_args la = {.optimizer = zlua_ds_config_optimizer(cfg), .hparams = true};
+        bool found = false;
+        zl_zero_counts counts;
+        if (zl_zero_load(z, load_dir, &la, &found, &counts, NULL)) return die("loading the checkpoint");
+        if (found) first = (int)counts.global_steps + 1;
+    }
 
-    for (int step = 1; step <= steps; step++) {
+    for (int step = first; step <= steps; step++) {
         double sum = 0;
         for (int64_t micro = 0; micro < gas; micro++) {
             int64_t index = ((int64_t)(step - 1) * gas + micro) * world + rank;
@@ -187,6 +200,15 @@ int main(int argc, char **argv)
         if (!t || zl_comm_allreduce(comm, t, ZL_COMM_AVG)) return die("averaging the loss");
         if (rank == 0) printf("step %d loss %.6g\n", step, zl_tensor_get(t, 0));
         zl_tensor_release(t);
+    }
+    if (save_dir) {
+        /* The schedule's place as zlua.initialize's scheduler keeps it, so the Lua twin resumes it. */
+        char members[96] = "{}";
+        if (sched) snprintf(members, sizeof members, "{\"lr_scheduler\": {\"last_batch_iteration\": %lld}}",
+                            (long long)(start + steps - 1));
+        zl_zero_save_args sa = {.counts = {steps, steps * tr.train_batch_size, 0, steps * gas},
+                                .optimizer = zlua_ds_config_optimizer(cfg), .members = members};
+        if (zl_zero_save(z, save_dir, &sa, NULL, 0)) return die("saving the checkpoint");
     }
     zl_zero_memory mem;
     if (zl_zero_memory_of(z, &mem)) return die("reading the figures");

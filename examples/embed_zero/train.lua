@@ -1,6 +1,7 @@
 --[[ The Lua twin of embed_zero (main.c): the same digits MLP, seed, data
   order and DeepSpeed config, trained through zlua.initialize; it prints the
-  same `step N loss X` lines, bit for bit.
+  same `step N loss X` lines, bit for bit, and each resumes the other's
+  checkpoints (--load DIR, --save DIR).
     zlua --nprocs 2 examples/embed_zero/train.lua --deepspeed_config ds.json --steps N ]]
 
 local zl = require 'zlua'
@@ -13,6 +14,8 @@ local opt = options.parse('embed_zero', arg, {
   { 'steps', 20, 'optimizer steps', min = 1 },
   { 'data', here .. '/../digits/digits.csv.gz', 'the digits CSV, plain or gzip' },
   { 'seed', 1, 'seed of the initialisation' },
+  { 'load', '', 'resume from the checkpoint in this folder' },
+  { 'save', '', 'save a checkpoint into this folder at the end' },
 })
 if opt.deepspeed_config == '' then
   io.stderr:write('embed_zero: --deepspeed_config FILE is needed\n')
@@ -40,7 +43,9 @@ local function rows(index)
   return zl.tensor(r, 'i64')
 end
 
-for step = 1, opt.steps do
+local first = 1
+if opt.load ~= '' and engine:load_checkpoint(opt.load) then first = engine.global_steps + 1 end
+for step = first, opt.steps do
   local sum = 0.0
   for m = 0, gas - 1 do
     local idx = rows(((step - 1) * gas + m) * world + rank)
@@ -52,6 +57,7 @@ for step = 1, opt.steps do
   dist.all_reduce(t, 'avg')
   if rank == 0 then print(string.format('step %d loss %.6g', step, t:item())) end
 end
+if opt.save ~= '' then engine:save_checkpoint(opt.save) end
 local rep = engine:memory_report()
 if rank == 0 and rep.swap_read_bytes + rep.swap_write_bytes > 0 then
   print(string.format('rank 0 swapped %d bytes in, %d out', rep.swap_read_bytes, rep.swap_write_bytes))

@@ -93,6 +93,8 @@ void zlb_aio_config(lua_State *L, int idx, zl_aio_config *c);
 void zlb_zero_config(lua_State *L, int idx, zl_zero_config *c);
 /* A param group's table (an optimizer's param_groups entry) at idx into *h. */
 void zlb_zero_hparams(lua_State *L, int idx, zl_zero_hparams *h);
+/* The ZeRO engine at idx (zero.c's userdata); NULL for nil. */
+zl_zero *zlb_opt_zero(lua_State *L, int idx);
 /* A DeepSpeed fp16 block at idx into *c, as core.loss_scaler_new reads it. */
 void zlb_loss_scaler_config(lua_State *L, int idx, zl_loss_scaler_config *c);
 /* The schedule of a core.lr_schedule userdata at idx (zlua.lr's objects keep
@@ -121,6 +123,7 @@ void zlb_open_dist(lua_State *L);
 void zlb_open_amp(lua_State *L);
 void zlb_open_aio(lua_State *L);
 void zlb_open_zero(lua_State *L);
+void zlb_open_zero_ckpt(lua_State *L);
 void zlb_open_device(lua_State *L);
 
 #endif

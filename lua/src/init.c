@@ -122,6 +122,7 @@ static int open_core(lua_State *L)
     zlb_open_amp(L);
     zlb_open_aio(L);
     zlb_open_zero(L);
+    zlb_open_zero_ckpt(L);
     zlb_open_device(L);
     return 1;
 }

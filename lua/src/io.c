@@ -182,6 +182,19 @@ static int l_temp_unmark(lua_State *L)
     return fs_status(L, zl_fs_temp_unmark(zlb_check_cstring(L, 1, "temp_unmark", "path")));
 }
 
+/* fs_kill_after(n): testing, the process killed before the n-th file-system call from now (0: never). */
+static int l_fs_kill_after(lua_State *L)
+{
+    zl_fs_kill_after((int64_t)luaL_checkinteger(L, 1));
+    return 0;
+}
+
+static int l_fs_calls(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)zl_fs_calls());
+    return 1;
+}
+
 /* temp_sweep(dir) -> the number of stale temporary folders removed */
 static int l_temp_sweep(lua_State *L)
 {
@@ -226,6 +239,7 @@ void zlb_open_io(lua_State *L)
         {"rename", l_rename},           {"exchange", l_exchange},         {"exists", l_exists},
         {"file_crc32", l_file_crc32},   {"crc32", l_crc32},               {"read_file", l_read_file},
         {"temp_mark", l_temp_mark},     {"temp_unmark", l_temp_unmark},   {"temp_sweep", l_temp_sweep},
+        {"fs_kill_after", l_fs_kill_after}, {"fs_calls", l_fs_calls},
         {"path_kind", l_path_kind},
         {NULL, NULL},
     };

@@ -157,6 +157,8 @@ static zl_zero *check_zero(lua_State *L, int idx)
     return u->z;
 }
 
+zl_zero *zlb_opt_zero(lua_State *L, int idx) { return lua_isnoneornil(L, idx) ? NULL : check_zero(L, idx); }
+
 static zl_zero_init *check_init(lua_State *L, int idx)
 {
     zlb_zero_init *u = luaL_checkudata(L, idx, ZLB_ZERO_INIT_MT);
@@ -393,51 +395,6 @@ static int l_each_chunk(lua_State *L)
     return status(L, st);
 }
 
-static int l_save_shard(lua_State *L) { return status(L, zl_zero_save_shard(check_zero(L, 1), luaL_checkstring(L, 2))); }
-
-static int64_t int_field(lua_State *L, int t, const char *k)
-{
-    lua_getfield(L, t, k);
-    int ok;
-    lua_Integer v = lua_tointegerx(L, -1, &ok);
-    if (!ok) luaL_error(L, "load_shards: %s must be an integer", k);
-    lua_pop(L, 1);
-    return v;
-}
-
-/* z:load_shards{folder=, partitions=, params={{numel=, k=, step=}, ...}, keys={...}} */
-static int l_load_shards(lua_State *L)
-{
-    zl_zero *z = check_zero(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    zl_zero_saved s = {0};
-    lua_getfield(L, 2, "folder");
-    s.folder = luaL_checkstring(L, -1);
-    s.partitions = (int)int_field(L, 2, "partitions");
-    lua_getfield(L, 2, "params");
-    luaL_checktype(L, -1, LUA_TTABLE);
-    s.nparams = (int)luaL_len(L, -1);
-    zl_zero_saved_param *ps = lua_newuserdatauv(L, (size_t)(s.nparams ? s.nparams : 1) * sizeof *ps, 0);
-    for (int i = 0; i < s.nparams; i++) {
-        lua_rawgeti(L, -2, i + 1);
-        luaL_checktype(L, -1, LUA_TTABLE);
-        ps[i] = (zl_zero_saved_param){int_field(L, -1, "numel"), int_field(L, -1, "k"), int_field(L, -1, "step")};
-        lua_pop(L, 1);
-    }
-    s.params = ps;
-    lua_getfield(L, 2, "keys");
-    luaL_checktype(L, -1, LUA_TTABLE);
-    s.nkeys = (int)luaL_len(L, -1);
-    const char **keys = lua_newuserdatauv(L, (size_t)(s.nkeys ? s.nkeys : 1) * sizeof *keys, 0);
-    for (int j = 0; j < s.nkeys; j++) {
-        lua_rawgeti(L, -2, j + 1);
-        keys[j] = luaL_checkstring(L, -1);
-        lua_pop(L, 1);   /* the string stays alive in the keys table */
-    }
-    s.keys = keys;
-    return status(L, zl_zero_load_shards(z, &s));
-}
-
 static void set_int(lua_State *L, const char *k, int64_t v)
 {
     lua_pushinteger(L, v);
@@ -530,8 +487,7 @@ void zlb_open_zero(lua_State *L)
         {"zero_grad", l_zero_grad}, {"set_hparams", l_set_hparams}, {"gather", l_gather}, {"release", l_release},
         {"update_param", l_update_param}, {"full_fp32", l_full_fp32}, {"params", l_params}, {"info", l_info},
         {"group_steps", l_group_steps}, {"set_group_steps", l_set_group_steps}, {"each_chunk", l_each_chunk},
-        {"sync_working", l_sync_working}, {"save_shard", l_save_shard}, {"load_shards", l_load_shards},
-        {"memory", l_memory}, {"free", l_free}, {NULL, NULL},
+        {"sync_working", l_sync_working}, {"memory", l_memory}, {"free", l_free}, {NULL, NULL},
     };
     static const luaL_Reg init_methods[] = {
         {"partition", l_init_partition}, {"holds", l_init_holds}, {"gather", l_init_gather},

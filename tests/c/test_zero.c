@@ -1,9 +1,11 @@
 /* engine/zero through zlua/zero.h on one rank (the "self" communicator):
  * every stage steps the same bits, stage 3 empties and gathers parameters
  * around their use, the checkpoint walk reads and writes masters, zero.Init's
- * store hands its chunks over, a shard resumes at another stage, memory
+ * store hands its chunks over, a shard and a whole checkpoint resume at
+ * another stage, memory
  * figures add up, a step without an ended backward is refused, and bad input
  * is refused by name. Several ranks: tests/dist and examples/embed_zero. */
+#include <stdlib.h>
 #include "harness.h"
 
 #define NP 4
@@ -319,24 +321,33 @@ static float step_once(zl_zero *z, net *n, zl_tensor *x, zl_tensor *t)
     return v;
 }
 
+/* A fixed batch (*x, *t) and net n (seed 3) at stage 2 after 3 steps on it. */
+static zl_zero *three_steps(zl_comm *c, net *n, zl_zero_config *cfg, zl_tensor **x, zl_tensor **t)
+{
+    zl_manual_seed(9);
+    *x = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 3}, NULL);
+    *t = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 2}, NULL);
+    make_net(n, 3);
+    *cfg = zl_zero_config_defaults();
+    cfg->stage = 2;
+    zl_zero *z = engine(c, n, cfg);
+    for (int s = 0; z && s < 3; s++) step_once(z, n, *x, *t);
+    return z;
+}
+
 /* A shard saved at stage 2 resumes at stages 0 and 3 into a model built
  * from other values: the next steps' losses are the saver's, bit for bit. */
 TEST(a_shard_resumes_at_another_stage_bit_for_bit)
 {
     zl_comm *c = self_comm();
-    zl_manual_seed(9);
-    zl_tensor *x = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 3}, NULL);
-    zl_tensor *t = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 2}, NULL);
+    zl_tensor *x, *t;
+    net na;
+    zl_zero_config cfg;
+    zl_zero *za = three_steps(c, &na, &cfg, &x, &t);
     char path[4096];
     zt_tmp_path(path, sizeof path, "optim_rank0.safetensors");
-    net na;
-    make_net(&na, 3);
-    zl_zero_config cfg = zl_zero_config_defaults();
-    cfg.stage = 2;
-    zl_zero *za = engine(c, &na, &cfg);
     float ref[2], got[2];
     zl_zero_saved_param saved[NP];
-    for (int s = 0; za && s < 3; s++) step_once(za, &na, x, t);
     CHECK(za && zl_zero_save_shard(za, path) == ZL_OK);
     for (int i = 0; za && i < NP; i++) {
         zl_zero_param_info info;
@@ -373,6 +384,62 @@ TEST(a_shard_resumes_at_another_stage_bit_for_bit)
     CHECK_ERR(zl_zero_load_shards(za, &from), "the optimizer has no state 'nosuch'");
     zl_zero_free(za);
     free_net(&na);
+    zl_tensor_release(x);
+    zl_tensor_release(t);
+    zl_comm_close(c);
+}
+
+/* A C host's checkpoint: saved at stage 2 with the host's own members,
+ * resumed at stage 3 into other values, and the next steps' losses are the
+ * saver's bit for bit; the counters and members come back; bad input and a
+ * folder without `latest` are said. */
+TEST(a_checkpoint_saved_and_loaded_from_c)
+{
+    zl_comm *c = self_comm();
+    zl_tensor *x, *t;
+    net na;
+    zl_zero_config cfg;
+    zl_zero *za = three_steps(c, &na, &cfg, &x, &t);
+    char dir[4096];
+    zt_tmp_path(dir, sizeof dir, "ckpt");
+    float ref[2], got[2];
+    zl_zero_save_args a = {.counts = {3, 24, 0, 3}, .optimizer = "AdamW", .members = "{\"client_state\": {\"epoch\": 7}}"};
+    char path[4200];
+    CHECK(za && zl_zero_save(za, dir, &a, path, sizeof path) == ZL_OK);
+    CHECK(strstr(path, "/ckpt/global_step3") != NULL);
+    for (int s = 0; za && s < 2; s++) ref[s] = step_once(za, &na, x, t);
+    net nb;
+    make_net(&nb, 11);
+    cfg.stage = 3;
+    zl_zero *zb = engine(c, &nb, &cfg);
+    zl_zero_load_args la = {.optimizer = "AdamW", .hparams = true};
+    bool found = false;
+    zl_zero_counts counts = {0};
+    char *json = NULL;
+    CHECK(zb && zl_zero_load(zb, dir, &la, &found, &counts, &json) == ZL_OK && found);
+    CHECK(counts.global_steps == 3 && counts.global_samples == 24 && counts.micro_steps == 3);
+    CHECK(json && strstr(json, "\"client_state\": {\"epoch\": 7}") != NULL);
+    free(json);
+    for (int s = 0; zb && s < 2; s++) got[s] = step_once(zb, &nb, x, t);
+    CHECK(memcmp(ref, got, sizeof ref) == 0);
+    /* Refusals before anything is written or changed. */
+    a.tag = "../out";
+    CHECK_ERR(zl_zero_save(za, dir, &a, NULL, 0), "save_checkpoint: tag \"../out\" holds \"/\"");
+    a.tag = "t";
+    a.members = "{\"optimizer\": 1}";
+    CHECK_ERR(zl_zero_save(za, dir, &a, NULL, 0), "members: \"optimizer\" is a key of the engine's own");
+    a.members = "[1]";
+    CHECK_ERR(zl_zero_save(za, dir, &a, NULL, 0), "members must be a JSON object, got table");
+    la.optimizer = "SGD";
+    CHECK_ERR(zl_zero_load(zb, dir, &la, &found, NULL, NULL), "holds the state of a AdamW optimizer; this engine has SGD");
+    char empty[4096];
+    zt_tmp_path(empty, sizeof empty, "none");
+    CHECK(zl_fs_mkdirs(empty) == ZL_OK);
+    CHECK(zl_zero_load(zb, empty, &la, &found, NULL, NULL) == ZL_OK && !found);
+    zl_zero_free(za);
+    zl_zero_free(zb);
+    free_net(&na);
+    free_net(&nb);
     zl_tensor_release(x);
     zl_tensor_release(t);
     zl_comm_close(c);

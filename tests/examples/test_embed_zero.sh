@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # examples/embed_zero (C, its config read through zlua/ds_config.h) and its
-# Lua twin print identical `step N loss X` lines. Part "one": 1 rank, the loss
+# Lua twin print identical `step N loss X` lines, and each resumes a
+# checkpoint the other saved at the half, bit for bit (at 1 and 2 ranks).
+# Part "one": 1 rank, the loss
 # falls, an lr schedule (WarmupDecayLR; OneCycle, which also sets the betas)
 # gives the same steps, both refuse a typo in a strict section naming the
 # nearest key, warn of one at the top level the same way, and refuse a key
@@ -60,11 +62,48 @@ same() {
   grep '^step ' "$tmp/c.out" > "$tmp/$label.out"
 }
 
+# launch <ranks> <program: c|lua> <args...>: one run, its output on stdout.
+launch() {
+  local np=$1 prog=$2
+  shift 2
+  local cmd=("$embed")
+  [ "$prog" = lua ] && cmd=("$zlua" "$src/examples/embed_zero/train.lua")
+  if [ "$np" = 1 ]; then
+    "${cmd[@]}" --deepspeed_config "$tmp/ds.json" "$@" 2>&1
+  elif [ "$prog" = lua ]; then
+    "$zlua" --nprocs "$np" "$src/examples/embed_zero/train.lua" --deepspeed_config "$tmp/ds.json" "$@" 2>&1
+  else
+    "$mpiexec" --allow-run-as-root --oversubscribe -np "$np" "$embed" --deepspeed_config "$tmp/ds.json" "$@" 2>&1
+  fi
+}
+
+# resume <label> <ranks>: after same(): each program saves at the half and
+# each resumes either's checkpoint; the second half's lines are the whole
+# run's, bit for bit.
+resume() {
+  local label=$1 np=$2 half=$((steps / 2))
+  grep -E "^step ($(seq -s '|' $((half + 1)) $steps)) " "$tmp/$label.out" > "$tmp/tail.want"
+  for saver in c lua; do
+    rm -rf "$tmp/ck_$saver"
+    launch "$np" $saver --steps $half --save "$tmp/ck_$saver" > /dev/null
+    for loader in c lua; do
+      launch "$np" $loader --steps $steps --load "$tmp/ck_$saver" | grep '^step ' > "$tmp/tail.got"
+      if cmp -s "$tmp/tail.want" "$tmp/tail.got"; then
+        echo "ok: $label: saved by $saver at step $half, resumed by $loader, bit for bit"
+      else
+        echo "FAIL: $label: saved by $saver at step $half, resumed by $loader:"; diff "$tmp/tail.want" "$tmp/tail.got" | head
+        fail=1
+      fi
+    done
+  done
+}
+
 if [ "$part" = ranks ]; then
   for stage in 0 2; do
     config $stage
     same "2 ranks, stage $stage" 2
   done
+  resume "2 ranks, stage 2" 2
   [ "$aio" = OFF ] && exit $fail   # the refusal is part "one"'s
   config 3 nvme
   same "2 ranks, stage 3, optimizer and parameters on nvme" 2
@@ -84,6 +123,7 @@ fi
 config 2
 same "1 rank, stage 2" 1
 loss_falls "$tmp/c.out" 3 0.95 || fail=1
+resume "1 rank, stage 2" 1
 if [ "$aio" = OFF ]; then
   config 3 nvme
   refusal='zero_optimization.offload_optimizer.device = "nvme": zlua was built without libaio'

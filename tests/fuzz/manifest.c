@@ -1,11 +1,12 @@
-/* libFuzzer target for the checkpoint reader's checks (lua/zlua/engine/
- * verify.lua, verify.open: what load_checkpoint and zero_to_fp32 run before
- * anything is read or changed): the input is engine.json, in a folder that
- * also holds its right CRC-32 (so that inputs get past that check) and small
- * files standing for the model and four optimizer shards. verify.open must
- * take the folder or fail with "load_checkpoint: ..." naming a file of it;
- * never a Lua error from inside the checks. */
+/* libFuzzer target for the checkpoint reader's checks (engine/zero/
+ * ckpt_state.c through zl_zero_ckpt_open, what load_checkpoint and
+ * zero_to_fp32 run before anything is read or changed): the input is
+ * engine.json, in a folder that also holds its right CRC-32 (so that inputs
+ * get past that check) and small files standing for the model and four
+ * optimizer shards. The open must take the folder or fail with
+ * "load_checkpoint: ..." naming a file of it; never a crash or a Lua error. */
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <zlib.h>
 #include "fuzz.h"
@@ -22,15 +23,16 @@ static const char *const files[][2] = {
 };
 
 static const char harness[] =
-    "local verify = require 'zlua.engine.verify'\n"
+    "local zl = require 'zlua'\n"
     "local dir = ...\n"
+    "local parent, tag = dir:match('^(.*)/([^/]+)$')\n"
     "return function()\n"
-    "  local ok, err = pcall(verify.open, dir)\n"
-    "  if ok then return end\n"
-    "  -- zl.raise places the message at the caller's line: this chunk's.\n"
+    "  local ok, err = pcall(zl.core.zero_ckpt_open, nil, parent, { tag = tag })\n"
+    "  if ok then if err then err:close() end return end\n"
+    "  -- the binding places the message at the caller's line: this chunk's.\n"
     "  local msg = tostring(err):gsub('^fuzz_manifest:%d+: ', '', 1)\n"
     "  if not msg:find('^load_checkpoint: ') or not msg:find(dir, 1, true) then\n"
-    "    error('verify.open failed without naming a file of the checkpoint: ' .. tostring(err), 0)\n"
+    "    error('the checkpoint reader failed without naming a file of the checkpoint: ' .. msg, 0)\n"
     "  end\n"
     "end\n";
 
@@ -38,7 +40,12 @@ static const char *dir;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    dir = fuzz_dir();
+    /* The checkpoint is the folder "ck" of the process's own, so that the open
+     * looks (and sweeps) only there. */
+    static char ck[4096];
+    snprintf(ck, sizeof ck, "%s/ck", fuzz_dir());
+    if (mkdir(ck, 0700) != 0) fuzz_die("cannot make %s", ck);
+    dir = ck;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         fuzz_write(dir, files[i][0], files[i][1], strlen(files[i][1]));
     fuzz_lua_open("=fuzz_manifest", harness, dir);

@@ -370,36 +370,21 @@ test('zero_to_fp32_checks_what_load_checks', function()
   z2f('latest a FIFO', "latest': it is a FIFO (named pipe), not a regular file")
 end)
 
--- The child: engine(2, 3 steps) saves DIR/TAG, killed (SIGKILL) just before its
--- Nth call into the file system; with N beyond the last it saves and prints the count.
+-- The child: engine(2, 3 steps) saves DIR/TAG, killed (SIGKILL) by the engine
+-- just before its Nth call into the file system (zl_fs_kill_after: every
+-- mkdirs, rename, exchange, atomic write, read, CRC, temporary mark or sweep,
+-- and each safetensors writer call); with N beyond the last it saves and
+-- prints the count.
 local CHILD = [[
 package.path = %q .. '/?.lua;' .. package.path
 local zl = require 'zlua'
 local X = require 'hostile'
 local dir, tag, kill_at = arg[1], arg[2], tonumber(arg[3])
 local e = X.engine(2, 3)
-local n = 0
-local function hook(f)
-  return function(...)
-    n = n + 1
-    if n == kill_at then os.execute('kill -9 ' .. zl.core.getpid()) end
-    return f(...)
-  end
-end
-for _, name in ipairs({ 'mkdirs', 'remove_tree', 'rename', 'exchange', 'write_file_atomic', 'file_crc32',
-  'read_file', 'temp_mark', 'temp_unmark', 'temp_sweep' }) do zl.core[name] = hook(zl.core[name]) end
-local writer, patched = zl.safetensors_writer, false
-zl.safetensors_writer = hook(function(...)
-  local w = writer(...)
-  if not patched then
-    local methods = getmetatable(w).__index
-    methods.write, methods.commit = hook(methods.write), hook(methods.commit)
-    patched = true
-  end
-  return w
-end)
+local base = zl.core.fs_calls()
+zl.core.fs_kill_after(kill_at)
 e:save_checkpoint(dir, tag, { by = 'child' })
-print('calls ' .. n)
+print('calls ' .. zl.core.fs_calls() - base)
 ]]
 
 test('killed_at_every_stage_of_the_save', function()

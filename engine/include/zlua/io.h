@@ -99,6 +99,14 @@ ZL_API zl_status zl_fs_read_file(const char *path, size_t max, bool nofollow, ch
 /* zlib's CRC-32 of a file's bytes, and how many there are. */
 ZL_API zl_status zl_fs_file_crc32(const char *path, bool nofollow, uint32_t *crc, int64_t *bytes);
 
+/* Testing a crash at every step of a checkpoint's save: the file-system
+ * calls above, zl_file_write_atomic and the safetensors writer's open,
+ * append and commit are counted (zl_fs_calls: since the process started);
+ * zl_fs_kill_after(n) kills the process (SIGKILL) just before the n-th of
+ * them from now (1 = the next one); 0 disables. */
+ZL_API void zl_fs_kill_after(int64_t n);
+ZL_API int64_t zl_fs_calls(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -223,6 +223,94 @@ typedef struct zl_zero_saved {
  * through zl_zero_sync_working. */
 ZL_API zl_status zl_zero_load_shards(zl_zero *z, const zl_zero_saved *saved);
 
+/* ---- checkpoints ----
+ * A checkpoint is the folder DIR/TAG that engine:save_checkpoint writes, by
+ * this code, so a C host and a Lua script load each other's:
+ *   model.safetensors          the model's tensors, parameters in the working dtype
+ *   optim_rank<R>.safetensors  rank R's shard (zl_zero_save_shard; rank 0's alone at one partition)
+ *   engine.json (+ .crc32)     format, tag, the counters, world size, precision, every rank's
+ *                              generator state, the optimizer (type, param groups, each
+ *                              parameter's step, state names, the partition), the host's own
+ *                              members (client_state, ...) and the manifest: every file's
+ *                              bytes and CRC-32
+ * and DIR/latest names the newest tag. Everything is written into a hidden
+ * folder ".TAG.tmp-PID" (with a marker naming the host and process, so a save
+ * killed midway is swept by the next save or load in DIR), fsynced, read back
+ * and checked, then renamed to TAG (swapped with an older TAG in one atomic
+ * exchange); `latest` is replaced atomically after that. The ranks agree on
+ * every outcome: one rank's failure is every rank's error, and the previous
+ * checkpoint and `latest` stay as they were. */
+
+/* The training counters a checkpoint keeps. */
+typedef struct zl_zero_counts {
+    int64_t global_steps, global_samples, skipped_steps, micro_steps;
+} zl_zero_counts;
+
+/* Writes the model's file at `path`; every rank calls it, one writes. */
+typedef zl_status (*zl_zero_model_writer)(void *user, const char *path);
+
+typedef struct zl_zero_save_args {
+    const char *tag;              /* NULL: "global_step<global_steps>" */
+    zl_zero_counts counts;
+    const char *precision;        /* engine.json's: "f32", "bf16" or "fp16" */
+    const char *optimizer;        /* its type there: "Adam", "AdamW", "Lamb" or "SGD" */
+    const char *param_groups;     /* a JSON list, an object of hyperparameters per group; NULL: the
+                                   * engine's, under torch's names (lr, betas, eps, weight_decay, ...) */
+    const char *members;          /* a JSON object whose members join engine.json's (client_state and
+                                   * any of the host's own); NULL: none */
+    zl_zero_model_writer write_model;   /* NULL: the engine's parameters, in order, by their names */
+    void *user;
+    bool keep_latest;             /* leave DIR/latest as it is */
+    zl_comm *comm;                /* the ranks, when z is NULL (a model without an optimizer) */
+} zl_zero_save_args;
+
+/* Save a checkpoint of z (NULL: a model without an optimizer, its file from
+ * write_model, the ranks a->comm) into DIR/TAG (collective); path (may be
+ * NULL) receives DIR/TAG. Refused before anything is written: a bad tag, members
+ * that are not a JSON object or name a key of the engine's, param groups
+ * that are not a list of objects (ZL_EINVAL naming them). */
+ZL_API zl_status zl_zero_save(zl_zero *z, const char *dir, const zl_zero_save_args *a, char *path, size_t path_size);
+
+/* What a load takes. */
+typedef struct zl_zero_load_args {
+    const char *tag;              /* NULL: the one DIR/latest names */
+    const char *optimizer;        /* the type of the host's optimizer: a checkpoint of another is refused */
+    bool skip_optimizer;          /* the model's weights only: the optimizer's state is left as it is */
+    bool masters_from_model;      /* the f32 masters from model.safetensors' weights (DeepSpeed's
+                                   * load_from_fp32_weights false), not from the shards */
+    bool hparams;                 /* set the engine's hyperparameters from the saved param groups
+                                   * (a Lua engine sets its optimizer's groups itself) */
+    bool keep_generator;          /* leave this process's generator as it is */
+} zl_zero_load_args;
+
+typedef struct zl_zero_ckpt zl_zero_ckpt;
+
+/* Open DIR/TAG for a load into z (z NULL: a model without an optimizer, and
+ * comm its ranks; otherwise comm is ignored). Collective. engine.json and
+ * every file are checked (against the manifest, the saved partition against
+ * z's parameters, each shard's tensors against engine.json) before anything
+ * changes: errors name the folder, file and key. *out is NULL (ZL_OK) when no
+ * tag is given and DIR has no `latest`. Nothing is changed until
+ * zl_zero_ckpt_load, so a host checks its own members first. */
+ZL_API zl_status zl_zero_ckpt_open(zl_zero *z, zl_comm *comm, const char *dir, const zl_zero_load_args *a,
+                                   zl_zero_ckpt **out);
+ZL_API const char *zl_zero_ckpt_path(const zl_zero_ckpt *c);          /* DIR/TAG */
+ZL_API const char *zl_zero_ckpt_json(const zl_zero_ckpt *c, size_t *len);   /* engine.json's text */
+ZL_API zl_zero_counts zl_zero_ckpt_counts(const zl_zero_ckpt *c);
+/* Load it (collective): this rank's chunks of the masters and optimizer
+ * state from whichever saved chunks hold them (any world size and stage
+ * loads any other's), or the masters from the model's weights; the step
+ * counts, the hyperparameters when asked, the working weights brought up to
+ * date, and this process's generator set to its rank's saved state. */
+ZL_API zl_status zl_zero_ckpt_load(zl_zero_ckpt *c);
+ZL_API void zl_zero_ckpt_close(zl_zero_ckpt *c);   /* NULL is a no-op */
+
+/* Open, load and close. *found is false (ZL_OK) when DIR has no `latest`
+ * and no tag is given; counts (may be NULL) receives the counters and
+ * *json (may be NULL; free() it) engine.json's text, for the host's members. */
+ZL_API zl_status zl_zero_load(zl_zero *z, const char *dir, const zl_zero_load_args *a, bool *found,
+                              zl_zero_counts *counts, char **json);
+
 /* ---- figures ---- */
 typedef struct zl_zero_memory {
     int64_t params;            /* working parameters held (gathered ones included), bytes */

@@ -1074,7 +1074,7 @@ TEST(reductions_on_the_device)
                 release_all(objs, 4);
             }
     /* Over all of several chunks, whose order shows (a large chunk cancels
-     * a later one); integers (sum in f32, max in their dtype). */
+     * a later one); integers (sum in i64, max in their dtype). */
     zl_tensor *big = zl_tensor_new(ZL_DTYPE_F32, SHAPE(3 * 4096 + 17), ZL_MEM_OTHER);
     float *pb = zl_tensor_data(big);
     for (int64_t i = 0; i < 3 * 4096 + 17; i++) pb[i] = i < 4096 ? 1e16f : i < 8192 ? 0.3f : i < 12288 ? -1e16f : 0.7f;

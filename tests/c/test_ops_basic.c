@@ -370,3 +370,25 @@ TEST(integers_are_exact_and_linear_with_no_inputs)
     zl_tensor *all[] = {a, z, s, e, q, x, w, b, y, ys, img};
     for (int k = 0; k < 11; k++) zl_tensor_release(all[k]);
 }
+
+/* Integer reductions as torch's: sum in i64, max in the input's dtype,
+ * exact beyond f32's 2^24 and double's 2^53 (they went through f32). */
+TEST(integer_reductions_are_exact)
+{
+    int64_t v[4] = {((int64_t)1 << 53) + 1, 2, -5, ((int64_t)1 << 53) + 1};
+    zl_tensor *a = zl_tensor_from_data(ZL_DTYPE_I64, 2, (int64_t[]){2, 2}, v);
+    zl_tensor *s = zl_sum(a, ZL_ALL_DIMS, false), *s0 = zl_sum(a, 0, false), *m = zl_max(a, 1, false);
+    zl_tensor *am = zl_argmax(a, 0, false);
+    CHECK(s && zl_tensor_dtype(s) == ZL_DTYPE_I64 && *(int64_t *)zl_tensor_data(s) == ((int64_t)1 << 54) - 1);
+    CHECK(s0 && ((int64_t *)zl_tensor_data(s0))[0] == ((int64_t)1 << 53) - 4);
+    CHECK(m && zl_tensor_dtype(m) == ZL_DTYPE_I64 && ((int64_t *)zl_tensor_data(m))[0] == ((int64_t)1 << 53) + 1);
+    CHECK(am && ((int64_t *)zl_tensor_data(am))[1] == 1);
+    int32_t w[3] = {16777217, 1, 3};
+    zl_tensor *b = zl_tensor_from_data(ZL_DTYPE_I32, 1, (int64_t[]){3}, w);
+    zl_tensor *bs = zl_sum(b, ZL_ALL_DIMS, false), *bm = zl_max(b, 0, false), *mean = zl_mean(b, 0, false);
+    CHECK(bs && zl_tensor_dtype(bs) == ZL_DTYPE_I64 && *(int64_t *)zl_tensor_data(bs) == 16777221);
+    CHECK(bm && zl_tensor_dtype(bm) == ZL_DTYPE_I32 && *(int32_t *)zl_tensor_data(bm) == 16777217);
+    CHECK(mean && zl_tensor_dtype(mean) == ZL_DTYPE_F32);
+    zl_tensor *all[] = {a, s, s0, m, am, b, bs, bm, mean};
+    for (int k = 0; k < 9; k++) zl_tensor_release(all[k]);
+}

@@ -371,6 +371,23 @@ TEST(integers_are_exact_and_linear_with_no_inputs)
     for (int k = 0; k < 11; k++) zl_tensor_release(all[k]);
 }
 
+/* An integer to a whole power stays an integer of its dtype, exact (torch's
+ * i64 ** 2); a fractional power is a float. */
+TEST(integer_powers_stay_integers)
+{
+    int64_t v[2] = {(int64_t)1 << 31, -3};
+    zl_tensor *a = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){2}, v);
+    zl_tensor *sq = zl_pow_scalar(a, 2), *cube = zl_pow_scalar(a, 3), *root = zl_pow_scalar(a, 0.5);
+    CHECK(sq && zl_tensor_dtype(sq) == ZL_DTYPE_I64 && ((int64_t *)zl_tensor_data(sq))[0] == (int64_t)1 << 62);
+    CHECK(cube && ((int64_t *)zl_tensor_data(cube))[1] == -27);
+    CHECK(root && zl_tensor_dtype(root) == ZL_DTYPE_F32);
+    int32_t w[1] = {7};
+    zl_tensor *b = zl_tensor_from_data(ZL_DTYPE_I32, 1, (int64_t[]){1}, w), *b0 = zl_pow_scalar(b, 0);
+    CHECK(b0 && zl_tensor_dtype(b0) == ZL_DTYPE_I32 && *(int32_t *)zl_tensor_data(b0) == 1);
+    zl_tensor *all[] = {a, sq, cube, root, b, b0};
+    for (int k = 0; k < 6; k++) zl_tensor_release(all[k]);
+}
+
 /* Integer reductions as torch's: sum in i64, max in the input's dtype,
  * exact beyond f32's 2^24 and double's 2^53 (they went through f32). */
 TEST(integer_reductions_are_exact)

@@ -121,14 +121,13 @@ static zl_tensor *reduce_on_device(const zli_dev_kernels *k, int index, int kind
     return out;
 }
 
-/* Integers on the host, reduced exactly in 64 bits as torch does: sum in
- * i64 (wrapping on overflow, as torch's), max in the input's dtype, argmax's
- * positions. No gradient: integers have none. */
+/* Integers reduced exactly in 64 bits as torch does: sum in i64 (wrapping
+ * on overflow, as torch's), max in the input's dtype, argmax's positions;
+ * on the host (zli_host_i64). No gradient: integers have none. */
 static zl_tensor *reduce_int(int kind, zl_tensor *x, int64_t outer, int64_t len, int64_t inner, int nd,
                              const int64_t *shape)
 {
-    zl_tensor *xi = zl_tensor_to(x, ZL_DTYPE_I64);
-    zl_tensor *xc = xi ? zl_tensor_contiguous(xi) : NULL;
+    zl_tensor *xc = zli_host_i64(x);
     zl_tensor *out = xc ? zl_tensor_new(ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS) : NULL;
     if (out) {
         const int64_t *v = zl_tensor_data(xc);
@@ -146,14 +145,8 @@ static zl_tensor *reduce_int(int kind, zl_tensor *x, int64_t outer, int64_t len,
                 o[a * inner + i] = kind == R_SUM ? (int64_t)sum : kind == R_MAX ? best : at;
             }
     }
-    zl_tensor_release(xi);
     zl_tensor_release(xc);
-    if (out && kind == R_MAX && x->dtype != ZL_DTYPE_I64) {
-        zl_tensor *back = zl_tensor_to(out, x->dtype);
-        zl_tensor_release(out);
-        out = back;
-    }
-    return out;
+    return zli_int_result(out, kind == R_MAX ? x->dtype : ZL_DTYPE_I64, x);
 }
 
 static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
@@ -183,17 +176,10 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
     } else if (keepdim) {
         for (int i = 0; i < x->ndim; i++) shape[nd++] = 1;
     }
-    if (!zl_dtype_traits_of(x->dtype)->is_float && kind != R_MEAN) {
-        if (!on) return zli_op_end(op, 1, &x, reduce_int(kind, x, outer, len, inner, nd, shape));
-        /* A device has no 64-bit integer reduction: the host's, through host memory (a count, as
-         * an accuracy's, is small), so both give the same bits. */
-        zl_tensor *xh = zl_tensor_to_device(x, ZL_DEVICE_CPU, 0);
-        zl_tensor *rh = xh ? reduce_int(kind, xh, outer, len, inner, nd, shape) : NULL;
-        zl_tensor *r = rh ? zl_tensor_to_device(rh, zl_tensor_device(x), index) : NULL;
-        zl_tensor_release(xh);
-        zl_tensor_release(rh);
-        return zli_op_end(op, 1, &x, r);
-    }
+    /* A device has no 64-bit integer reduction: the host's, through host memory (a count, as an
+     * accuracy's, is small), so both give the same bits. */
+    if (!zl_dtype_traits_of(x->dtype)->is_float && kind != R_MEAN)
+        return zli_op_end(op, 1, &x, reduce_int(kind, x, outer, len, inner, nd, shape));
     if (on) return zli_op_end(op, 1, &x, reduce_on_device(k, index, kind, x, d, outer, len, inner, nd, shape));
     zl_tensor *xf = zli_f32c(x);
     zl_tensor *out = xf ? zli_new_f32(nd, shape) : NULL;

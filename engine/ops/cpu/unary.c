@@ -72,12 +72,10 @@ static zl_status unary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 }
 
 /* An integer tensor to a whole power e >= 0, in its dtype, exact (wrapping
- * as torch's does on overflow); a device's through host memory. */
-static zl_tensor *int_pow(zl_tensor *x, int e, bool on, int index)
+ * as torch's does on overflow); on the host (zli_host_i64). */
+static zl_tensor *int_pow(zl_tensor *x, int e)
 {
-    zl_tensor *xh = on ? zl_tensor_to_device(x, ZL_DEVICE_CPU, 0) : zl_tensor_retain(x);
-    zl_tensor *xi = xh ? zl_tensor_to(xh, ZL_DTYPE_I64) : NULL;
-    zl_tensor *xc = xi ? zl_tensor_contiguous(xi) : NULL;
+    zl_tensor *xc = zli_host_i64(x);
     zl_tensor *r = xc ? zl_tensor_new(ZL_DTYPE_I64, x->ndim, x->shape, ZL_MEM_ACTIVATIONS) : NULL;
     if (r) {
         const int64_t *v = zl_tensor_data(xc);
@@ -88,11 +86,8 @@ static zl_tensor *int_pow(zl_tensor *x, int e, bool on, int index)
             o[i] = (int64_t)acc;
         }
     }
-    zl_tensor *typed = r && x->dtype != ZL_DTYPE_I64 ? zl_tensor_to(r, x->dtype) : zl_tensor_retain(r);
-    zl_tensor *out = typed && on ? zl_tensor_to_device(typed, zl_tensor_device(x), index) : zl_tensor_retain(typed);
-    zl_tensor *rel[] = {xh, xi, xc, r, typed};
-    for (int i = 0; i < 5; i++) zl_tensor_release(rel[i]);
-    return out;
+    zl_tensor_release(xc);
+    return zli_int_result(r, x->dtype, x);
 }
 
 static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
@@ -105,7 +100,7 @@ static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
     /* An integer to a whole power stays an integer, as in torch. */
     if (kind == U_POW && !zl_dtype_traits_of(x->dtype)->is_float && x->dtype != ZL_DTYPE_BOOL && p0 >= 0 &&
         p0 <= 64 && p0 == floor(p0))
-        return zli_op_end(op, 1, &x, int_pow(x, (int)p0, on, index));
+        return zli_op_end(op, 1, &x, int_pow(x, (int)p0));
     zl_dtype rdt = zl_dtype_traits_of(x->dtype)->is_float ? x->dtype : ZL_DTYPE_F32;
     if (kind == U_NEG || kind == U_ABS || kind == U_RELU) rdt = x->dtype == ZL_DTYPE_BOOL ? ZL_DTYPE_F32 : x->dtype;
     zl_tensor *xf = zli_kernel_input(x, on);

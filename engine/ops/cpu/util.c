@@ -72,6 +72,26 @@ zl_status zli_need_float(const char *op, const char *role, const zl_tensor *t)
                     zl_dtype_name(t->dtype));
 }
 
+zl_tensor *zli_host_i64(zl_tensor *x)
+{
+    zl_tensor *h = x->storage->dev ? zl_tensor_to_device(x, ZL_DEVICE_CPU, 0) : zl_tensor_retain(x);
+    zl_tensor *i = h ? zl_tensor_to(h, ZL_DTYPE_I64) : NULL;
+    zl_tensor *c = i ? zl_tensor_contiguous(i) : NULL;
+    zl_tensor_release(h);
+    zl_tensor_release(i);
+    return c;
+}
+
+zl_tensor *zli_int_result(zl_tensor *r, zl_dtype dt, const zl_tensor *x)
+{
+    zl_tensor *typed = r && r->dtype != dt ? zl_tensor_to(r, dt) : zl_tensor_retain(r);
+    zl_tensor *out = typed && x->storage->dev ? zl_tensor_to_device(typed, zl_tensor_device(x), zl_tensor_device_index(x))
+                                              : zl_tensor_retain(typed);
+    zl_tensor_release(r);
+    zl_tensor_release(typed);
+    return out;
+}
+
 zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, int64_t **out)
 {
     if (t->dtype != ZL_DTYPE_I64 && t->dtype != ZL_DTYPE_I32)

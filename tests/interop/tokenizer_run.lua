@@ -1,13 +1,14 @@
--- The zlua side of check_tokenizer_python.py: encodes strings with zlua.tokenizer, or trains
--- a vocabulary with it, for Python to compare with Hugging Face's.
+-- The zlua side of check_tokenizer_python.py: encodes strings with zlua.tokenizer, normalizes
+-- them to NFC, or trains a vocabulary with it, for Python to compare with Hugging Face's.
 --   zlua tokenizer_run.lua encode DIR IN.json OUT.json   IN: ["text", ...]
---        OUT: [{"ids": [...], "words": [...], "decoded": "text"}, ...] (words byte-level spelled)
+--        OUT: [{"ids": [...], "words": [...], "decoded": "text" or [bytes]}, ...] (words
+--        byte-level spelled; decoded bytes that are not UTF-8 as a list of numbers)
+--   zlua tokenizer_run.lua nfc IN.json OUT.json          OUT: ["normalized text", ...]
 --   zlua tokenizer_run.lua train CORPUS VOCAB_SIZE OUTDIR   (special token "<|endoftext|>")
 
 local json = require 'zlua.json'
 local tokenizer = require 'zlua.tokenizer'
 local bytes = require 'zlua.tokenizer.bytes'
-local pretokenize = require 'zlua.tokenizer.pretokenize'
 
 local slurp = require('zlua.tokenizer.files').read_text
 
@@ -17,15 +18,25 @@ if mode == 'encode' then
   local out = {}
   for i, text in ipairs(json.decode(slurp(arg[3]), arg[3])) do
     local words = setmetatable({}, json.array)
-    pretokenize.each(text, function(w) words[#words + 1] = bytes.encode(w) end)
+    for k, w in ipairs(tok:pre_tokenize(text)) do words[k] = bytes.encode(w) end
     local ids = setmetatable(tok:encode(text), json.array)
-    out[i] = { ids = ids, words = words, decoded = tok:decode(ids) }
+    local decoded = tok:decode(ids)
+    -- Bytes that are not UTF-8 go as a list, for Python to decode as Hugging Face does.
+    if not utf8.len(decoded) then decoded = setmetatable({ decoded:byte(1, -1) }, json.array) end
+    out[i] = { ids = ids, words = words, decoded = decoded }
   end
   local f = assert(io.open(arg[4], 'wb'))
   f:write(json.encode(setmetatable(out, json.array)))
   f:close()
+elseif mode == 'nfc' then
+  local nfc = require('zlua.tokenizer.nfc').normalize
+  local out = setmetatable({}, json.array)
+  for i, text in ipairs(json.decode(slurp(arg[2]), arg[2])) do out[i] = nfc(text) end
+  local f = assert(io.open(arg[3], 'wb'))
+  f:write(json.encode(out))
+  f:close()
 elseif mode == 'train' then
   tokenizer.train({ arg[2] }, math.tointeger(arg[3]), { special_tokens = { '<|endoftext|>' }, dir = arg[4] })
 else
-  error('usage: zlua tokenizer_run.lua encode DIR IN.json OUT.json | train CORPUS VOCAB_SIZE OUTDIR', 0)
+  error('usage: zlua tokenizer_run.lua encode DIR IN.json OUT.json | nfc IN.json OUT.json | train CORPUS VOCAB_SIZE OUTDIR', 0)
 end

@@ -146,8 +146,10 @@ H.test('malformed files are errors naming the file and line', function()
   H.check_error(function() tokenizer.from_pretrained(d) end, 'tokenizer.json: model.type is WordPiece; only a BPE model is supported')
   local tj = slurp(DATA .. '/tokenizer.json')
   d = dir_with({ ['tokenizer.json'] = (tj:gsub('"ByteLevel"', '"Metaspace"', 1)) })
-  H.check_error(function() tokenizer.from_pretrained(d) end, 'pre_tokenizer is Metaspace; only GPT-2\'s ByteLevel')
-  for what, edit in pairs({ ['post_processor is TemplateProcessing'] = { 'post_processor', { type = 'TemplateProcessing' } },
+  H.check_error(function() tokenizer.from_pretrained(d) end, 'tokenizer.json: pre_tokenizer is Metaspace; only ByteLevel')
+  for what, edit in pairs({ ['post_processor is RobertaProcessing'] = { 'post_processor', { type = 'RobertaProcessing' } },
+      ['normalizer is NFKC'] = { 'normalizer', { type = 'NFKC' } },
+      ['model.byte_fallback is true'] = { 'model', 'byte_fallback', true },
       ['model.end_of_word_suffix is "</w>"'] = { 'model', 'end_of_word_suffix', '</w>' },
       ['model.dropout is 0.1'] = { 'model', 'dropout', 0.1 } }) do
     local doc = json.decode(tj)

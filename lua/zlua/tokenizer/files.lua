@@ -1,12 +1,15 @@
 -- zlua.tokenizer.files: reading and writing a byte-level BPE tokenizer's files, Hugging Face's
 -- vocab.json + merges.txt pair and its tokenizer.json, into one plain description:
 --   { vocab = { [raw bytes] = id }, merges = { {left id, right id, merged id}, ... } in rank
---     order, added = { {content=, id=, special=, lstrip=, rstrip=, single_word=}, ... },
---     add_prefix_space = bool, ignore_merges = bool }
+--     order, added = { {content=, id=, special=, lstrip=, rstrip=, single_word=, normalized=}, ... },
+--     ignore_merges = bool, and either add_prefix_space = bool (GPT-2's pre-tokenizer) or
+--     normalizer, pre_tokenizer and template as zlua.tokenizer.pipeline reads them;
+--     from_pair = true when read from vocab.json + merges.txt }
 -- Every error names the file and, where the text has one, the line.
 
 local json = require 'zlua.json'
 local bytes = require 'zlua.tokenizer.bytes'
+local pipeline = require 'zlua.tokenizer.pipeline'
 
 local M = {}
 local fmt = string.format
@@ -110,23 +113,20 @@ function M.read_merges(path, vocab)
   return merges
 end
 
-local function flag(t, key, what, default)
-  local v = t[key]
-  if v == nil or v == json.null then return default end
-  if type(v) ~= 'boolean' then error(fmt('%s.%s must be true or false, got %s', what, key, tostring(v)), 0) end
-  return v
-end
+local flag = pipeline.flag
 
--- The pre_tokenizer of a tokenizer.json must be GPT-2's: ByteLevel with its own split pattern.
-local function byte_level(pre, path)
-  if type(pre) ~= 'table' or pre.type ~= 'ByteLevel' then
-    error(fmt('%s: pre_tokenizer is %s; only GPT-2\'s ByteLevel pre-tokenizer is supported', path,
-      type(pre) == 'table' and tostring(pre.type) or 'null'), 0)
+--- files.added_token(t, what) -> {content=, id=, special=, lstrip=, rstrip=, single_word=,
+--- normalized=} from an added token as tokenizer.json (and tokenizer_config.json's
+--- added_tokens_decoder) spell it; the id is t.id. normalized defaults to not special, as
+--- Hugging Face's AddedToken has it.
+function M.added_token(t, what)
+  if type(t) ~= 'table' or type(t.content) ~= 'string' or t.content == '' then
+    error(what .. ': expected {"content": non-empty string, ...}', 0)
   end
-  if flag(pre, 'use_regex', path .. ': pre_tokenizer', true) == false then
-    error(path .. ': pre_tokenizer.use_regex is false; only GPT-2\'s split pattern is supported', 0)
-  end
-  return flag(pre, 'add_prefix_space', path .. ': pre_tokenizer', false)
+  local special = flag(t, 'special', what, false)
+  return { content = t.content, id = t.id, special = special, lstrip = flag(t, 'lstrip', what, false),
+    rstrip = flag(t, 'rstrip', what, false), single_word = flag(t, 'single_word', what, false),
+    normalized = flag(t, 'normalized', what, not special) }
 end
 
 --- files.read_tokenizer_json(path) -> the description (see the top of this file).
@@ -137,15 +137,10 @@ function M.read_tokenizer_json(path)
     error(fmt('%s: model.type is %s; only a BPE model is supported', path,
       type(model) == 'table' and tostring(model.type) or 'missing'), 0)
   end
-  if doc.normalizer ~= nil and doc.normalizer ~= json.null then
-    error(path .. ': a normalizer is set; GPT-2\'s byte-level BPE has none, and no other is supported', 0)
-  end
-  -- What would change the ids and is not GPT-2's is refused, rather than encoded differently.
-  local post = doc.post_processor
-  if post ~= nil and post ~= json.null and (type(post) ~= 'table' or post.type ~= 'ByteLevel') then
-    error(fmt('%s: post_processor is %s; only GPT-2\'s ByteLevel (which adds no tokens) is supported', path,
-      type(post) == 'table' and tostring(post.type) or tostring(post)), 0)
-  end
+  -- What would change the ids and is not supported is refused, rather than encoded differently.
+  local normalizer = pipeline.normalizer(doc.normalizer, path)
+  local pre_tokenizer = pipeline.pre_tokenizer(doc.pre_tokenizer, path)
+  local template = pipeline.post_processor(doc.post_processor, path)
   for _, key in ipairs({ 'continuing_subword_prefix', 'end_of_word_suffix' }) do
     local v = model[key]
     if v ~= nil and v ~= json.null and v ~= '' then
@@ -154,6 +149,9 @@ function M.read_tokenizer_json(path)
   end
   if model.dropout ~= nil and model.dropout ~= json.null and model.dropout ~= 0 then
     error(fmt('%s: model.dropout is %s; BPE dropout is not supported', path, tostring(model.dropout)), 0)
+  end
+  if flag(model, 'byte_fallback', path .. ': model', false) then
+    error(path .. ': model.byte_fallback is true; only byte-level BPE (which needs no fallback) is supported', 0)
   end
   local vlines = meta[model.vocab] and meta[model.vocab].lines or {}
   local raw = check_vocab(model.vocab, path .. ': model.vocab',
@@ -180,17 +178,14 @@ function M.read_tokenizer_json(path)
   if alist ~= nil and alist ~= json.null then
     for i, t in ipairs(alist) do
       local what = fmt('%s: added_tokens[%d]', path, i - 1)
-      if type(t) ~= 'table' or type(t.content) ~= 'string' or t.content == ''
-          or math.type(t.id) ~= 'integer' or t.id < 0 then
+      if type(t) ~= 'table' or math.type(t.id) ~= 'integer' or t.id < 0 then
         error(what .. ': expected {"id": integer >= 0, "content": non-empty string, ...}', 0)
       end
-      added[#added + 1] = { content = t.content, id = t.id, special = flag(t, 'special', what, false),
-        lstrip = flag(t, 'lstrip', what, false), rstrip = flag(t, 'rstrip', what, false),
-        single_word = flag(t, 'single_word', what, false) }
+      added[#added + 1] = M.added_token(t, what)
     end
   end
-  return { vocab = raw, merges = merges, added = added, add_prefix_space = byte_level(doc.pre_tokenizer, path),
-    ignore_merges = flag(model, 'ignore_merges', path .. ': model', false) }
+  return { vocab = raw, merges = merges, added = added, normalizer = normalizer, pre_tokenizer = pre_tokenizer,
+    template = template, ignore_merges = flag(model, 'ignore_merges', path .. ': model', false) }
 end
 
 --- files.read_pair(vocab_path, merges_path) -> the description. GPT-2's "<|endoftext|>", when the
@@ -199,10 +194,10 @@ function M.read_pair(vocab_path, merges_path)
   local vocab, raw = M.read_vocab(vocab_path)
   local added = {}
   if vocab['<|endoftext|>'] then
-    added[1] = { content = '<|endoftext|>', id = vocab['<|endoftext|>'], special = true }
+    added[1] = { content = '<|endoftext|>', id = vocab['<|endoftext|>'], special = true, normalized = false }
   end
   return { vocab = raw, merges = M.read_merges(merges_path, vocab), added = added,
-    add_prefix_space = false, ignore_merges = false }
+    add_prefix_space = false, ignore_merges = false, from_pair = true }
 end
 
 local function write(path, text)

@@ -16,7 +16,7 @@ local class = uclass.class
 local ascii = {}
 for b = 0, 127 do ascii[b] = class(b) end
 
--- The class of the character at byte p of s and the byte after it.
+--- pretokenize.char_at(s, p) -> the class of the character at byte p of s, the byte after it.
 local function char_at(s, p)
   local b = byte(s, p)
   if b < 128 then return ascii[b], p + 1 end
@@ -59,6 +59,8 @@ local function match_end(s, i, n)
   if p > n or last == i then return p end
   return last
 end
+
+M.char_at = char_at
 
 --- pretokenize.each(s, fn): calls fn(word) for each word of s in order; their concatenation is s.
 function M.each(s, fn)

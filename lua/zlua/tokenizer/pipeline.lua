@@ -1,0 +1,158 @@
+-- zlua.tokenizer.pipeline: what tokenizer.json says about the steps around the BPE model,
+-- read into plain descriptions: the normalizer (none or NFC), the pre-tokenizer steps
+-- (ByteLevel, and Split with a known pattern), the post-processor's special tokens. What
+-- would change the ids and is not supported is refused, naming it and the file.
+
+local json = require 'zlua.json'
+local split_pattern = require 'zlua.tokenizer.split_pattern'
+
+local M = {}
+local fmt = string.format
+
+local function is_null(v) return v == nil or v == json.null end
+
+local function type_of(node)
+  if is_null(node) then return 'null' end
+  if type(node) ~= 'table' then return tostring(node) end
+  return tostring(node.type)
+end
+
+--- pipeline.flag(t, key, what, default) -> t[key] when it is a boolean, default when it is
+--- missing or null; anything else is an error naming what.key.
+local function flag(t, key, what, default)
+  local v = t[key]
+  if is_null(v) then return default end
+  if type(v) ~= 'boolean' then error(fmt('%s.%s must be true or false, got %s', what, key, tostring(v)), 0) end
+  return v
+end
+M.flag = flag
+
+-- The members of a Sequence node under key (normalizers, pretokenizers, processors).
+local function members(node, key, what)
+  local list = node[key]
+  if getmetatable(list) ~= json.array then error(fmt('%s: a Sequence without its "%s" array', what, key), 0) end
+  return list
+end
+
+--- pipeline.normalizer(node, path) -> 'NFC', or nil for none (null, or a Sequence of none).
+function M.normalizer(node, path)
+  local function one(n, what)
+    local t = type_of(n)
+    if t == 'null' then return nil end
+    if t == 'NFC' then return 'NFC' end
+    if t == 'Sequence' then
+      local got
+      for i, m in ipairs(members(n, 'normalizers', path .. ': ' .. what)) do
+        local r = one(m, fmt('%s.normalizers[%d]', what, i - 1))
+        if r and got then error(fmt('%s: %s holds NFC twice; only one NFC is supported', path, what), 0) end
+        got = got or r
+      end
+      return got
+    end
+    error(fmt('%s: %s is %s; only NFC (alone or in a Sequence) is supported', path, what, t), 0)
+  end
+  return one(node, 'normalizer')
+end
+
+--- pipeline.pre_tokenizer(node, path) -> the steps in order, each {type = 'ByteLevel',
+--- add_prefix_space =, use_regex =} or {type = 'Split', pattern =}: a Sequence of those, or
+--- one alone. There must be a ByteLevel (the vocabulary is byte-level), and a Split only
+--- before it (after it the regex would see byte-level characters).
+function M.pre_tokenizer(node, path)
+  local steps, byte_level = {}, false
+  local function one(n, what)
+    local t = type_of(n)
+    if t == 'ByteLevel' then
+      byte_level = true
+      steps[#steps + 1] = { type = 'ByteLevel', add_prefix_space = flag(n, 'add_prefix_space', path .. ': ' .. what, false),
+        use_regex = flag(n, 'use_regex', path .. ': ' .. what, true) }
+    elseif t == 'Split' then
+      local pattern = type(n.pattern) == 'table' and n.pattern or {}
+      if type(pattern.Regex) ~= 'string' then
+        error(fmt('%s: %s.pattern is %s; only a {"Regex": ...} pattern is supported', path, what,
+          type(pattern.String) == 'string' and fmt('the string "%s"', pattern.String) or json.encode(n.pattern or json.null)), 0)
+      end
+      local re = pattern.Regex
+      if n.behavior ~= 'Isolated' or flag(n, 'invert', path .. ': ' .. what, false) then
+        error(fmt('%s: %s has behavior %s, invert %s; only Isolated, invert false is supported', path, what,
+          tostring(n.behavior), tostring(n.invert)), 0)
+      end
+      if not split_pattern.scanner(re) then
+        error(fmt('%s: %s.pattern.Regex "%s" is not a pattern this tokenizer knows (it knows %s)', path, what, re,
+          split_pattern.KNOWN), 0)
+      end
+      if byte_level then error(fmt('%s: %s comes after a ByteLevel step; only a Split before it is supported', path, what), 0) end
+      steps[#steps + 1] = { type = 'Split', pattern = re }
+    elseif t == 'Sequence' then
+      for i, m in ipairs(members(n, 'pretokenizers', path .. ': ' .. what)) do
+        one(m, fmt('%s.pretokenizers[%d]', what, i - 1))
+      end
+    else
+      error(fmt('%s: %s is %s; only ByteLevel, and Split (a known pattern) before it in a Sequence, are supported',
+        path, what, t), 0)
+    end
+  end
+  one(node, 'pre_tokenizer')
+  if not byte_level then
+    error(fmt('%s: pre_tokenizer has no ByteLevel step; only byte-level BPE is supported', path), 0)
+  end
+  return steps
+end
+
+-- The ids a TemplateProcessing adds before and after $A in its "single" template.
+local function template(n, what, path)
+  local single, specials = n.single, n.special_tokens
+  if getmetatable(single) ~= json.array then error(fmt('%s: %s.single must be an array', path, what), 0) end
+  if is_null(specials) then specials = {} end
+  local t, seen_a = { before = {}, after = {} }, false
+  for i, item in ipairs(single) do
+    local where = fmt('%s: %s.single[%d]', path, what, i - 1)
+    local seq, special = type(item) == 'table' and item.Sequence, type(item) == 'table' and item.SpecialToken
+    if type(seq) == 'table' then
+      if seq.id ~= 'A' or seen_a then error(where .. ': only one Sequence, $A, is supported in "single"', 0) end
+      seen_a = true
+    elseif type(special) == 'table' and type(special.id) == 'string' then
+      local entry = specials[special.id]
+      if type(entry) ~= 'table' or getmetatable(entry.ids) ~= json.array then
+        error(fmt('%s: special token "%s" has no entry with its ids in %s.special_tokens', where, special.id, what), 0)
+      end
+      local into = seen_a and t.after or t.before
+      for _, id in ipairs(entry.ids) do
+        if math.type(id) ~= 'integer' or id < 0 then
+          error(fmt('%s: special token "%s" has id %s, expected a non-negative integer', where, special.id, tostring(id)), 0)
+        end
+        into[#into + 1] = id
+      end
+    else
+      error(where .. ': expected {"Sequence": ...} or {"SpecialToken": {"id": ...}}', 0)
+    end
+  end
+  if not seen_a then error(fmt('%s: %s.single has no $A', path, what), 0) end
+  return t
+end
+
+--- pipeline.post_processor(node, path) -> {before = {ids}, after = {ids}} that encoding adds
+--- around a text's ids, or nil. ByteLevel only trims offsets, so adds nothing;
+--- TemplateProcessing adds its "single" template's special tokens; a Sequence combines them.
+function M.post_processor(node, path)
+  local found
+  local function one(n, what)
+    local t = type_of(n)
+    if t == 'null' or t == 'ByteLevel' then return end
+    if t == 'TemplateProcessing' then
+      if found then error(fmt('%s: %s is a second TemplateProcessing; only one is supported', path, what), 0) end
+      found = template(n, what, path)
+    elseif t == 'Sequence' then
+      for i, m in ipairs(members(n, 'processors', path .. ': ' .. what)) do
+        one(m, fmt('%s.processors[%d]', what, i - 1))
+      end
+    else
+      error(fmt('%s: %s is %s; only ByteLevel, TemplateProcessing and a Sequence of them are supported',
+        path, what, t), 0)
+    end
+  end
+  one(node, 'post_processor')
+  return found
+end
+
+return M

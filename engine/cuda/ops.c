@@ -12,11 +12,11 @@ static zl_status unary(int index, int kind, int64_t n, const void *x, int xdt, v
 }
 
 static zl_status unary_backward(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
-                                const void *g, int gdt, float *gx, float p0)
+                                const void *g, int gdt, float *gx, float p0, float p1)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "unary op backward",
-                         zlk_cuda_unary_backward(kind, n, x, xdt, y, ydt, g, gdt, gx, p0, NULL));
+                         zlk_cuda_unary_backward(kind, n, x, xdt, y, ydt, g, gdt, gx, p0, p1, NULL));
 }
 
 static zlk_bcast bcast_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb)
@@ -215,7 +215,7 @@ static zl_status mse_backward(int index, int64_t n, const float *x, const float 
 static zlm_window window_of(const zli_dev_window *w)
 {
     return (zlm_window){.c = w->c, .h = w->h, .w = w->w, .kh = w->kh, .kw = w->kw, .oh = w->oh, .ow = w->ow,
-                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw};
+                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw, .dh = w->dh, .dw = w->dw};
 }
 
 static zl_status pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,

@@ -11,17 +11,19 @@
 #include "op_util.h"
 
 /* A 2-d window sliding over planes of [h, w] (c planes an image, for conv):
- * kernel kh x kw, stride sh, sw, padding ph, pw, output oh x ow. */
+ * kernel kh x kw, stride sh, sw, padding ph, pw, output oh x ow, dilation
+ * dh, dw (the spacing of conv's taps, at least 1; pooling leaves it 1). */
 typedef struct zli_dev_window {
-    int64_t c, h, w, kh, kw, oh, ow, sh, sw, ph, pw;
+    int64_t c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
 } zli_dev_window;
 
 typedef struct zli_dev_kernels {
     /* y[n] = f(x[n]); kind is unary.c's (and cuda/math/unary.h's) code. */
     zl_status (*unary)(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1);
-    /* gx[n] = g * f'(x); y is the op's output, or NULL where f' does not need it. */
+    /* gx[n] = g * f'(x); y is the op's output, or NULL where f' does not need it;
+     * p0, p1 the forward's. */
     zl_status (*unary_backward)(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
-                                const void *g, int gdt, float *gx, float p0);
+                                const void *g, int gdt, float *gx, float p0, float p1);
     /* out[shape] (contiguous) = a (op) b, each read through its strides
      * broadcast to shape (0 on stretched dims); kind is binary.c's code. */
     zl_status (*binary)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb,

@@ -29,11 +29,13 @@ ZLI_HIDDEN zl_status zli_shape_error(const char *op, const char *what, const zl_
 ZLI_HIDDEN zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape);
 /* Check that t is a float tensor for op; names the role. */
 ZLI_HIDDEN zl_status zli_need_float(const char *op, const char *role, const zl_tensor *t);
-/* Integer ops a device lacks run on the host, exact in 64 bits: x's values
- * as a new contiguous i64 tensor in host memory, and a host result r in
- * dtype dt moved to where x lives (r is released). */
-ZLI_HIDDEN zl_tensor *zli_host_i64(zl_tensor *x);
-ZLI_HIDDEN zl_tensor *zli_int_result(zl_tensor *r, zl_dtype dt, const zl_tensor *x);
+/* Ops a device has no kernels for run on the host (integers exact in 64
+ * bits, and gather, scatter, var, cumsum), through the device's own copies:
+ * t's values in host memory, contiguous, in dtype dt (t itself, retained,
+ * when it is that already), and a host result r in dtype dt moved to where
+ * `like` lives (r is released). */
+ZLI_HIDDEN zl_tensor *zli_host_copy(zl_tensor *t, zl_dtype dt);
+ZLI_HIDDEN zl_tensor *zli_host_result(zl_tensor *r, zl_dtype dt, const zl_tensor *like);
 /* Check that t is an index tensor (i64/i32) and copy it into a contiguous i64 array (malloc'd). */
 ZLI_HIDDEN zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, int64_t **out);
 

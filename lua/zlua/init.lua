@@ -25,7 +25,7 @@ Conventions (read these once):
     float tensor, as Lua's `/` gives a float.
   * a == b is identity (the same engine tensor, whichever Lua value holds it;
     t.grad == t.grad). Use a:eq(b) for elementwise equality; < and <= are not
-    defined (use lt/gt, which give bool tensors).
+    defined (use lt, le, gt, ge, which give bool tensors).
   * Arithmetic operators + - * / ^ and unary minus work between tensors (with
     broadcasting) and between a tensor and a number in either order.
   * Tensors free their memory when collected; t:release() (or `local t <close>`)
@@ -564,6 +564,7 @@ end
 
 methods.add, methods.sub, methods.mul, methods.div, methods.pow = add, sub, mul, div, pow
 methods.eq, methods.lt, methods.gt = compare(core.eq), compare(core.lt), compare(core.gt)
+methods.ne, methods.le, methods.ge = compare(core.ne), compare(core.le), compare(core.ge)
 methods.neg = core.neg
 methods.exp = core.exp
 methods.log = core.log
@@ -579,6 +580,33 @@ methods.matmul = core.matmul
 function methods.gelu(t, approximate)
   return core.gelu(t, approximate == true or approximate == 'tanh')
 end
+methods.silu = core.silu
+methods.sin = core.sin
+methods.cos = core.cos
+methods.log1p = core.log1p
+
+local function number_or(op, what, v, default)
+  if v == nil then return default end
+  if type(v) ~= 'number' then raise(fmt('%s: %s must be a number, got %s', op, what, type(v))) end
+  return v
+end
+
+--- t:softplus([beta = 1 [, threshold = 20]]): log(1 + exp(beta x)) / beta, and
+--- x itself where beta x > threshold.
+function methods.softplus(t, beta, threshold)
+  return core.softplus(t, number_or('softplus', 'beta', beta, 1), number_or('softplus', 'threshold', threshold, 20))
+end
+--- t:leaky_relu([negative_slope = 0.01]).
+function methods.leaky_relu(t, slope) return core.leaky_relu(t, number_or('leaky_relu', 'negative_slope', slope, 0.01)) end
+
+--- t:clamp(min, max) or t:clamp{min =, max =}: either bound may be nil (no
+--- bound on that side), not both. Integers stay integers for whole bounds.
+--- The gradient passes strictly inside the bounds (torch's for number bounds).
+function methods.clamp(t, lo, hi)
+  if type(lo) == 'table' and hi == nil then lo, hi = lo.min, lo.max end
+  if lo == nil and hi == nil then raise('clamp: at least one of min and max must be given') end
+  return core.clamp(t, number_or('clamp', 'min', lo, -math.huge), number_or('clamp', 'max', hi, math.huge))
+end
 
 -- ---------------------------------------------------------------------------
 -- Reductions: t:sum() over everything, t:sum(dim [, keepdim]) over one dim.
@@ -590,8 +618,53 @@ local function reducer(name, cfn)
     return cfn(t, D(name, d, core.dim(t)), keepdim and true or false)
   end
 end
-methods.sum = reducer('sum', core.sum)
-methods.mean = reducer('mean', core.mean)
+-- A dim or a list of dims ({1, 3}), each 1-based, to a list of 0-based dims.
+local function dims_list(op, t, d)
+  local nd = core.dim(t)
+  if type(d) ~= 'table' then return { D(op, d, nd) } end
+  local out, seen = {}, {}
+  for i = 1, #d do
+    local d0 = D(op, d[i], nd)
+    if seen[d0] then raise(fmt('%s: dimension %d appears more than once in the list of dims', op, d0 + 1)) end
+    seen[d0], out[i] = true, d0
+  end
+  return out
+end
+
+-- sum and mean also take a list of dims: t:sum({1, 3} [, keepdim]).
+local function dims_reducer(name, cfn, dims_cfn)
+  local one = reducer(name, cfn)
+  return function(t, d, keepdim)
+    if type(d) == 'table' then return dims_cfn(t, dims_list(name, t, d), keepdim and true or false) end
+    return one(t, d, keepdim)
+  end
+end
+methods.sum = dims_reducer('sum', core.sum, core.sum_dims)
+methods.mean = dims_reducer('mean', core.mean, core.mean_dims)
+--- t:min([dim [, keepdim]]) and t:argmin(...): the minimal values, and the
+--- 0-based positions (i64) of the first minimum.
+methods.min = reducer('min', core.min)
+methods.argmin = reducer('argmin', core.argmin)
+
+-- var and std: t:var([dim or {dims}] [, {correction = 1, unbiased =, keepdim = false}]).
+local function spread(op, cfn)
+  return function(t, d, opts)
+    if opts == nil and type(d) == 'table' and not is_tensor(d) and d[1] == nil and next(d) ~= nil then
+      d, opts = nil, d
+    end
+    local o = opts_or_empty(op, opts)
+    if o.correction ~= nil and o.unbiased ~= nil then raise(fmt('%s: give correction or unbiased, not both', op)) end
+    local correction = number_or(op, 'correction', o.correction, 1)
+    if o.unbiased ~= nil then correction = o.unbiased and 1 or 0 end
+    return cfn(t, d == nil and {} or dims_list(op, t, d), correction, o.keepdim and true or false)
+  end
+end
+--- t:var(...): the sum of squared deviations over count - correction (inf or
+--- NaN where that is not positive, as torch's); t:std(...) its square root.
+methods.var = spread('var', core.var)
+methods.std = spread('std', core.std)
+--- t:cumsum(dim): running sums along dim; integers give i64.
+function methods.cumsum(t, d) return core.cumsum(t, D('cumsum', d, core.dim(t))) end
 --- t:max([dim [, keepdim]]): the maximal values (use argmax for positions).
 methods.max = reducer('max', core.max)
 --- t:argmax([dim [, keepdim]]): 0-based positions (i64) of the first maximum.
@@ -603,6 +676,30 @@ function methods.log_softmax(t, d) return core.log_softmax(t, D('log_softmax', d
 
 --- t:masked_fill(mask, value): value where mask (bool, broadcast to t) is true.
 function methods.masked_fill(t, mask, value) return core.masked_fill(t, mask, value) end
+
+-- core's call, its message's dimensions counted from 1 as the script counts them.
+local function dims_from_1(fn, ...)
+  local ok, r = pcall(fn, ...)
+  if ok then return r end
+  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('dimension (%d+)', function(n)
+    return 'dimension ' .. (tointeger(n) + 1)
+  end)))
+end
+
+--- t:gather(dim, index): out[i][j] = t[index[i][j]][j] for dim 1 (and so on);
+--- index (i64, 0-based values) has t's number of dims, no larger outside dim.
+function methods.gather(t, d, index)
+  return dims_from_1(core.gather, t, D('gather', d, core.dim(t)), index)
+end
+--- t:scatter(dim, index, src): a copy of t with src's elements (or a number)
+--- written where index points along dim; t:scatter_add adds them instead.
+function methods.scatter(t, d, index, src)
+  if type(src) == 'number' and is_tensor(index) then src = core.full(core.shape(index), src, core.dtype(t)) end
+  return dims_from_1(core.scatter, t, D('scatter', d, core.dim(t)), index, src)
+end
+function methods.scatter_add(t, d, index, src)
+  return dims_from_1(core.scatter_add, t, D('scatter_add', d, core.dim(t)), index, src)
+end
 
 --- t:index_select(dim, index): rows picked along dim by a 1-d i64 tensor of
 --- 0-based ids.
@@ -679,6 +776,10 @@ for _, name in ipairs({'add', 'sub', 'mul', 'div', 'pow', 'eq', 'lt', 'gt', 'neg
                        'unsqueeze', 'flatten', 'clone', 'detach'}) do
   zl[name] = methods[name]
 end
+for _, name in ipairs({'ne', 'le', 'ge', 'silu', 'sin', 'cos', 'log1p', 'softplus', 'leaky_relu', 'clamp', 'min',
+                       'argmin', 'var', 'std', 'cumsum', 'gather', 'scatter', 'scatter_add'}) do
+  zl[name] = methods[name]
+end
 
 --- zl.linear(x, w [, b]): x [..., in] . w[out, in]^T + b[out].
 function zl.linear(x, w, b) return core.linear(x, w, b) end
@@ -692,12 +793,28 @@ local function reduction_of(op, o)
 end
 
 --- zl.cross_entropy(logits [N, C] or [C], target [N] or [] of 0-based class ids
---- [, {ignore_index = -100, reduction = 'mean', dtype = the logits'}]). dtype
---- is the loss's: 'f32' from bf16 logits is cross_entropy(logits:float())
---- bit for bit, without the f32 copy of the logits (as autocast does).
+--- [, {ignore_index = -100, reduction = 'mean', dtype = the logits',
+--- weight = nil, label_smoothing = 0}]). dtype is the loss's: 'f32' from bf16
+--- logits is cross_entropy(logits:float()) bit for bit, without the f32 copy
+--- of the logits (as autocast does). weight [C] scales each class's loss (the
+--- mean divides by the targets' weights summed); label_smoothing in [0, 1]
+--- mixes the target with the uniform distribution, as PyTorch's.
 function zl.cross_entropy(logits, target, opts)
   local o = opts_or_empty('cross_entropy', opts)
-  return core.cross_entropy(logits, target, o.ignore_index or -100, reduction_of('cross_entropy', o), o.dtype)
+  local eps, w = o.label_smoothing or 0, o.weight
+  if type(eps) ~= 'number' or not (eps >= 0 and eps <= 1) then
+    raise(fmt('cross_entropy: label_smoothing must be a number in [0, 1], got %s', tostring(eps)))
+  end
+  if w ~= nil and not is_tensor(w) then raise(fmt('cross_entropy: weight must be a tensor, got %s', type(w))) end
+  if w ~= nil and is_tensor(logits) then
+    local ws, ls = core.shape(w), core.shape(logits)
+    if #ws ~= 1 or ws[1] ~= ls[#ls] then
+      raise(fmt('cross_entropy: weight must be 1-d with one entry per class ({%s}), got shape {%s}',
+                tostring(ls[#ls]), table.concat(ws, ', ')))
+    end
+  end
+  return core.cross_entropy(logits, target, o.ignore_index or -100, reduction_of('cross_entropy', o), o.dtype, w,
+                            eps)
 end
 
 --- zl.mse_loss(input, target [, {reduction = 'mean'}]) (or the reduction name).
@@ -721,9 +838,61 @@ function zl.layer_norm(x, normalized_shape, weight, bias, eps)
   return core.layer_norm(x, #ns, weight, bias, eps or 1e-5)
 end
 
---- zl.embedding(indices, weight): rows of weight [V, D] picked by 0-based ids
---- (i64, any shape) -> [..., D]. The argument order is PyTorch's.
-function zl.embedding(indices, weight) return core.embedding(weight, indices) end
+--- zl.rms_norm(x, normalized_shape [, weight [, eps]]): x / sqrt(mean(x^2) +
+--- eps) over the trailing dims given by normalized_shape (a size or a table),
+--- in f32 and rounded to x's dtype, times weight (Hugging Face's
+--- LlamaRMSNorm; the result's dtype is x's and weight's promoted). eps nil is
+--- f32's machine epsilon, as torch's F.rms_norm takes it for every float dtype.
+function zl.rms_norm(x, normalized_shape, weight, eps)
+  local ns = type(normalized_shape) == 'table' and normalized_shape or { normalized_shape }
+  local shape = core.shape(x)
+  local nd = #shape
+  if #ns == 0 or #ns > nd then
+    raise(fmt('rms_norm: normalized_shape must name 1 to %d trailing dims of a tensor of shape {%s}, got %d',
+              nd, table.concat(shape, ', '), #ns))
+  end
+  for k = 1, #ns do
+    if shape[nd - #ns + k] ~= ns[k] then
+      raise(fmt('rms_norm: normalized_shape {%s} does not match the trailing dims of a tensor of shape {%s}',
+                table.concat(ns, ', '), table.concat(shape, ', ')))
+    end
+  end
+  if eps ~= nil and math.type(eps) == nil then raise(fmt('rms_norm: eps must be a number, got %s', type(eps))) end
+  return core.rms_norm(x, #ns, weight, eps or 2 ^ -23)
+end
+
+--- zl.rotary(x, cos, sin): x * cos + rotate_half(x) * sin, rotate_half(x)
+--- being cat(-x[..., D/2+1:], x[..., :D/2]), with x [..., T, D] (D even) and
+--- cos, sin broadcast to it ([T, D] or [B, 1, T, D] for x [B, H, T, D]); x
+--- may be a strided view. cos and sin get no gradient.
+function zl.rotary(x, cos, sin) return core.rotary(x, cos, sin) end
+
+--- zl.apply_rotary_pos_emb(q, k, cos, sin [, unsqueeze_dim = 2]): Hugging
+--- Face's function: cos and sin ([B, T, D] as HF's rotary embedding gives
+--- them) get a dim of size 1 at unsqueeze_dim, then both q and k are rotated.
+function zl.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)
+  local d = unsqueeze_dim or 2
+  local c, s = cos:unsqueeze(d), sin:unsqueeze(d)
+  return core.rotary(q, c, s), core.rotary(k, c, s)
+end
+
+--- zl.embedding(indices, weight [, {padding_idx = nil}]): rows of weight [V, D]
+--- picked by 0-based ids (i64, any shape) -> [..., D]. The argument order is
+--- PyTorch's. Row padding_idx (negative: counted from the end) gets no gradient.
+function zl.embedding(indices, weight, opts)
+  local pad = opts_or_empty('embedding', opts).padding_idx
+  if pad == nil then return core.embedding(weight, indices) end
+  pad = to_int('embedding', 'padding_idx', pad)
+  if is_tensor(weight) and core.dim(weight) == 2 then
+    local v = core.shape(weight)[1]
+    if pad < -v or pad >= v then
+      raise(fmt('embedding: padding_idx %d is out of range for a weight of %d rows (expected %d..%d)', pad, v, -v,
+                v - 1))
+    end
+    if pad < 0 then pad = pad + v end
+  end
+  return core.embedding(weight, indices, pad)
+end
 
 --- zl.dropout(x [, p = 0.5 [, training = true [, generator]]]).
 function zl.dropout(x, p, training, gen)
@@ -740,13 +909,15 @@ local function pair(op, what, v, default)
   return v, v
 end
 
---- zl.conv2d(x [N, C, H, W], w [O, C, kh, kw] [, b [O]] [, {stride = 1, padding = 0}]);
---- stride and padding are a number or {h, w}.
+--- zl.conv2d(x [N, C, H, W], w [O, C / groups, kh, kw] [, b [O]] [, {stride = 1,
+--- padding = 0, dilation = 1, groups = 1}]); stride, padding and dilation are
+--- a number or {h, w}.
 function zl.conv2d(x, w, b, opts)
   local o = opts_or_empty('conv2d', opts)
   local sh, sw = pair('conv2d', 'stride', o.stride, 1)
   local ph, pw = pair('conv2d', 'padding', o.padding, 0)
-  return core.conv2d(x, w, b, sh, sw, ph, pw)
+  local dh, dw = pair('conv2d', 'dilation', o.dilation, 1)
+  return core.conv2d(x, w, b, sh, sw, ph, pw, dh, dw, to_int('conv2d', 'groups', o.groups or 1))
 end
 
 --- zl.max_pool2d(x [N, C, H, W], kernel_size [, {stride = kernel_size, padding = 0}]).
@@ -758,13 +929,40 @@ function zl.max_pool2d(x, kernel, opts)
   return core.max_pool2d(x, kh, kw, sh, sw, ph, pw)
 end
 
---- zl.attention(q, k, v [, {causal = false, scale = 1/sqrt(D)}]) with q, k, v
---- [..., T, D]: softmax(q k^T * scale (+ causal mask)) v.
+--- zl.avg_pool2d(x [N, C, H, W], kernel_size [, {stride = kernel_size, padding = 0,
+--- count_include_pad = true}]): each window's mean, the padding counted as
+--- zeros, or left out of the divisor when count_include_pad is false.
+function zl.avg_pool2d(x, kernel, opts)
+  local o = opts_or_empty('avg_pool2d', opts)
+  if o.ceil_mode then raise('avg_pool2d: ceil_mode is not supported') end
+  if o.divisor_override ~= nil then raise('avg_pool2d: divisor_override is not supported') end
+  local kh, kw = pair('avg_pool2d', 'kernel_size', kernel)
+  local sh, sw = pair('avg_pool2d', 'stride', o.stride, { kh, kw })
+  local ph, pw = pair('avg_pool2d', 'padding', o.padding, 0)
+  return core.avg_pool2d(x, kh, kw, sh, sw, ph, pw, o.count_include_pad ~= false)
+end
+
+--- zl.attention(q, k, v [, {causal = false, scale = 1/sqrt(D), mask = nil}])
+--- with q [..., H, Tq, D] and k, v [..., Hkv, Tk, D], Hkv dividing H
+--- (grouped-query attention: query head h reads key/value head
+--- (h - 1) // (H / Hkv) + 1): softmax(q k^T * scale, masked) v. causal (or
+--- is_causal) lets query i see keys up to i + Tk - Tq; mask (or attn_mask),
+--- bool and broadcast to [..., H, Tq, Tk], lets a query see a key only where
+--- it is true. A query that sees no key gets zeros.
 function zl.attention(q, k, v, opts)
   local o = type(opts) == 'boolean' and { causal = opts } or opts_or_empty('attention', opts)
   local causal = o.causal
   if causal == nil then causal = o.is_causal end
-  return core.attention(q, k, v, causal and true or false, o.scale or 0)
+  local scale = o.scale
+  if scale ~= nil and (math.type(scale) == nil or not (scale > 0) or scale == math.huge) then
+    raise(fmt('attention: scale must be a positive number, got %s', tostring(scale)))
+  end
+  local mask = o.mask
+  if mask == nil then mask = o.attn_mask end
+  if mask ~= nil and not is_tensor(mask) then
+    raise(fmt('attention: mask must be a bool tensor, got a %s', type(mask)))
+  end
+  return core.attention(q, k, v, causal and true or false, scale or 0, mask)
 end
 zl.scaled_dot_product_attention = zl.attention
 

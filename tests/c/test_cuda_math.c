@@ -192,6 +192,10 @@ static zl_tensor *pow_op(zl_tensor *x) { return zl_pow_scalar(x, 2.5); }
 static zl_tensor *affine_op(zl_tensor *x) { return zl_affine(x, 1.5, -0.25); }
 static zl_tensor *gelu_op(zl_tensor *x) { return zl_gelu(x, false); }
 static zl_tensor *gelu_tanh_op(zl_tensor *x) { return zl_gelu(x, true); }
+static zl_tensor *softplus_op(zl_tensor *x) { return zl_softplus(x, 2.0, 15.0); }
+static zl_tensor *leaky_relu_op(zl_tensor *x) { return zl_leaky_relu(x, 0.125); }
+static zl_tensor *clamp_op(zl_tensor *x) { return zl_clamp(x, -0.5, 1.25); }
+static zl_tensor *clamp_min_op(zl_tensor *x) { return zl_clamp(x, -0.5, INFINITY); }
 
 static const struct {
     const char *name;
@@ -206,6 +210,12 @@ static const struct {
     {"relu", ZLM_U_RELU, zl_relu, 0, 0, false},       {"abs", ZLM_U_ABS, zl_abs, 0, 0, false},
     {"pow", ZLM_U_POW, pow_op, 2.5f, 0, true},        {"affine", ZLM_U_AFFINE, affine_op, 1.5f, -0.25f, false},
     {"gelu", ZLM_U_GELU, gelu_op, 0, 0, false},       {"gelu_tanh", ZLM_U_GELU_TANH, gelu_tanh_op, 0, 0, false},
+    {"silu", ZLM_U_SILU, zl_silu, 0, 0, false},       {"sin", ZLM_U_SIN, zl_sin, 0, 0, false},
+    {"cos", ZLM_U_COS, zl_cos, 0, 0, false},          {"log1p", ZLM_U_LOG1P, zl_log1p, 0, 0, true},
+    {"softplus", ZLM_U_SOFTPLUS, softplus_op, 2.0f, 15.0f, false},
+    {"leaky_relu", ZLM_U_LEAKY_RELU, leaky_relu_op, 0.125f, 0, false},
+    {"clamp", ZLM_U_CLAMP, clamp_op, -0.5f, 1.25f, false},
+    {"clamp_min", ZLM_U_CLAMP, clamp_min_op, -0.5f, INFINITY, false},
 };
 
 /* Random values, then the edges: zeros, tiny and huge magnitudes, infinities. */
@@ -236,7 +246,8 @@ TEST(unary_forward_backward)
                 y[i] = in_dtype(dt, zlm_unary_forward(unary_ops[k].kind, x[i], unary_ops[k].p0, unary_ops[k].p1));
             compare(what, y, ty, 0);
             CHECK(zl_backward(ty, tg, false) == ZL_OK);
-            for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(unary_ops[k].kind, x[i], y[i], g[i], unary_ops[k].p0);
+            for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(unary_ops[k].kind, x[i], y[i], g[i], unary_ops[k].p0,
+                                                                unary_ops[k].p1);
             snprintf(what, sizeof what, "%s backward", unary_ops[k].name);
             compare(what, gx, zl_tensor_grad(tx), 0);
             zl_tensor_release(ty);
@@ -257,6 +268,7 @@ static const struct {
 } binary_ops[] = {
     {"add", ZLM_B_ADD, zl_add}, {"sub", ZLM_B_SUB, zl_sub}, {"mul", ZLM_B_MUL, zl_mul}, {"div", ZLM_B_DIV, zl_div},
     {"pow", ZLM_B_POW, zl_pow}, {"eq", ZLM_B_EQ, zl_eq},    {"lt", ZLM_B_LT, zl_lt},    {"gt", ZLM_B_GT, zl_gt},
+    {"ne", ZLM_B_NE, zl_ne},    {"le", ZLM_B_LE, zl_le},    {"ge", ZLM_B_GE, zl_ge},
 };
 
 /* Backward only in f32: the CPU builds a half operand's gradient from whole
@@ -743,7 +755,7 @@ static zlm_window window(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw
                          int64_t ph, int64_t pw)
 {
     return (zlm_window){.c = c, .h = h, .w = w, .kh = kh, .kw = kw, .oh = (h + 2 * ph - kh) / sh + 1,
-                        .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw};
+                        .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = 1, .dw = 1};
 }
 
 /* Overlapping windows, padding, ties and a NaN, forward and backward. */

@@ -55,12 +55,13 @@ static zl_status fake_unary(int index, int kind, int64_t n, const void *x, int x
 }
 
 static zl_status fake_unary_backward(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
-                                     const void *g, int gdt, float *gx, float p0)
+                                     const void *g, int gdt, float *gx, float p0, float p1)
 {
     CHECK(index == FAKE_INDEX);
     count_half(3, (int[]){xdt, y ? ydt : ZLM_F32, gdt});
     for (int64_t i = 0; i < n; i++)
-        gx[i] = zlm_unary_backward(kind, zlm_load(x, xdt, i), y ? zlm_load(y, ydt, i) : 0.0f, zlm_load(g, gdt, i), p0);
+        gx[i] = zlm_unary_backward(kind, zlm_load(x, xdt, i), y ? zlm_load(y, ydt, i) : 0.0f, zlm_load(g, gdt, i), p0,
+                                   p1);
     return ZL_OK;
 }
 
@@ -409,7 +410,7 @@ static zl_status fake_mse_backward(int index, int64_t n, const float *x, const f
 static zlm_window window_of(const zli_dev_window *w)
 {
     return (zlm_window){.c = w->c, .h = w->h, .w = w->w, .kh = w->kh, .kw = w->kw, .oh = w->oh, .ow = w->ow,
-                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw};
+                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw, .dh = w->dh, .dw = w->dw};
 }
 
 static zl_status fake_pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
@@ -968,6 +969,73 @@ TEST(attention_on_the_device)
         }
 }
 
+static zl_tensor *rms_norm3(zl_tensor *x, zl_tensor *w, zl_tensor *unused, bool two_dims)
+{
+    (void)unused;
+    return zl_rms_norm(x, two_dims ? 2 : 1, w, 1e-6);
+}
+
+/* rotary's tables, [2, 1, 5, 8], on the host; rotary3 moves them where x is. */
+static zl_tensor *rotary_tables[2];
+
+static zl_tensor *rotary3(zl_tensor *x, zl_tensor *unused1, zl_tensor *unused2, bool flag)
+{
+    (void)unused1, (void)unused2, (void)flag;
+    bool on = zl_tensor_device(x) == ZL_DEVICE_CUDA;
+    zl_tensor *c = on ? to_fake(rotary_tables[0]) : zl_tensor_retain(rotary_tables[0]);
+    zl_tensor *s = on ? to_fake(rotary_tables[1]) : zl_tensor_retain(rotary_tables[1]);
+    zl_tensor *y = zl_rotary(x, c, s);
+    zl_tensor *objs[] = {c, s};
+    release_all(objs, 2);
+    return y;
+}
+
+/* A LLaMA block's ops on the device: grouped-query attention (4 query heads
+ * on 2 or 1 key/value heads, their gradients summed in the GEMMs; causal with
+ * more keys than queries), rms_norm and rotary composed of the device's ops,
+ * f32 and bf16, against the host; a mask refused by name. */
+TEST(transformer_ops_on_the_device)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
+    for (int c = 0; c < 8; c++) {
+        int64_t hkv = c % 2 + 1, tk = c / 2 % 2 ? 7 : 6;
+        zl_tensor *r[3] = {zt_randn(SHAPE(2, 4, 5, 6)), zt_randn(SHAPE(2, hkv, tk, 6)), zt_randn(SHAPE(2, hkv, tk, 3))};
+        zl_tensor *h[3], *gh = zt_randn(SHAPE(2, 4, 5, 3)), *y[2], *gr[2][3];
+        for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], dts[c / 4]);
+        run3(attention3, tk == 7, h, gh, y, gr);
+        double tol = c < 4 ? 1e-5 : 2e-2;
+        if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "grouped-query attention");
+        for (int i = 0; i < 3; i++)
+            if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], tol, "grouped-query attention's gradient");
+        release_run(y, gr);
+        zl_tensor *objs[] = {gh, h[2], h[1], h[0], r[2], r[1], r[0]};
+        release_all(objs, 7);
+    }
+    rotary_tables[0] = zt_randn(SHAPE(2, 1, 5, 8));
+    rotary_tables[1] = zt_randn(SHAPE(2, 1, 5, 8));
+    for (int c = 0; c < 6; c++) {
+        bool rot = c >= 4, two = c % 2;
+        zl_tensor *xr = rot ? zt_randn(SHAPE(2, 3, 5, 8)) : zt_randn(SHAPE(3, 4, 8));
+        zl_tensor *w = rot ? NULL : two ? zt_randn(SHAPE(4, 8)) : zt_randn(SHAPE(8));
+        zl_tensor *h[3] = {zl_tensor_to(xr, dts[rot ? two : c / 2]), w, NULL};
+        zl_tensor *gh = zt_randn(zl_tensor_ndim(xr), zl_tensor_shape(xr)), *y[2], *gr[2][3];
+        run3(rot ? rotary3 : rms_norm3, two, h, gh, y, gr);
+        double tol = zl_tensor_dtype(h[0]) == ZL_DTYPE_F32 ? 1e-5 : 2e-2;
+        CHECK(y[0] && y[1] && zl_tensor_dtype(y[0]) == zl_tensor_dtype(y[1]));
+        if (y[0] && y[1]) check_close_host(y[0], y[1], tol, rot ? "rotary" : "rms_norm");
+        for (int i = 0; i < 2; i++)
+            if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], tol, rot ? "rotary's gradient" : "rms_norm's gradient");
+        release_run(y, gr);
+        zl_tensor *objs[] = {gh, h[0], w, xr};
+        release_all(objs, 4);
+    }
+    zl_tensor *qh = zt_randn(SHAPE(1, 2, 3, 4)), *kh = zt_randn(SHAPE(1, 2, 5, 4));
+    zl_tensor *q = to_fake(qh), *k = to_fake(kh), *m = zl_tensor_full(ZL_DTYPE_BOOL, SHAPE(3, 5), 1);
+    CHECK_ERR(zl_attention_masked(q, k, k, m, false, 0), "attention: a mask is not supported on cuda tensors yet");
+    zl_tensor *objs[] = {qh, kh, q, k, m, rotary_tables[0], rotary_tables[1]};
+    release_all(objs, 7);
+}
+
 /* dropout draws the host's mask from the same generator state and moves the
  * generator on as the host does: output and gradient bit for bit, for a
  * generator of its own and for the context's. */
@@ -1330,6 +1398,51 @@ TEST(conv2d_on_the_device)
     zl_tensor *dx = to_fake(x);
     CHECK_ERR(zl_conv2d(dx, w, NULL, 1, 1, 0, 0), "conv2d: one tensor is on cuda:7 and the other on cpu");
     zl_tensor *objs[] = {dx, g1, g, w1, b, w, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
+static zl_tensor *ce_opts_mean(zl_tensor *const *in, int n)
+{
+    return zl_cross_entropy_ex(in[0], in[1], n > 2 ? in[2] : NULL, 1, 0.2, ZL_REDUCE_MEAN, ZL_DTYPE_F32);
+}
+static zl_tensor *ce_opts_none(zl_tensor *const *in, int n)
+{
+    return zl_cross_entropy_ex(in[0], in[1], n > 2 ? in[2] : NULL, 1, 0.0, ZL_REDUCE_NONE, ZL_DTYPE_F32);
+}
+static zl_tensor *emb_pad(zl_tensor *const *in, int n) { (void)n; return zl_embedding_padded(in[0], in[1], 3); }
+static zl_tensor *avg_pad(zl_tensor *const *in, int n)
+{
+    (void)n;
+    return zl_avg_pool2d(in[0], 3, 2, 2, 1, 1, 1, false);
+}
+static zl_tensor *conv_ex(zl_tensor *const *in, int n)
+{
+    return zl_conv2d_ex(in[0], in[1], n > 2 ? in[2] : NULL, 2, 1, 2, 1, 2, 3, 2);
+}
+
+/* torch's options of the nn ops, whose device paths compose table kernels
+ * (cross_entropy's weight and smoothing, to 1e-6), zero the padding row after
+ * the kernel (embedding) or go through the host (avg_pool2d): bit for bit. */
+TEST(nn_options_on_the_device)
+{
+    zl_tensor *x = zt_randn(SHAPE(5, 6)), *w = zt_randn(SHAPE(6)), *g5 = zt_randn(SHAPE(5)), *g0 = zt_randn(SHAPE(1));
+    zl_tensor *t = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){5}, (int64_t[]){3, 1, 0, 5, 1});
+    zl_tensor *gs = zl_tensor_reshape(g0, 0, NULL);
+    check_op_tol("cross_entropy weight and smoothing", ce_opts_mean, (zl_tensor *[]){x, t, w}, 3, gs, 1e-6);
+    check_op_tol("cross_entropy smoothing", ce_opts_mean, (zl_tensor *[]){x, t}, 2, gs, 1e-6);
+    check_op_tol("cross_entropy weight, none", ce_opts_none, (zl_tensor *[]){x, t, w}, 3, g5, 1e-6);
+    zl_tensor *ew = zt_randn(SHAPE(7, 4)), *eg = zt_randn(SHAPE(2, 3, 4));
+    zl_tensor *ei = zl_tensor_from_data(ZL_DTYPE_I64, 2, (int64_t[]){2, 3}, (int64_t[]){3, 0, 6, 3, 1, 3});
+    check_op_on_both("embedding padding_idx 3", emb_pad, (zl_tensor *[]){ew, ei}, 2, eg);
+    zl_tensor *px = zt_randn(SHAPE(2, 3, 7, 6)), *pg = zt_randn(SHAPE(2, 3, 4, 7));
+    check_op_on_both("avg_pool2d 3x2 stride (2, 1) padding 1", avg_pad, &px, 1, pg);
+    zl_tensor *cx = zt_randn(SHAPE(2, 4, 9, 8)), *cw = zt_randn(SHAPE(6, 2, 3, 2)), *cb = zt_randn(SHAPE(6));
+    zl_tensor *cg = zt_randn(SHAPE(2, 6, 5, 7));
+    check_op_tol("conv2d dilation (2, 3), 2 groups", conv_ex, (zl_tensor *[]){cx, cw, cb}, 3, cg, 1e-5);
+    zl_tensor *dx = to_fake(x);
+    CHECK_ERR(zl_cross_entropy_ex(dx, t, w, -100, 0.1, ZL_REDUCE_MEAN, ZL_DTYPE_F32),
+              "cross_entropy: one tensor is on cuda:7 and the other on cpu");
+    zl_tensor *objs[] = {dx, cg, cb, cw, cx, pg, px, ei, eg, ew, gs, t, g0, g5, w, x};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
 }
 

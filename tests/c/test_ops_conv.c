@@ -340,7 +340,7 @@ static const attn_case attn_cases[] = {
     {1, {2}, 5, 5, 4, 3, true, 0.7},
     {0, {0}, 4, 3, 3, 5, false, 0.5},
     {1, {3}, 6, 6, 2, 2, true, 0.0},
-    {1, {1}, 1, 4, 3, 2, false, -1.0},
+    {1, {1}, 1, 4, 3, 2, false, 0.0},
 };
 
 TEST(attention_forward_matches_reference)
@@ -401,16 +401,18 @@ TEST(attention_errors)
     zl_tensor *q1 = zt_randn(SHAPE(3)), *vb = zt_randn(SHAPE(1, 5, 2));
     zl_tensor *qi = zl_tensor_zeros(ZL_DTYPE_I64, SHAPE(2, 4, 3));
     CHECK_ERR(zl_attention(q, kb, v, false, 0),
-              "attention: query and key batch dimensions differ (shapes [2, 4, 3] and [3, 5, 3])");
+              "attention: the query's 2 heads (dimension -3) must be a positive multiple of the key's 3 "
+              "(shapes [2, 4, 3] and [3, 5, 3])");
     CHECK_ERR(zl_attention(q, k, vb, false, 0),
-              "attention: query and value batch dimensions differ (shapes [2, 4, 3] and [1, 5, 2])");
+              "attention: key and value must have the same number of heads (dimension -3) "
+              "(shapes [2, 5, 3] and [1, 5, 2])");
     CHECK_ERR(zl_attention(q, k4, v, false, 0),
               "attention: query and key must have the same last dimension (shapes [2, 4, 3] and [2, 5, 4])");
     CHECK_ERR(zl_attention(q, k, v6, false, 0),
               "attention: key and value must have the same number of positions (dimension -2) "
               "(shapes [2, 5, 3] and [2, 6, 2])");
-    CHECK_ERR(zl_attention(q, k, v, true, 0),
-              "attention: causal attention needs as many queries as keys (shapes [2, 4, 3] and [2, 5, 3])");
+    CHECK_ERR(zl_attention(k, q, q, true, 0),
+              "attention: causal attention needs at most as many queries as keys (shapes [2, 5, 3] and [2, 4, 3])");
     CHECK_ERR(zl_attention(q1, k, v, false, 0),
               "attention: query must have at least 2 dims [..., T, D], got shape [3]");
     CHECK_ERR(zl_attention(qi, k, v, false, 0), "attention: query must be a float tensor (f32, f16 or bf16), got i64");

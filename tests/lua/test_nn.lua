@@ -380,7 +380,7 @@ test('losses', function()
   end
   check_close(ignored:item(), ce_ref(keep, kept_t), 1e-5, 'ignore_index leaves entries out of the mean')
   check_error(function() nn.CrossEntropyLoss{ reduce = 'sum' } end,
-              'CrossEntropyLoss: unknown option "reduce" (expected ignore_index, reduction)')
+              'CrossEntropyLoss: unknown option "reduce" (expected ignore_index, label_smoothing, reduction, weight)')
   local a, b = zl.tensor{ 1.0, 2.0, 4.0 }, zl.tensor{ 0.0, 2.0, 1.0 }
   check_close(nn.MSELoss()(a, b):item(), 10 / 3, 1e-6, 'MSELoss mean')
   check_close(nn.MSELoss('sum')(a, b):item(), 10, 1e-6, 'MSELoss sum')

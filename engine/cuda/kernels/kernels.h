@@ -26,9 +26,9 @@ extern "C" {
 int zlk_cuda_unary_forward(int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1,
                            void *stream);
 /* gx [n] f32 = g * f'(x); y [n] (ydt) is the stored output, NULL unless
- * zlm_unary_needs_output(kind). */
+ * zlm_unary_needs_output(kind); p0, p1 the forward's. */
 int zlk_cuda_unary_backward(int kind, int64_t n, const void *x, int xdt, const void *y, int ydt, const void *g,
-                            int gdt, float *gx, float p0, void *stream);
+                            int gdt, float *gx, float p0, float p1, void *stream);
 
 /* The output's shape and each operand's strides read as if broadcast to it
  * (0 on stretched dims), outermost first. */

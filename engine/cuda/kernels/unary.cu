@@ -11,11 +11,11 @@ __global__ void unary_forward(int kind, int64_t n, const void *x, int xdt, void 
 }
 
 __global__ void unary_backward(int kind, int64_t n, const void *x, int xdt, const void *y, int ydt, const void *g,
-                               int gdt, float *gx, float p0)
+                               int gdt, float *gx, float p0, float p1)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float yi = y ? zlm_load(y, ydt, i) : 0.0f;
-        gx[i] = zlm_unary_backward(kind, zlm_load(x, xdt, i), yi, zlm_load(g, gdt, i), p0);
+        gx[i] = zlm_unary_backward(kind, zlm_load(x, xdt, i), yi, zlm_load(g, gdt, i), p0, p1);
     }
 }
 
@@ -28,9 +28,9 @@ extern "C" int zlk_cuda_unary_forward(int kind, int64_t n, const void *x, int xd
 }
 
 extern "C" int zlk_cuda_unary_backward(int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
-                                       const void *g, int gdt, float *gx, float p0, void *stream)
+                                       const void *g, int gdt, float *gx, float p0, float p1, void *stream)
 {
     if (n <= 0) return 0;
-    unary_backward<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(kind, n, x, xdt, y, ydt, g, gdt, gx, p0);
+    unary_backward<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(kind, n, x, xdt, y, ydt, g, gdt, gx, p0, p1);
     return zlk_launched();
 }

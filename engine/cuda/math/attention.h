@@ -1,48 +1,82 @@
 /* The softmax inside attention (engine/ops/cpu/attention.c): the scores come
- * from a GEMM already multiplied by scale; a row r of [B*Tq, Tk] sees keys
- * 0..r % Tq with the causal mask (the rest get probability 0), and backward
- * turns dP into dS = P * (dP - <dP, P>). Unlike softmax.h, the CPU sums these
- * rows in f32 from left to right; the host loops here do the same, so the host
- * build matches it bit for bit, while a kernel's tree reduction changes only
- * the f32 rounding of the sum (a few ulp for rows of a few thousand keys). */
+ * from a GEMM already multiplied by scale; a row r of [B*Tq, Tk] is query
+ * r % Tq, which with the causal mask sees keys up to r % Tq + Tk - Tq (the
+ * queries being the sequence's last Tq positions; the rest get probability
+ * 0), and backward turns dP into dS = P * (dP - <dP, P>). The CPU sums a row
+ * in f32 in ZLM_ATT_LANES lanes, each taking every ZLM_ATT_LANES-th element,
+ * the lanes then added in order: a loop it vectorises at any width with the
+ * same bits. The host loops here do the same, so the host build matches it
+ * bit for bit, while a kernel's tree reduction changes only the f32 rounding
+ * of the sum (a few ulp for rows of a few thousand keys). exp is zlm_expf's,
+ * on the host and in a kernel. */
 #ifndef ZL_CUDA_MATH_ATTENTION_H
 #define ZL_CUDA_MATH_ATTENTION_H
 
 #include "hd.h"
+#include "expf.h"
 
-/* Scale of 0 or less means 1 / sqrt(head dim), as zl_attention takes it. */
+#define ZLM_ATT_LANES 16
+
+/* Scale of 0 means 1 / sqrt(head dim), as zl_attention takes it. */
 static inline ZL_HD double zlm_attention_scale(double scale, int64_t d) { return scale > 0 ? scale : 1.0 / sqrt((double)d); }
 
 /* Keys row r may see. */
 static inline ZL_HD int64_t zlm_attention_limit(int64_t r, int64_t tq, int64_t tk, bool causal)
 {
-    return causal ? r % tq + 1 : tk;
+    return causal ? r % tq + 1 + tk - tq : tk;
 }
 
-static inline ZL_HD float zlm_attention_exp(float s, float m) { return expf(s - m); }
+/* s - m for s no greater than the row's maximum m: never positive. */
+static inline ZL_HD float zlm_attention_exp(float s, float m) { return zlm_expf_nonpos(s - m); }
 static inline ZL_HD float zlm_attention_grad(float p, float dp, float dot) { return p * (dp - dot); }
 
-/* s [tk] [in/out]: one row of scores to probabilities. */
-static inline ZL_HD void zlm_attention_softmax_row(float *s, int64_t lim, int64_t tk)
+/* Σ a[j] * b[j] (b NULL: Σ a[j]) over n, in the lanes' order. */
+static inline ZL_HD float zlm_attention_sum(const float *a, const float *b, int64_t n)
 {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < lim; j++) m = s[j] > m ? s[j] : m;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < lim; j++) {
-        s[j] = zlm_attention_exp(s[j], m);
-        sum += s[j];
-    }
-    float inv = 1.0f / sum;
-    for (int64_t j = 0; j < lim; j++) s[j] *= inv;
-    for (int64_t j = lim; j < tk; j++) s[j] = 0.0f;
+    float acc[ZLM_ATT_LANES] = {0};
+    int64_t j = 0;
+    if (b)
+        for (; j + ZLM_ATT_LANES <= n; j += ZLM_ATT_LANES)
+            for (int l = 0; l < ZLM_ATT_LANES; l++) acc[l] += a[j + l] * b[j + l];
+    else
+        for (; j + ZLM_ATT_LANES <= n; j += ZLM_ATT_LANES)
+            for (int l = 0; l < ZLM_ATT_LANES; l++) acc[l] += a[j + l];
+    for (int l = 0; j + l < n; l++) acc[l] += b ? a[j + l] * b[j + l] : a[j + l];
+    float s = 0.0f;
+    for (int l = 0; l < ZLM_ATT_LANES; l++) s += acc[l];
+    return s;
 }
 
-/* dp [tk] [in/out] to dS, p [tk] the row's probabilities. */
-static inline ZL_HD void zlm_attention_softmax_row_backward(float *dp, const float *p, int64_t tk)
+/* The largest of s[0..n), -inf for none; NaN is never taken. The order does
+ * not matter: the host's vectorised max finds the same value. */
+static inline ZL_HD float zlm_attention_max(const float *s, int64_t n)
 {
-    float dot = 0.0f;
-    for (int64_t j = 0; j < tk; j++) dot += dp[j] * p[j];
-    for (int64_t j = 0; j < tk; j++) dp[j] = zlm_attention_grad(p[j], dp[j], dot);
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+    return m;
+}
+
+/* s [n] [in/out]: one row of scores to probabilities, the first lim seen,
+ * m their maximum; zeros up to n. */
+static inline ZL_HD void zlm_attention_softmax_row_max(float *s, float m, int64_t lim, int64_t n)
+{
+    for (int64_t j = 0; j < lim; j++) s[j] = zlm_attention_exp(s[j], m);
+    float inv = 1.0f / zlm_attention_sum(s, NULL, lim);
+    for (int64_t j = 0; j < lim; j++) s[j] *= inv;
+    for (int64_t j = lim; j < n; j++) s[j] = 0.0f;
+}
+
+/* s [tk] [in/out]: one row of scores to probabilities, the first lim seen. */
+static inline ZL_HD void zlm_attention_softmax_row(float *s, int64_t lim, int64_t tk)
+{
+    zlm_attention_softmax_row_max(s, zlm_attention_max(s, lim), lim, tk);
+}
+
+/* dp [n] [in/out] to dS, p [n] the row's probabilities. */
+static inline ZL_HD void zlm_attention_softmax_row_backward(float *dp, const float *p, int64_t n)
+{
+    float dot = zlm_attention_sum(dp, p, n);
+    for (int64_t j = 0; j < n; j++) dp[j] = zlm_attention_grad(p[j], dp[j], dot);
 }
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "hd.h"
 
-enum { ZLM_B_ADD, ZLM_B_SUB, ZLM_B_MUL, ZLM_B_DIV, ZLM_B_POW, ZLM_B_EQ, ZLM_B_LT, ZLM_B_GT };
+enum { ZLM_B_ADD, ZLM_B_SUB, ZLM_B_MUL, ZLM_B_DIV, ZLM_B_POW, ZLM_B_EQ, ZLM_B_LT, ZLM_B_GT, ZLM_B_NE, ZLM_B_LE, ZLM_B_GE };
 
 /* Comparisons give 1 or 0 (stored as bool by the caller). */
 static inline ZL_HD float zlm_binary_forward(int kind, float a, float b)
@@ -21,7 +21,10 @@ static inline ZL_HD float zlm_binary_forward(int kind, float a, float b)
     case ZLM_B_POW: return powf(a, b);
     case ZLM_B_EQ: return a == b ? 1.0f : 0.0f;
     case ZLM_B_LT: return a < b ? 1.0f : 0.0f;
-    default: return a > b ? 1.0f : 0.0f;
+    case ZLM_B_GT: return a > b ? 1.0f : 0.0f;
+    case ZLM_B_NE: return a != b ? 1.0f : 0.0f;   /* true where either is NaN */
+    case ZLM_B_LE: return a <= b ? 1.0f : 0.0f;
+    default: return a >= b ? 1.0f : 0.0f;
     }
 }
 

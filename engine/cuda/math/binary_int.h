@@ -18,7 +18,10 @@ static inline ZL_HD double zlm_binary_int(int kind, double x, double y)
     case ZLM_B_POW: return pow(x, y);
     case ZLM_B_EQ: return x == y;
     case ZLM_B_LT: return x < y;
-    default: return x > y;
+    case ZLM_B_GT: return x > y;
+    case ZLM_B_NE: return x != y;
+    case ZLM_B_LE: return x <= y;
+    default: return x >= y;
     }
 }
 

@@ -7,12 +7,14 @@
 
 #include "window.h"
 
-/* Element i of col [c*kh*kw, oh*ow] from one image x [c, h, w]; padding reads as 0. */
+/* Element i of col [c*kh*kw, oh*ow] from one image x [c, h, w] (a group's
+ * channels, for a grouped conv); tap (ki, kj) reads ki * dh, kj * dw past the
+ * window's corner; padding reads as 0. */
 static inline ZL_HD float zlm_im2col_elem(const zlm_window *g, const float *x, int64_t i)
 {
     int64_t len = g->oh * g->ow, r = i / len, j = i % len;
     int64_t c = r / (g->kh * g->kw), ki = r / g->kw % g->kh, kj = r % g->kw;
-    int64_t ih = j / g->ow * g->sh - g->ph + ki, iw = j % g->ow * g->sw - g->pw + kj;
+    int64_t ih = j / g->ow * g->sh - g->ph + ki * g->dh, iw = j % g->ow * g->sw - g->pw + kj * g->dw;
     return ih >= 0 && ih < g->h && iw >= 0 && iw < g->w ? x[(c * g->h + ih) * g->w + iw] : 0.0f;
 }
 
@@ -23,10 +25,10 @@ static inline ZL_HD float zlm_col2im_elem(const zlm_window *g, const float *col,
     int64_t hw = g->h * g->w, c = i / hw, ih = i % hw / g->w, iw = i % g->w, len = g->oh * g->ow;
     float s = 0.0f;
     for (int64_t ki = 0; ki < g->kh; ki++) {
-        int64_t a = ih + g->ph - ki;
+        int64_t a = ih + g->ph - ki * g->dh;
         if (a < 0 || a % g->sh || a / g->sh >= g->oh) continue;
         for (int64_t kj = 0; kj < g->kw; kj++) {
-            int64_t b = iw + g->pw - kj;
+            int64_t b = iw + g->pw - kj * g->dw;
             if (b < 0 || b % g->sw || b / g->sw >= g->ow) continue;
             s += col[((c * g->kh + ki) * g->kw + kj) * len + a / g->sh * g->ow + b / g->sw];
         }

@@ -2,8 +2,9 @@
  * rows, its max vectorized), one row of logits at a time: lse = max +
  * log(sum exp(x - max)), loss = lse - x[target], and backward scale *
  * (softmax - onehot) rebuilt from lse. A row whose target is
- * ignore_index has loss 0 and gradient 0. The CPU op has no label smoothing,
- * so neither has this. */
+ * ignore_index has loss 0 and gradient 0. Class weights and label smoothing
+ * are not here: the host computes them in its own rows, and on a device the
+ * op composes them of other ops (loss.c). */
 #ifndef ZL_CUDA_MATH_CROSS_ENTROPY_H
 #define ZL_CUDA_MATH_CROSS_ENTROPY_H
 

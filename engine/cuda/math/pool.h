@@ -2,7 +2,9 @@
  * position in its plane of its first maximum (a NaN wins, as on the CPU),
  * and backward as a gather: each input element sums the gradients of the
  * windows whose maximum it was, in window order, which is the order the
- * CPU's scatter adds them in. */
+ * CPU's scatter adds them in. avg_pool2d: each window's mean, and backward
+ * as a gather of the covering windows' gradients over their divisors; the
+ * host runs these per element (a device goes through it). */
 #ifndef ZL_CUDA_MATH_POOL_H
 #define ZL_CUDA_MATH_POOL_H
 
@@ -48,6 +50,52 @@ static inline ZL_HD float zlm_pool_grad(const zlm_window *g, const int64_t *arg,
             if (arg[j] == pos) s += gy[j];
         }
     return s;
+}
+
+/* The divisor of output (oi, oj): with count_pad the whole window (padding
+ * reads as zeros; a window never reaches past the padding, as torch's
+ * ceil_mode false keeps it), else the part of it inside the image. */
+static inline ZL_HD double zlm_avg_pool_divisor(const zlm_window *g, int64_t oi, int64_t oj, bool count_pad)
+{
+    if (count_pad) return (double)(g->kh * g->kw);
+    int64_t h0 = oi * g->sh - g->ph, h1 = h0 + g->kh, w0 = oj * g->sw - g->pw, w1 = w0 + g->kw;
+    if (h0 < 0) h0 = 0;
+    if (h1 > g->h) h1 = g->h;
+    if (w0 < 0) w0 = 0;
+    if (w1 > g->w) w1 = g->w;
+    return (double)((h1 - h0) * (w1 - w0));
+}
+
+/* Output element i of y [planes, oh, ow] from x [planes, h, w]: the window's
+ * part inside the image summed in double, row by row, over the divisor. */
+static inline ZL_HD float zlm_avg_pool(const zlm_window *g, const float *x, int64_t i, bool count_pad)
+{
+    int64_t len = g->oh * g->ow, oi = i % len / g->ow, oj = i % g->ow;
+    const float *xp = x + i / len * g->h * g->w;
+    int64_t h0 = oi * g->sh - g->ph, h1 = h0 + g->kh, w0 = oj * g->sw - g->pw, w1 = w0 + g->kw;
+    if (h0 < 0) h0 = 0;
+    if (h1 > g->h) h1 = g->h;
+    if (w0 < 0) w0 = 0;
+    if (w1 > g->w) w1 = g->w;
+    double s = 0.0;
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int64_t iw = w0; iw < w1; iw++) s += xp[ih * g->w + iw];
+    return (float)(s / zlm_avg_pool_divisor(g, oi, oj, count_pad));
+}
+
+/* Input element i of gx [planes, h, w]: gy [planes, oh, ow] over each
+ * covering window's divisor, summed in double in window order. */
+static inline ZL_HD float zlm_avg_pool_grad(const zlm_window *g, const float *gy, int64_t i, bool count_pad)
+{
+    int64_t hw = g->h * g->w, len = g->oh * g->ow, pos = i % hw, base = i / hw * len;
+    int64_t ilo, ihi, jlo, jhi;
+    zlm_window_cover(pos / g->w, g->kh, g->sh, g->ph, g->oh, &ilo, &ihi);
+    zlm_window_cover(pos % g->w, g->kw, g->sw, g->pw, g->ow, &jlo, &jhi);
+    double s = 0.0;
+    for (int64_t oi = ilo; oi <= ihi; oi++)
+        for (int64_t oj = jlo; oj <= jhi; oj++)
+            s += gy[base + oi * g->ow + oj] / zlm_avg_pool_divisor(g, oi, oj, count_pad);
+    return (float)s;
 }
 
 #endif

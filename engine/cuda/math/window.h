@@ -1,13 +1,14 @@
 /* The geometry of a 2-d window sliding over planes of [h, w] (c planes an
  * image, for conv): kernel kh x kw, stride sh, sw, zero (conv) or -inf (pool)
- * padding ph, pw, output oh x ow, as engine/ops/cpu/conv.c and pool.c take it. */
+ * padding ph, pw, output oh x ow, dilation dh, dw (conv's; at least 1), as
+ * engine/ops/cpu/conv.c and pool.c take it. */
 #ifndef ZL_CUDA_MATH_WINDOW_H
 #define ZL_CUDA_MATH_WINDOW_H
 
 #include "hd.h"
 
 typedef struct zlm_window {
-    int64_t c, h, w, kh, kw, oh, ow, sh, sw, ph, pw;
+    int64_t c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
 } zlm_window;
 
 /* The outputs whose windows (unclipped) cover input row (or column) at along

@@ -7,7 +7,8 @@
 #include <string.h>
 #include "../device_kernels.h"
 
-enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ, B_LT, B_GT };
+/* binary.h's kinds (ZLM_B_*), in its order. */
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ, B_LT, B_GT, B_NE, B_LE, B_GE };
 
 static inline void row(int kind, int64_t n, const float *restrict a, int64_t sa, const float *restrict b,
                        int64_t sb, float *restrict o)
@@ -21,6 +22,9 @@ static inline void row(int kind, int64_t n, const float *restrict a, int64_t sa,
     case B_EQ: for (int64_t j = 0; j < n; j++) o[j] = a[j * sa] == b[j * sb]; break;
     case B_LT: for (int64_t j = 0; j < n; j++) o[j] = a[j * sa] < b[j * sb]; break;
     case B_GT: for (int64_t j = 0; j < n; j++) o[j] = a[j * sa] > b[j * sb]; break;
+    case B_NE: for (int64_t j = 0; j < n; j++) o[j] = a[j * sa] != b[j * sb]; break;
+    case B_LE: for (int64_t j = 0; j < n; j++) o[j] = a[j * sa] <= b[j * sb]; break;
+    case B_GE: for (int64_t j = 0; j < n; j++) o[j] = a[j * sa] >= b[j * sb]; break;
     }
 }
 
@@ -93,7 +97,10 @@ static zl_tensor *binary_int(int kind, const zl_tensor *a, const zl_tensor *b, i
         case B_POW: r = pow(x, y); break;
         case B_EQ: r = x == y; break;
         case B_LT: r = x < y; break;
-        default: r = x > y; break;
+        case B_GT: r = x > y; break;
+        case B_NE: r = x != y; break;
+        case B_LE: r = x <= y; break;
+        default: r = x >= y; break;
         }
         to->from_f64(po + i * (int64_t)to->size, r);
     }
@@ -125,7 +132,7 @@ static zl_tensor *binary_int_device(const zli_dev_kernels *k, int index, int kin
 
 static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
-static const char *const names[] = {"add", "sub", "mul", "div", "pow", "eq", "lt", "gt"};
+static const char *const names[] = {"add", "sub", "mul", "div", "pow", "eq", "lt", "gt", "ne", "le", "ge"};
 
 static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
 {
@@ -195,6 +202,9 @@ zl_tensor *zl_pow(zl_tensor *a, zl_tensor *b) { return binary(B_POW, a, b); }
 zl_tensor *zl_eq(zl_tensor *a, zl_tensor *b) { return binary(B_EQ, a, b); }
 zl_tensor *zl_lt(zl_tensor *a, zl_tensor *b) { return binary(B_LT, a, b); }
 zl_tensor *zl_gt(zl_tensor *a, zl_tensor *b) { return binary(B_GT, a, b); }
+zl_tensor *zl_ne(zl_tensor *a, zl_tensor *b) { return binary(B_NE, a, b); }
+zl_tensor *zl_le(zl_tensor *a, zl_tensor *b) { return binary(B_LE, a, b); }
+zl_tensor *zl_ge(zl_tensor *a, zl_tensor *b) { return binary(B_GE, a, b); }
 
 /* g * f(a, b) reduced to `like`'s shape; f chosen per input below. */
 static zl_tensor *reduce_to(zl_tensor *full, const zl_tensor *like)

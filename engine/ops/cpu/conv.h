@@ -7,18 +7,21 @@
 
 typedef zli_dev_window conv_geom;
 
-/* A 1x1 kernel at stride 1 without padding reads the image as its own column matrix. */
+/* A 1x1 kernel at stride 1 without padding reads the image (a group's
+ * channels of it) as its own column matrix; dilation moves no tap of it. */
 static inline bool zli_conv_is_direct(const conv_geom *g)
 {
     return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
-/* y [N, O, oh, ow] f32 on the device of xf [N, C, H, W] = xf conv wf [O, C,
- * kh, kw] + bf [O] (or none); all f32 contiguous on that device. */
-ZLI_HIDDEN zl_tensor *zli_conv2d_device(const zli_dev_kernels *k, int index, const conv_geom *g, const zl_tensor *xf,
-                                        const zl_tensor *wf, const zl_tensor *bf);
+/* y [N, O, oh, ow] f32 on the device of xf [N, C, H, W] = xf conv wf [O,
+ * C / groups, kh, kw] + bf [O] (or none), in `groups` groups (g->c is a
+ * group's channels); all f32 contiguous on that device. */
+ZLI_HIDDEN zl_tensor *zli_conv2d_device(const zli_dev_kernels *k, int index, const conv_geom *g, int64_t groups,
+                                        const zl_tensor *xf, const zl_tensor *wf, const zl_tensor *bf);
 /* conv2d's backward for node n on a device: gin[0..2] for x, w and b where
  * they require a gradient. */
-ZLI_HIDDEN zl_status zli_conv2d_backward_device(zl_node *n, const conv_geom *g, zl_tensor *grad, zl_tensor **gin);
+ZLI_HIDDEN zl_status zli_conv2d_backward_device(zl_node *n, const conv_geom *g, int64_t groups, zl_tensor *grad,
+                                                zl_tensor **gin);
 
 #endif

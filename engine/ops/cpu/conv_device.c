@@ -1,6 +1,7 @@
 /* conv2d on a device: the kernel table's im2col and col2im around its GEMM,
- * one image at a time as on the host, the weight gradient summed over images
- * in order through core's add, the bias gradient by its own kernel. */
+ * one image and group at a time as on the host, the weight gradient summed
+ * over images in order through core's add, the bias gradient by its own
+ * kernel. */
 #include "conv.h"
 
 /* col [K, len] on xf's device, or NULL for a direct (1x1) convolution. */
@@ -12,32 +13,34 @@ static zl_status col_buffer(const conv_geom *g, const zl_tensor *xf, zl_tensor *
     return *col ? ZL_OK : ZL_ENOMEM;
 }
 
-/* Image i of xf as a column matrix [K, len]: the image itself when direct,
- * else im2col'd into col. */
-static zl_status columns_of(const zli_dev_kernels *k, int index, const conv_geom *g, const zl_tensor *xf, int64_t i,
-                            zl_tensor *col, const float **src)
+/* Group grp of image i of xf as a column matrix [K, len]: the group's
+ * channels themselves when direct, else im2col'd into col. */
+static zl_status columns_of(const zli_dev_kernels *k, int index, const conv_geom *g, int64_t groups,
+                            const zl_tensor *xf, int64_t i, int64_t grp, zl_tensor *col, const float **src)
 {
-    *src = (const float *)zl_tensor_data(xf) + i * g->c * g->h * g->w;
+    int64_t gimg = g->c * g->h * g->w;
+    *src = (const float *)zl_tensor_data(xf) + (i * groups + grp) * gimg;
     if (!col) return ZL_OK;
     zl_status st = k->im2col(index, g, *src, zl_tensor_data(col));
     *src = zl_tensor_data(col);
     return st;
 }
 
-zl_tensor *zli_conv2d_device(const zli_dev_kernels *k, int index, const conv_geom *g, const zl_tensor *xf,
-                             const zl_tensor *wf, const zl_tensor *bf)
+zl_tensor *zli_conv2d_device(const zli_dev_kernels *k, int index, const conv_geom *g, int64_t groups,
+                             const zl_tensor *xf, const zl_tensor *wf, const zl_tensor *bf)
 {
-    int64_t N = xf->shape[0], O = wf->shape[0], K = g->c * g->kh * g->kw, len = g->oh * g->ow;
+    int64_t N = xf->shape[0], O = wf->shape[0], Og = O / groups, K = g->c * g->kh * g->kw, len = g->oh * g->ow;
     zl_tensor *col, *y = NULL;
     zl_status st = col_buffer(g, xf, &col);
     if (!st && !(y = zli_new_f32_like(xf, 4, (int64_t[]){N, O, g->oh, g->ow}))) st = ZL_ENOMEM;
-    for (int64_t i = 0; !st && i < N; i++) {
-        const float *src;
-        st = columns_of(k, index, g, xf, i, col, &src);
-        if (!st)
-            st = k->gemm(index, false, false, O, len, K, zl_tensor_data(wf), K, src, len,
-                         (float *)zl_tensor_data(y) + i * O * len, len);
-    }
+    for (int64_t i = 0; !st && i < N; i++)
+        for (int64_t grp = 0; !st && grp < groups; grp++) {
+            const float *src;
+            st = columns_of(k, index, g, groups, xf, i, grp, col, &src);
+            if (!st)
+                st = k->gemm(index, false, false, Og, len, K, (const float *)zl_tensor_data(wf) + grp * Og * K, K,
+                             src, len, (float *)zl_tensor_data(y) + (i * O + grp * Og) * len, len);
+        }
     if (!st && bf) {
         /* The bias over each channel's plane: core's add, broadcast. */
         zl_tensor *bv = zli_view_of(bf, 3, (int64_t[]){O, 1, 1}, (int64_t[]){1, 1, 1}, bf->offset);
@@ -52,50 +55,57 @@ zl_tensor *zli_conv2d_device(const zli_dev_kernels *k, int index, const conv_geo
     return y;
 }
 
-/* gx [N, C, H, W] [out]: per image gcol [K, len] = wᵀ [K, O] · g_i [O, len],
- * folded back onto the image (or written there, when direct). */
-static zl_status grad_x(const zli_dev_kernels *k, int index, const conv_geom *g, const zl_tensor *x,
+/* gx [N, C, H, W] [out]: per image and group gcol [K, len] = w_gᵀ [K, Og] ·
+ * g_i,g [Og, len], folded back onto the group's channels (or written there,
+ * when direct). */
+static zl_status grad_x(const zli_dev_kernels *k, int index, const conv_geom *g, int64_t groups, const zl_tensor *x,
                         const zl_tensor *wf, const zl_tensor *gc, zl_tensor *col, zl_tensor **gx)
 {
-    int64_t N = x->shape[0], O = wf->shape[0], K = g->c * g->kh * g->kw, len = g->oh * g->ow;
-    int64_t img = g->c * g->h * g->w;
+    int64_t N = x->shape[0], O = wf->shape[0], Og = O / groups, K = g->c * g->kh * g->kw, len = g->oh * g->ow;
+    int64_t gimg = g->c * g->h * g->w;
     *gx = zli_new_f32_like(gc, 4, x->shape);
     zl_status st = *gx ? ZL_OK : ZL_ENOMEM;
-    for (int64_t i = 0; !st && i < N; i++) {
-        float *dst = (float *)zl_tensor_data(*gx) + i * img;
-        const float *gi = (const float *)zl_tensor_data(gc) + i * O * len;
-        st = k->gemm(index, true, false, K, len, O, zl_tensor_data(wf), K, gi, len, col ? zl_tensor_data(col) : dst,
-                     len);
-        if (!st && col) st = k->col2im(index, g, zl_tensor_data(col), dst);
-    }
+    for (int64_t i = 0; !st && i < N; i++)
+        for (int64_t grp = 0; !st && grp < groups; grp++) {
+            float *dst = (float *)zl_tensor_data(*gx) + (i * groups + grp) * gimg;
+            const float *gi = (const float *)zl_tensor_data(gc) + (i * O + grp * Og) * len;
+            st = k->gemm(index, true, false, K, len, Og, (const float *)zl_tensor_data(wf) + grp * Og * K, K, gi, len,
+                         col ? zl_tensor_data(col) : dst, len);
+            if (!st && col) st = k->col2im(index, g, zl_tensor_data(col), dst);
+        }
     return st;
 }
 
-/* gw [O, C, kh, kw] [out] = Σ_i g_i [O, len] · col_iᵀ [len, K]: image 0's
- * product written, each later one's added by core's add, images in order. */
-static zl_status grad_w(const zli_dev_kernels *k, int index, const conv_geom *g, const zl_tensor *xf,
-                        const zl_tensor *w, const zl_tensor *gc, zl_tensor *col, zl_tensor **gw)
+/* gw [O, C / groups, kh, kw] [out] = Σ_i g_i [O, len] · col_iᵀ [len, K] per
+ * group: image 0's products written, each later image's added by core's
+ * add, images in order. */
+static zl_status grad_w(const zli_dev_kernels *k, int index, const conv_geom *g, int64_t groups,
+                        const zl_tensor *xf, const zl_tensor *w, const zl_tensor *gc, zl_tensor *col, zl_tensor **gw)
 {
-    int64_t N = xf->shape[0], O = w->shape[0], K = g->c * g->kh * g->kw, len = g->oh * g->ow;
+    int64_t N = xf->shape[0], O = w->shape[0], Og = O / groups, K = g->c * g->kh * g->kw, len = g->oh * g->ow;
     *gw = zli_new_f32_like(gc, 4, w->shape);
     zl_tensor *part = *gw && N > 1 ? zli_new_f32_like(gc, 4, w->shape) : NULL;
     zl_status st = *gw && (N <= 1 || part) ? ZL_OK : ZL_ENOMEM;
     if (!st) zl_tensor_set_category(*gw, ZL_MEM_GRADS);
     if (!st && N == 0) st = (*gw)->storage->dev->fill(*gw, 0.0);
     for (int64_t i = 0; !st && i < N; i++) {
-        const float *src;
         zl_tensor *dst = i ? part : *gw;
-        st = columns_of(k, index, g, xf, i, col, &src);
-        if (!st)
-            st = k->gemm(index, false, true, O, K, len, (const float *)zl_tensor_data(gc) + i * O * len, len, src,
-                         len, zl_tensor_data(dst), K);
+        for (int64_t grp = 0; !st && grp < groups; grp++) {
+            const float *src;
+            st = columns_of(k, index, g, groups, xf, i, grp, col, &src);
+            if (!st)
+                st = k->gemm(index, false, true, Og, K, len,
+                             (const float *)zl_tensor_data(gc) + (i * O + grp * Og) * len, len, src, len,
+                             (float *)zl_tensor_data(dst) + grp * Og * K, K);
+        }
         if (!st && i) st = zli_add(*gw, part, 1.0);
     }
     zl_tensor_release(part);
     return st;
 }
 
-zl_status zli_conv2d_backward_device(zl_node *n, const conv_geom *g, zl_tensor *grad, zl_tensor **gin)
+zl_status zli_conv2d_backward_device(zl_node *n, const conv_geom *g, int64_t groups, zl_tensor *grad,
+                                     zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     const zli_dev_kernels *k = x->storage->dev->kernels;
@@ -104,8 +114,8 @@ zl_status zli_conv2d_backward_device(zl_node *n, const conv_geom *g, zl_tensor *
     zl_tensor *gc = zli_f32c(grad), *wf = gc ? zli_f32c(w) : NULL, *xf = wf ? zli_f32c(x) : NULL, *col = NULL;
     zl_status st = xf ? ZL_OK : ZL_ENOMEM;
     if (!st && need_col) st = col_buffer(g, xf, &col);
-    if (!st && zli_requires_grad(x)) st = grad_x(k, index, g, x, wf, gc, col, &gin[0]);
-    if (!st && zli_requires_grad(w)) st = grad_w(k, index, g, xf, w, gc, col, &gin[1]);
+    if (!st && zli_requires_grad(x)) st = grad_x(k, index, g, groups, x, wf, gc, col, &gin[0]);
+    if (!st && zli_requires_grad(w)) st = grad_w(k, index, g, groups, xf, w, gc, col, &gin[1]);
     if (!st && b && zli_requires_grad(b)) {
         gin[2] = zli_new_f32_like(gc, 1, b->shape);
         if (gin[2]) zl_tensor_set_category(gin[2], ZL_MEM_GRADS);

@@ -1,7 +1,8 @@
 /* embedding: rows of weight [V, D] gathered by an index tensor of any shape,
- * and the backward that scatter-adds into a [V, D] gradient. Forward copies
- * rows in weight's own dtype (no f32 round trip); backward splits D across
- * threads, so each element's sum is taken in index order whatever the threads. */
+ * and the backward that scatter-adds into a [V, D] gradient, a padding row
+ * left out. Forward copies rows in weight's own dtype (no f32 round trip);
+ * backward splits D across threads, so each element's sum is taken in index
+ * order whatever the threads. */
 #include <stdlib.h>
 #include <string.h>
 #include "../device_kernels.h"
@@ -10,8 +11,9 @@
 #define COLS 64
 
 /* gw [v, d] [out] = sum over positions p of g[p, :] into row idx[p]; g [n, d].
- * accumulate: add to gw as it is instead of starting from zero. */
-static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *restrict idx,
+ * Positions whose index is pad (-1: none) add nothing. accumulate: add to gw
+ * as it is instead of starting from zero. */
+static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *restrict idx, int64_t pad,
                                const float *restrict g, float *restrict gw, bool accumulate)
 {
     int64_t nblocks = (d + COLS - 1) / COLS;
@@ -21,6 +23,7 @@ static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *r
         if (!accumulate)
             for (int64_t r = 0; r < v; r++) memset(gw + r * d + lo, 0, (size_t)w * sizeof *gw);
         for (int64_t p = 0; p < n; p++) {
+            if (idx[p] == pad) continue;
             const float *src = g + p * d + lo;
             float *dst = gw + idx[p] * d + lo;
             for (int64_t j = 0; j < w; j++) dst[j] += src[j];
@@ -31,18 +34,20 @@ static void scatter_add_kernel(int64_t n, int64_t v, int64_t d, const int64_t *r
 /* ctx: the validated indices, i64 [n]; on a device also saved[0], the same
  * indices there. A weight whose gradient is already pending (a tied LM head's,
  * computed first) takes the rows in place: no [V, D] zeros, no second pass to
- * add them. */
+ * add them. The device's kernel has no padding row: it sums that row too, and
+ * the row is zeroed after (i[1], -1 when there is none). */
 static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *w = n->inputs[0];
+    int64_t pad = n->i[1];
     const zli_dev_kernels *k = w->storage->dev ? w->storage->dev->kernels : NULL;
     zl_tensor *pending = k ? NULL : zli_pending_grad(w);
     zl_tensor *gc = zli_f32c(g);
     gin[1] = NULL;
     if (!gc) return ZL_ENOMEM;
     if (pending) {
-        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(gc), zl_tensor_data(pending),
-                           true);
+        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, pad, zl_tensor_data(gc),
+                           zl_tensor_data(pending), true);
         zl_tensor_release(gc);
         gin[0] = NULL;
         return ZL_OK;
@@ -54,7 +59,13 @@ static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
         st = k->emb_backward(w->storage->dev_index, n->i[0], w->shape[0], w->shape[1], zl_tensor_data(n->saved[0]),
                              zl_tensor_data(gc), zl_tensor_data(gw));
     else if (gw)
-        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, zl_tensor_data(gc), zl_tensor_data(gw), false);
+        scatter_add_kernel(n->i[0], w->shape[0], w->shape[1], n->ctx, pad, zl_tensor_data(gc), zl_tensor_data(gw),
+                           false);
+    if (!st && gw && k && pad >= 0) {
+        zl_tensor *row = zli_view_of(gw, 1, &w->shape[1], (int64_t[]){1}, gw->offset + pad * w->shape[1]);
+        st = row ? gw->storage->dev->fill(row, 0.0) : ZL_ENOMEM;
+        zl_tensor_release(row);
+    }
     zl_tensor_release(gc);
     if (st) { zl_tensor_release(gw); return st; }
     gin[0] = gw;
@@ -75,7 +86,8 @@ static zl_tensor *gather_on_device(const zli_dev_kernels *k, int index, zl_tenso
     return out;
 }
 
-zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
+/* zl_embedding, and zl_embedding_padded when padded. */
+static zl_tensor *embedding(zl_tensor *weight, zl_tensor *indices, bool padded, int64_t pad)
 {
     const char *op = "embedding";
     zl_tensor *in[2] = {weight, indices};
@@ -98,9 +110,14 @@ zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
                  op, zl_shape_str(indices->ndim, indices->shape, s, sizeof s), indices->ndim + 1, ZL_MAX_DIMS);
         return zli_op_end(op, 2, in, NULL);
     }
+    int64_t n = zl_tensor_numel(indices), v = weight->shape[0], d = weight->shape[1];
+    if (padded && (pad < 0 || pad >= v)) {
+        zl_error(ZL_EINVAL, "%s: padding_idx %lld is out of range for a weight of %lld rows (expected 0..%lld)", op,
+                 (long long)pad, (long long)v, (long long)(v - 1));
+        return zli_op_end(op, 2, in, NULL);
+    }
     int64_t *idx = NULL;
     if (zli_index_array(op, "indices", indices, &idx)) return zli_op_end(op, 2, in, NULL);
-    int64_t n = zl_tensor_numel(indices), v = weight->shape[0], d = weight->shape[1];
     for (int64_t p = 0; p < n; p++) {
         if (idx[p] < 0 || idx[p] >= v) {
             zl_error(ZL_EINVAL, "%s: index %lld at position %lld is out of range for a weight of %lld rows "
@@ -129,6 +146,7 @@ zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
     if (out && zli_record(out, op, embedding_backward, 2, in, &node)) { zl_tensor_release(out); out = NULL; }
     if (node) {
         node->i[0] = n;
+        node->i[1] = padded ? pad : -1;
         node->ctx = idx;
         node->ctx_free = free;
         idx = NULL;
@@ -140,4 +158,11 @@ zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices)
     zl_tensor_release(didx);
     free(idx);
     return zli_op_end(op, 2, in, out);
+}
+
+zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices) { return embedding(weight, indices, false, 0); }
+
+zl_tensor *zl_embedding_padded(zl_tensor *weight, zl_tensor *indices, int64_t padding_idx)
+{
+    return embedding(weight, indices, true, padding_idx);
 }

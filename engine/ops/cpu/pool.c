@@ -1,11 +1,15 @@
-/* max_pool2d over x [N, C, H, W], on the host or a device. Padding counts as
- * -inf, so a window is the max of its part inside the image; forward keeps the
- * position of each window's first maximum and backward scatters the gradient
- * there, one plane per thread (on a device, the table's kernels). */
+/* max_pool2d and avg_pool2d over x [N, C, H, W], on the host or a device.
+ * max: padding counts as -inf, so a window is the max of its part inside the
+ * image; forward keeps the position of each window's first maximum and
+ * backward scatters the gradient there, one plane per thread (on a device,
+ * the table's kernels). avg: the mean of each window, padding counted as
+ * zeros or left out, per element with cuda/math/pool.h's math (a device's
+ * tensors go through the host: the table has no kernel for it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../device_kernels.h"
+#include "../../cuda/math/pool.h"
 
 typedef zli_dev_window pool_geom;
 
@@ -47,7 +51,7 @@ static pool_geom geom_of(const zl_node *n)
     int64_t kh = n->i[4], kw = n->i[5];
     return (pool_geom){.c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .kh = kh, .kw = kw,
                        .oh = n->out_shape[2], .ow = n->out_shape[3], .sh = n->i[0], .sw = n->i[1],
-                       .ph = n->i[2], .pw = n->i[3]};
+                       .ph = n->i[2], .pw = n->i[3], .dh = 1, .dw = 1};
 }
 
 /* On a device: the argmax positions there in saved[0]. */
@@ -87,33 +91,33 @@ static zl_status pool_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return ZL_OK;
 }
 
-static zl_status pool_check(const zl_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, pool_geom *geo)
+static zl_status pool_check(const char *op, const zl_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
+                            pool_geom *geo)
 {
     char s[128];
-    if (zli_need_float("max_pool2d", "input", x)) return ZL_EDTYPE;
+    if (zli_need_float(op, "input", x)) return ZL_EDTYPE;
     if (x->ndim != 4)
-        return zl_error(ZL_ESHAPE, "max_pool2d: input must be 4-d [N, C, H, W], got shape %s",
+        return zl_error(ZL_ESHAPE, "%s: input must be 4-d [N, C, H, W], got shape %s", op,
                         zl_shape_str(x->ndim, x->shape, s, sizeof s));
-    if (kh <= 0 || kw <= 0)
-        return zl_error(ZL_EINVAL, "max_pool2d: kernel size must be positive, got (%d, %d)", kh, kw);
+    if (kh <= 0 || kw <= 0) return zl_error(ZL_EINVAL, "%s: kernel size must be positive, got (%d, %d)", op, kh, kw);
     if (x->shape[2] == 0 || x->shape[3] == 0)
-        return zl_error(ZL_ESHAPE, "max_pool2d: the input's height and width must be positive, got %lldx%lld",
+        return zl_error(ZL_ESHAPE, "%s: the input's height and width must be positive, got %lldx%lld", op,
                         (long long)x->shape[2], (long long)x->shape[3]);
-    if (sh <= 0 || sw <= 0) return zl_error(ZL_EINVAL, "max_pool2d: stride must be positive, got (%d, %d)", sh, sw);
-    if (ph < 0 || pw < 0)
-        return zl_error(ZL_EINVAL, "max_pool2d: padding must be non-negative, got (%d, %d)", ph, pw);
-    /* Wider padding could leave a window with no element of the image in it. */
+    if (sh <= 0 || sw <= 0) return zl_error(ZL_EINVAL, "%s: stride must be positive, got (%d, %d)", op, sh, sw);
+    if (ph < 0 || pw < 0) return zl_error(ZL_EINVAL, "%s: padding must be non-negative, got (%d, %d)", op, ph, pw);
+    /* Wider padding could leave a window with no element of the image in it
+     * (torch refuses it too). */
     if (2 * ph > kh || 2 * pw > kw)
-        return zl_error(ZL_EINVAL, "max_pool2d: padding (%d, %d) must be at most half the kernel size (%d, %d)",
-                        ph, pw, kh, kw);
+        return zl_error(ZL_EINVAL, "%s: padding (%d, %d) must be at most half the kernel size (%d, %d)", op, ph,
+                        pw, kh, kw);
     int64_t h = x->shape[2], w = x->shape[3];
     if (h + 2 * ph < kh || w + 2 * pw < kw)
-        return zl_error(ZL_ESHAPE, "max_pool2d: output would be empty: input %lldx%lld with padding (%d, %d) is "
-                        "smaller than the kernel %dx%d (stride (%d, %d); input %s)",
+        return zl_error(ZL_ESHAPE, "%s: output would be empty: input %lldx%lld with padding (%d, %d) is "
+                        "smaller than the kernel %dx%d (stride (%d, %d); input %s)", op,
                         (long long)h, (long long)w, ph, pw, kh, kw, sh, sw,
                         zl_shape_str(x->ndim, x->shape, s, sizeof s));
     *geo = (pool_geom){.c = x->shape[1], .h = h, .w = w, .kh = kh, .kw = kw, .oh = (h + 2 * ph - kh) / sh + 1,
-                       .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw};
+                       .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = 1, .dw = 1};
     return ZL_OK;
 }
 
@@ -140,7 +144,8 @@ zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_
     if (zli_op_begin("max_pool2d", 1, &x)) return NULL;
     if ((on = zli_op_device("max_pool2d", 1, &x, &k, &index)) < 0) return zli_op_end("max_pool2d", 1, &x, NULL);
     pool_geom geo;
-    if (pool_check(x, kh, kw, stride_h, stride_w, pad_h, pad_w, &geo)) return zli_op_end("max_pool2d", 1, &x, NULL);
+    if (pool_check("max_pool2d", x, kh, kw, stride_h, stride_w, pad_h, pad_w, &geo))
+        return zli_op_end("max_pool2d", 1, &x, NULL);
     int64_t planes = x->shape[0] * x->shape[1], nout = planes * geo.oh * geo.ow;
     zl_tensor *y = NULL, *darg = NULL;
     int64_t *arg = NULL;
@@ -172,4 +177,94 @@ zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_
     zl_tensor_release(darg);
     free(arg);
     return zli_op_end("max_pool2d", 1, &x, y);
+}
+
+/* ---- avg_pool2d ---- */
+
+/* t's values as f32 contiguous in host memory. */
+static zl_tensor *host_f32(zl_tensor *t)
+{
+    if (!t->storage->dev) return zli_f32c(t);
+    zl_tensor *c = zli_copy_as(t, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
+    zl_tensor *h = c ? zli_new_f32(c->ndim, c->shape) : NULL;
+    if (h && c->storage->dev->to_host(zl_tensor_data(h), c)) {
+        zl_tensor_release(h);
+        h = NULL;
+    }
+    zl_tensor_release(c);
+    return h;
+}
+
+/* r (host memory) moved to where `like` lives; r is released. */
+static zl_tensor *to_home(zl_tensor *r, const zl_tensor *like)
+{
+    if (!r || !like->storage->dev) return r;
+    zl_tensor *d = zli_copy_as_like(r, r->dtype, like);
+    zl_tensor_release(r);
+    return d;
+}
+
+/* The geometry as the math header takes it. */
+static zlm_window math_window(const pool_geom *g)
+{
+    return (zlm_window){.c = g->c, .h = g->h, .w = g->w, .kh = g->kh, .kw = g->kw, .oh = g->oh, .ow = g->ow,
+                        .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = 1, .dw = 1};
+}
+
+/* y [planes, oh, ow] [out] from x [planes, H, W]. */
+static void avg_forward(const zlm_window *g, int64_t planes, bool count_pad, const float *restrict x,
+                        float *restrict y)
+{
+    int64_t n = planes * g->oh * g->ow;
+    #pragma omp parallel for schedule(static) if (n * g->kh * g->kw > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] = zlm_avg_pool(g, x, i, count_pad);
+}
+
+/* i[0..5]: stride, padding, kernel; i[6]: count_include_pad. */
+static zl_status avg_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0];
+    pool_geom recorded = geom_of(n);
+    zlm_window geo = math_window(&recorded);
+    bool count_pad = n->i[6] != 0;
+    zl_tensor *gh = host_f32(g), *gx = gh ? zli_new_f32(4, x->shape) : NULL;
+    if (!gx) {
+        zl_tensor_release(gh);
+        return ZL_ENOMEM;
+    }
+    const float *pg = zl_tensor_data(gh);
+    float *px = zl_tensor_data(gx);
+    int64_t total = zl_tensor_numel(x);
+    #pragma omp parallel for schedule(static) if (total * geo.kh * geo.kw > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < total; i++) px[i] = zlm_avg_pool_grad(&geo, pg, i, count_pad);
+    zl_tensor_release(gh);
+    gin[0] = to_home(gx, x);
+    return gin[0] ? ZL_OK : ZL_ENOMEM;
+}
+
+zl_tensor *zl_avg_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w,
+                         bool count_include_pad)
+{
+    const char *op = "avg_pool2d";
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_begin(op, 1, &x)) return NULL;
+    if (zli_op_device(op, 1, &x, &k, &index) < 0) return zli_op_end(op, 1, &x, NULL);
+    pool_geom geo;
+    if (pool_check(op, x, kh, kw, stride_h, stride_w, pad_h, pad_w, &geo)) return zli_op_end(op, 1, &x, NULL);
+    zl_tensor *xf = host_f32(x);
+    zl_tensor *y = xf ? zli_new_f32(4, (int64_t[]){x->shape[0], x->shape[1], geo.oh, geo.ow}) : NULL;
+    zlm_window mw = math_window(&geo);
+    if (y) avg_forward(&mw, x->shape[0] * x->shape[1], count_include_pad, zl_tensor_data(xf), zl_tensor_data(y));
+    zl_tensor_release(xf);
+    y = to_home(zli_cast_result(y, x->dtype), x);
+    zl_node *n = NULL;
+    if (y && zli_record(y, op, avg_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }
+    if (n) {
+        n->i[0] = stride_h; n->i[1] = stride_w;
+        n->i[2] = pad_h; n->i[3] = pad_w;
+        n->i[4] = kh; n->i[5] = kw;
+        n->i[6] = count_include_pad;
+    }
+    return zli_op_end(op, 1, &x, y);
 }

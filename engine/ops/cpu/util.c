@@ -1,7 +1,7 @@
 /* Shared helpers of the CPU kernels (see op_util.h). */
 #include <stdlib.h>
 #include <string.h>
-#include "../op_util.h"
+#include "../device_kernels.h"
 
 static double chunk_sum(const float *x, int64_t n, int64_t c)
 {
@@ -72,23 +72,25 @@ zl_status zli_need_float(const char *op, const char *role, const zl_tensor *t)
                     zl_dtype_name(t->dtype));
 }
 
-zl_tensor *zli_host_i64(zl_tensor *x)
+zl_tensor *zli_host_copy(zl_tensor *t, zl_dtype dt)
 {
-    zl_tensor *h = x->storage->dev ? zl_tensor_to_device(x, ZL_DEVICE_CPU, 0) : zl_tensor_retain(x);
-    zl_tensor *i = h ? zl_tensor_to(h, ZL_DTYPE_I64) : NULL;
-    zl_tensor *c = i ? zl_tensor_contiguous(i) : NULL;
-    zl_tensor_release(h);
-    zl_tensor_release(i);
-    return c;
+    bool ready = t->dtype == dt && zl_tensor_is_contiguous(t);
+    zl_tensor *c = ready ? zl_tensor_retain(t) : zli_copy_as(t, dt, ZL_MEM_ACTIVATIONS);
+    if (!c || !t->storage->dev) return c;
+    /* The device converted and packed in its own memory: one copy comes over. */
+    zl_tensor *h = zl_tensor_new(dt, t->ndim, t->shape, ZL_MEM_ACTIVATIONS);
+    if (h && t->storage->dev->to_host(zl_tensor_data(h), c)) {
+        zl_tensor_release(h);
+        h = NULL;
+    }
+    zl_tensor_release(c);
+    return h;
 }
 
-zl_tensor *zli_int_result(zl_tensor *r, zl_dtype dt, const zl_tensor *x)
+zl_tensor *zli_host_result(zl_tensor *r, zl_dtype dt, const zl_tensor *like)
 {
-    zl_tensor *typed = r && r->dtype != dt ? zl_tensor_to(r, dt) : zl_tensor_retain(r);
-    zl_tensor *out = typed && x->storage->dev ? zl_tensor_to_device(typed, zl_tensor_device(x), zl_tensor_device_index(x))
-                                              : zl_tensor_retain(typed);
+    zl_tensor *out = r ? zli_copy_as_like(r, dt, like) : NULL;
     zl_tensor_release(r);
-    zl_tensor_release(typed);
     return out;
 }
 

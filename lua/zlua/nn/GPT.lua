@@ -104,38 +104,11 @@ end
 function GPT:forward(idx, targets)
   local logits = self:forward_cached(idx)
   if targets == nil then return logits end
-  local b, t = idx:size(1), idx:size(2)
-  local v = self.config.vocab_size
-  local loss = zl.cross_entropy(logits:reshape(b * t, v), targets:reshape(b * t), { dtype = 'f32' })
-  return logits, loss
+  return logits, self:loss(logits, targets)
 end
 
---- model:gradient_checkpointing_enable() / _disable(): each TransformerBlock
---- computed again in backward (zl.checkpoint) instead of keeping its
---- activations; the gradients are the same bits. Returns the model.
-function GPT:gradient_checkpointing_enable()
-  self.checkpointing = true
-  return self
-end
-
-function GPT:gradient_checkpointing_disable()
-  self.checkpointing = false
-  return self
-end
-
---- model:new_cache(): an empty key/value cache for forward_cached.
-function GPT:new_cache()
-  local layers = {}
-  for i = 1, #self.blocks do layers[i] = {} end
-  return { len = 0, layers = layers }
-end
-
---- model:generate(ids, {max_new_tokens =, do_sample = false, temperature =,
---- top_k =, top_p =, seed =, ...}) or the older model:generate(idx, n [, opts])
---- (which samples): see zlua.nn.generate.
-function GPT:generate(idx, n, opts)
-  return require('zlua.nn.generate')(self, idx, n, opts)
-end
+-- loss, gradient_checkpointing_enable/_disable, new_cache and generate.
+require('zlua.nn.causal_lm').extend(GPT, 'blocks')
 
 --- GPT.from_pretrained(dir): a model from Hugging Face GPT-2 files (config.json
 --- and model.safetensors); model:save_pretrained(dir) writes them. See

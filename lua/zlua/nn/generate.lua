@@ -58,7 +58,8 @@ local function sample(row, top_k, top_p, u)
 end
 
 local known = { max_new_tokens = true, do_sample = true, temperature = true, top_k = true, top_p = true,
-                seed = true, generator = true, eos_token_id = true, pad_token_id = true, use_cache = true }
+                seed = true, generator = true, eos_token_id = true, pad_token_id = true, use_cache = true,
+                repetition_penalty = true, attention_mask = true }
 
 -- The options checked and completed, in a table of their own (the caller's
 -- is left as it was).
@@ -99,14 +100,29 @@ local function options(model, n, opts)
   if not o.legacy and o.eos_token_id == nil then
     o.eos_token_id = model.generation_config and model.generation_config.eos_token_id
   end
-  for _, key in ipairs({ 'eos_token_id', 'pad_token_id' }) do
-    local id = o[key]
-    if id ~= nil and not (math.type(id) == 'integer' and id >= 0 and id < model.config.vocab_size) then
-      check.error(fmt('GPT.generate: %s must be an id in 0..%d, got %s', key, model.config.vocab_size - 1,
-                      tostring(id)))
+  local function valid(id) return math.type(id) == 'integer' and id >= 0 and id < model.config.vocab_size end
+  -- eos_token_id may be a list (LLaMA 3 ends on either of two ids).
+  local eos = o.eos_token_id
+  o.eos = {}
+  for i, id in ipairs(type(eos) == 'table' and eos or { eos }) do
+    if not valid(id) then
+      check.error(fmt('GPT.generate: eos_token_id%s must be an id in 0..%d, got %s',
+                      type(eos) == 'table' and '[' .. i .. ']' or '', model.config.vocab_size - 1, tostring(id)))
     end
+    o.eos[id] = true
   end
-  o.pad_token_id = o.pad_token_id or o.eos_token_id
+  if o.pad_token_id ~= nil and not valid(o.pad_token_id) then
+    check.error(fmt('GPT.generate: pad_token_id must be an id in 0..%d, got %s', model.config.vocab_size - 1,
+                    tostring(o.pad_token_id)))
+  end
+  o.pad_token_id = o.pad_token_id or (type(eos) == 'table' and eos[1] or eos)
+  local rp = o.repetition_penalty
+  if rp ~= nil and (type(rp) ~= 'number' or not (rp > 0) or rp == math.huge) then
+    check.error(fmt('GPT.generate: repetition_penalty must be a positive number, got %s', tostring(rp)))
+  end
+  if o.attention_mask ~= nil and not model.supports_attention_mask then
+    check.error('GPT.generate: this model takes no attention_mask (give rows of equal length)')
+  end
   o.generator = o.generator or (o.seed and zl.Generator(o.seed))
   return o
 end
@@ -129,23 +145,89 @@ local function as_batch(ids)
   return ids, function(out) return out end
 end
 
+-- The mask of padded rows as Lua lists and the positions Hugging Face gives
+-- its tokens: the count of real tokens before each (padding at 1).
+local function masked_rows(mask, b, t)
+  if not zl.is_tensor(mask) or mask:dim() ~= 2 or mask:size(1) ~= b or mask:size(2) ~= t then
+    check.error(fmt('GPT.generate: attention_mask must be a tensor [%d, %d] like the ids, got %s', b, t,
+                    zl.is_tensor(mask) and '[' .. table.concat(mask:shape(), ', ') .. ']' or type(mask)))
+  end
+  local rows = mask:gt(0):to('i64'):totable()
+  local seen = {}
+  for r = 1, b do
+    seen[r] = 0
+    for j = 1, t do seen[r] = seen[r] + rows[r][j] end
+  end
+  return { rows = rows, seen = seen, len = t }
+end
+
+-- attention_mask [B, len] and position_ids [B, n] of the last n positions.
+local function mask_inputs(m, n, device)
+  local pos = {}
+  for r, row in ipairs(m.rows) do
+    local p, count = {}, 0
+    for j = 1, m.len - n do count = count + row[j] end
+    for j = m.len - n + 1, m.len do
+      count = count + row[j]
+      p[#p + 1] = row[j] == 1 and count - 1 or 1
+    end
+    pos[r] = p
+  end
+  return { attention_mask = zl.tensor(m.rows, 'i64'):to(device), position_ids = zl.tensor(pos, 'i64'):to(device) }
+end
+
+-- Hugging Face's repetition penalty on row (the raw logits of one sequence):
+-- every id the sequence holds is made less likely.
+local function penalise(row, ids, penalty)
+  local done = {}
+  for _, id in ipairs(ids) do
+    local i = id + 1
+    if not done[i] then
+      done[i] = true
+      row[i] = row[i] < 0 and row[i] * penalty or row[i] / penalty
+    end
+  end
+end
+
 -- Appends max_new_tokens ids to idx [B, T]. The cache serves until the
 -- sequence outgrows block_size; from then on each step reruns the model on
--- the last block_size ids, whose positions have all shifted.
+-- the last block_size ids, whose positions have all shifted (not with an
+-- attention_mask: then the sequence must fit).
 local function decode(model, idx, o)
   local bs = model.config.block_size
+  local b = idx:size(1)
+  local m = o.attention_mask ~= nil and masked_rows(o.attention_mask, b, idx:size(2)) or nil
   local cache = o.use_cache ~= false and model:new_cache() or nil
   local function window()
     local t = idx:size(2)
     return t > bs and idx:narrow(2, t - bs + 1, bs) or idx
   end
-  local logits
-  if cache and idx:size(2) <= bs then logits = model:forward_cached(idx, cache)
-  else cache = nil; logits = model(window()) end
-  local b = idx:size(1)
+  local function run(new)
+    if m then
+      if m.len > bs then
+        check.error(fmt('GPT.generate: with an attention_mask the sequence must fit in %d positions', bs))
+      end
+      if cache then return model:forward_cached(new, cache, mask_inputs(m, new:size(2), idx:device())) end
+      return model:forward_cached(idx, nil, mask_inputs(m, idx:size(2), idx:device()))
+    end
+    if cache and cache.len + new:size(2) <= bs then return model:forward_cached(new, cache) end
+    cache = nil
+    return model(window())
+  end
+  local logits = run(idx)
   local done, finished = {}, 0
   for step = 1, o.max_new_tokens do
-    local rows = (logits:select(2, -1) / o.temperature):float():totable()
+    local rows
+    if o.repetition_penalty then
+      rows = logits:select(2, -1):float():totable()
+      local seqs = idx:totable()
+      for r = 1, b do
+        penalise(rows[r], seqs[r], o.repetition_penalty)
+        for i = 1, #rows[r] do rows[r][i] = rows[r][i] / o.temperature end
+      end
+    else
+      rows = (logits:select(2, -1) / o.temperature):float():totable()
+    end
     local u = o.do_sample and zl.rand(b, o.generator):totable()
     local ids = {}
     for r = 1, b do
@@ -153,14 +235,18 @@ local function decode(model, idx, o)
       if done[r] then id = o.pad_token_id
       elseif o.do_sample then id = sample(rows[r], o.top_k, o.top_p, u[r])
       else id = argmax(rows[r]) - 1 end
-      if not done[r] and id == o.eos_token_id then done[r] = true; finished = finished + 1 end
+      if not done[r] and o.eos[id] then done[r] = true; finished = finished + 1 end
       ids[r] = { id }
     end
     local new = zl.tensor(ids, 'i64'):to(idx:device())
     idx = zl.cat({ idx, new }, 2)
+    if m then
+      -- As Hugging Face's, every row's mask grows by a 1, finished rows too.
+      for r = 1, b do m.rows[r][m.len + 1] = 1 end
+      m.len = m.len + 1
+    end
     if step == o.max_new_tokens or finished == b then break end
-    if cache and cache.len < bs then logits = model:forward_cached(new, cache)
-    else cache = nil; logits = model(window()) end
+    logits = run(new)
   end
   return idx
 end
@@ -175,10 +261,16 @@ end
 ---                   fewest likeliest whose probability reaches top_p
 ---   seed, generator the draws' source: a generator, else a zl.Generator(seed),
 ---                   else the global one
----   eos_token_id    a row that produces it is finished: it is padded with
----                   pad_token_id (default eos_token_id), and generation stops
----                   when every row is; defaults to the model's
----                   generation_config (set by from_pretrained)
+---   eos_token_id    a row that produces it (or one of a list of them) is
+---                   finished: it is padded with pad_token_id (default the
+---                   first eos_token_id), and generation stops when every row
+---                   is; defaults to the model's generation_config (set by
+---                   from_pretrained)
+---   repetition_penalty  above 1, ids the sequence already holds are made
+---                   less likely (a positive logit divided by it, a negative
+---                   one multiplied), as Hugging Face's
+---   attention_mask  [B, T], 0 where a row is padded (rows of different
+---                   lengths padded on the left); for models that take one
 ---   use_cache       false: rerun the whole sequence each step (default true)
 --- The older form generate(idx, n, opts) samples (do_sample true) and ignores
 --- end-of-text. Runs without autograd and in eval mode (modes restored after).

@@ -16,17 +16,25 @@ local nn = {
   LinearLoRA = require 'zlua.nn.LinearLoRA',
   Conv2d = require 'zlua.nn.Conv2d',
   MaxPool2d = require 'zlua.nn.MaxPool2d',
+  AvgPool2d = require 'zlua.nn.AvgPool2d',
   Flatten = require 'zlua.nn.Flatten',
   Embedding = require 'zlua.nn.Embedding',
   LayerNorm = require 'zlua.nn.LayerNorm',
+  RMSNorm = require 'zlua.nn.RMSNorm',
   Dropout = require 'zlua.nn.Dropout',
   ReLU = require 'zlua.nn.ReLU',
   GELU = require 'zlua.nn.GELU',
+  SiLU = require 'zlua.nn.SiLU',
   Sequential = require 'zlua.nn.Sequential',
   ModuleList = require 'zlua.nn.ModuleList',
   CausalSelfAttention = require 'zlua.nn.CausalSelfAttention',
   TransformerBlock = require 'zlua.nn.TransformerBlock',
   GPT = require 'zlua.nn.GPT',
+  LlamaAttention = require 'zlua.nn.LlamaAttention',
+  LlamaMLP = require 'zlua.nn.LlamaMLP',
+  LlamaDecoderLayer = require 'zlua.nn.LlamaDecoderLayer',
+  Llama = require 'zlua.nn.Llama',
+  AutoModelForCausalLM = require 'zlua.nn.AutoModelForCausalLM',
   CrossEntropyLoss = require 'zlua.nn.CrossEntropyLoss',
   MSELoss = require 'zlua.nn.MSELoss',
 }
@@ -36,7 +44,8 @@ local nn = {
 --- { {params = ..., weight_decay = weight_decay}, {params = ..., weight_decay = 0} }.
 --- A parameter goes to the second group when its name contains one of the
 --- strings of no_decay_name_list (plain substrings, not patterns) or it
---- belongs to a LayerNorm (whatever the model calls it); frozen parameters
+--- belongs to a LayerNorm or an RMSNorm (whatever the model calls it), as
+--- Hugging Face's Trainer groups them; frozen parameters
 --- (requires_grad false) are left out. Both groups keep definition order.
 function nn.get_optimizer_grouped_parameters(model, weight_decay, no_decay_name_list)
   if not Module.is_module(model) then
@@ -49,7 +58,7 @@ function nn.get_optimizer_grouped_parameters(model, weight_decay, no_decay_name_
   local patterns = no_decay_name_list or { 'bias', 'LayerNorm.weight' }
   local norm = {}
   for _, m in model:named_modules() do
-    if Module.is_instance(m, nn.LayerNorm) then
+    if Module.is_instance(m, nn.LayerNorm) or Module.is_instance(m, nn.RMSNorm) then
       for _, p in m:named_parameters() do norm[p:id()] = true end
     end
   end

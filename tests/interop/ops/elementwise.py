@@ -1,0 +1,87 @@
+"""torch's side of tests/interop/ops/elementwise.lua (dims here 0-based)."""
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+# var_one and var_overcorrected mean to divide by count - correction <= 0.
+warnings.filterwarnings('ignore', message=r'var\(\): degrees of freedom is <= 0')
+
+CASES = {
+    'silu': lambda t: F.silu(t['x']),
+    'silu_nan': lambda t: F.silu(t['x']),
+    'silu_bf16': lambda t: F.silu(t['x']),
+    'sin': lambda t: torch.sin(t['x']),
+    'cos': lambda t: torch.cos(t['x']),
+    'sin_i64': lambda t: torch.sin(t['x']),
+    'log1p': lambda t: torch.log1p(t['x']),
+    'log1p_tiny': lambda t: torch.log1p(t['x']),
+    'softplus': lambda t: F.softplus(t['x']),
+    'softplus_beta': lambda t: F.softplus(t['x'], beta=2, threshold=5),
+    'leaky_relu': lambda t: F.leaky_relu(t['x']),
+    'leaky_relu_slope': lambda t: F.leaky_relu(t['x'], 0.2),
+    'clamp': lambda t: t['x'].clamp(-0.55, 0.73),
+    'clamp_nan': lambda t: t['x'].clamp(-0.6, 0.7),
+    'clamp_min': lambda t: t['x'].clamp(min=-0.55),
+    'clamp_max': lambda t: t['x'].clamp(max=0.73),
+    'clamp_bf16': lambda t: t['x'].clamp(-0.55, 0.73),
+    'clamp_i64': lambda t: t['x'].clamp(-1, 3),
+    'clamp_i64_fraction': lambda t: t['x'].clamp(-1.5, 2.5),
+    'ne': lambda t: t['a'].ne(t['b']),
+    'le': lambda t: t['a'].le(t['b']),
+    'ge': lambda t: t['a'].ge(t['b']),
+    'ne_number': lambda t: t['a'].ne(2),
+    'le_number': lambda t: t['a'].le(2),
+    'ge_i64': lambda t: t['a'].ge(1),
+    'min_dim': lambda t: t['x'].min(1).values,
+    'min_dim_keep': lambda t: t['x'].min(-1, keepdim=True).values,
+    'min_all': lambda t: t['x'].min(),
+    'min_ties': lambda t: t['x'].min(1).values,
+    'argmin_ties': lambda t: t['x'].argmin(1),
+    'argmin_all': lambda t: t['x'].argmin(),
+    'min_nan': lambda t: t['x'].min(1).values,
+    'argmin_nan': lambda t: t['x'].argmin(1),
+    'min_i64': lambda t: t['x'].min(1).values,
+    'sum_dims': lambda t: t['x'].sum((0, 2)),
+    'sum_dims_keep': lambda t: t['x'].sum((2, -2), keepdim=True),
+    'mean_dims': lambda t: t['x'].mean((0, 1)),
+    'mean_dims_keep': lambda t: t['x'].mean((0, 2), keepdim=True),
+    'sum_dims_i64': lambda t: t['x'].sum((0, 1)),
+    'var': lambda t: t['x'].var(),
+    'var_dim': lambda t: t['x'].var(1),
+    'var_dims_keep': lambda t: t['x'].var((0, 2), keepdim=True),
+    'var_correction0': lambda t: t['x'].var(2, correction=0),
+    'var_biased': lambda t: t['x'].var(unbiased=False),
+    'var_one': lambda t: t['x'].var(1),
+    'var_overcorrected': lambda t: t['x'].var(1, correction=3),
+    'var_bf16': lambda t: t['x'].var(2),
+    'std': lambda t: t['x'].std(),
+    'std_dims': lambda t: torch.std(t['x'], (1, 2), correction=0),
+    'std_constant': lambda t: t['x'].std(1),
+    'cumsum': lambda t: t['x'].cumsum(1),
+    'cumsum_last': lambda t: torch.cumsum(t['x'], -1),
+    'cumsum_bf16': lambda t: t['x'].cumsum(2),
+    'cumsum_i32': lambda t: t['x'].cumsum(1),
+    'cumsum_bool': lambda t: t['x'].cumsum(0),
+    'gather_dim2': lambda t: t['x'].gather(1, t['i']),
+    'gather_dim1': lambda t: t['x'].gather(0, t['i']),
+    'gather_i64': lambda t: t['x'].gather(1, t['i']),
+    'scatter': lambda t: t['x'].scatter(1, t['i'], t['s']),
+    'scatter_dim1': lambda t: t['x'].scatter(0, t['i'], t['s']),
+    'scatter_value': lambda t: t['x'].scatter(1, t['i'], 2.5),
+    'scatter_add': lambda t: t['x'].scatter_add(1, t['i'], t['s']),
+    'scatter_add_dim1': lambda t: t['x'].scatter_add(0, t['i'], t['s']),
+    'scatter_add_i64': lambda t: t['x'].scatter_add(1, t['i'], t['s']),
+    'narrow_empty_end': lambda t: t['x'].narrow(0, 4, 0),
+    'relu_nan': lambda t: torch.relu(t['x']),
+    'sum_i64': lambda t: t['x'].sum(),
+}
+
+# bf16 keeps 8 bits: its outputs are rounded to 2^-8 relative, and gradients
+# computed through a bf16 output are as coarse.
+TOL = {
+    'silu_bf16': (1e-2, 1e-2),
+    'clamp_bf16': (1e-2, 1e-2),
+    'var_bf16': (2e-2, 1e-2),
+    'cumsum_bf16': (2e-2, 2e-2),
+}

@@ -31,6 +31,9 @@ local args = options.parse('cifar10', arg, options.with_engine {
   { 'log_interval', 2000, 'steps between running-loss reports', min = 1 },
   { 'threads', 0, 'threads (0: the engine default, OMP_NUM_THREADS)', min = 0 },
 })
+-- The Hugging Face trainer's names for the options above.
+local hf_names = { learning_rate = 'lr', warmup_steps = 'warmup', num_train_epochs = 'epochs', max_steps = 'steps' }
+options.use_hf(args, hf_names)
 io.stdout:setvbuf('line')
 if args.threads > 0 then zl.set_num_threads(args.threads) end
 zl.manual_seed(args.seed)
@@ -93,16 +96,24 @@ end
 local net = Net()
 local criterion = nn.CrossEntropyLoss()
 -- The seeds' ds_config.json, with the options' batch, lr and warmup.
+-- The Hugging Face trainer's options given, else these, fill the "auto"
+-- values of a config file and of the config made here.
+local hf_args = options.hf_args(args, hf_names, {
+  per_device_train_batch_size = args.batch, gradient_accumulation_steps = 1, adam_beta1 = 0.8, adam_beta2 = 0.999,
+  adam_epsilon = 1e-8, weight_decay = 3e-7, max_grad_norm = 0.0, steps_per_epoch = 50000 // args.batch,
+  bf16 = false, fp16 = false,
+  -- No transformer width here: the widest layer's (fc1's 400 inputs) sizes the buckets.
+  hidden_size = 16 * 5 * 5 })
 local ds_config = args.config ~= '' and args.config or args.deepspeed_config ~= '' and args.deepspeed_config or {
-  train_batch_size = args.batch, steps_per_print = 2000,
-  optimizer = { type = 'Adam', params = { lr = args.lr, betas = { 0.8, 0.999 }, eps = 1e-8, weight_decay = 3e-7 } },
-  scheduler = { type = 'WarmupLR', params = { warmup_min_lr = 0, warmup_max_lr = args.lr,
-                                              warmup_num_steps = args.warmup } },
+  train_batch_size = args.batch, steps_per_print = 2000, gradient_clipping = 'auto',
+  optimizer = { type = 'Adam', params = { lr = 'auto', betas = 'auto', eps = 'auto', weight_decay = 'auto' } },
+  scheduler = { type = 'WarmupLR', params = { warmup_min_lr = 0, warmup_max_lr = 'auto', warmup_num_steps = 'auto' } },
+  bf16 = { enabled = 'auto' }, fp16 = { enabled = 'auto' },
   wall_clock_breakdown = false,
 }
 local model_engine, _, trainloader = zl.initialize { model = net, model_parameters = net:parameters(),
   config = ds_config, training_data = trainset,
-  args = { learning_rate = args.lr, per_device_train_batch_size = args.batch, nvme_path = args.nvme_path } }
+  args = hf_args }
 model_engine:set_progress(false)   -- a line per step is printed below
 local rank, world = model_engine.rank, model_engine.world_size
 local function say(...) if rank == 0 then print(...) end end

@@ -18,13 +18,17 @@
   trains through zlua.initialize takes: --config (and DeepSpeed's name
   --deepspeed_config), --out, --save_every, --resume, --nvme_path, and
   DeepSpeed's --deepspeed and --local_rank, accepted and ignored (the engine
-  is always on; ranks come from the launcher). ]]
+  is always on; ranks come from the launcher); and the Hugging Face
+  trainer's options that fill a config's "auto" values (options.HF:
+  --learning_rate, --max_grad_norm, --per_device_train_batch_size, ...),
+  which options.hf_args turns into zl.initialize's args. ]]
 
 local options = {}
 
 local placeholder = { integer = '<int>', number = '<num>', string = '<text>', flag = '' }
 
-local function kind_of(default)
+local function kind_of(default, spec)
+  if spec and spec.kind then return spec.kind end
   if type(default) == 'boolean' then return 'flag' end
   local t = math.type(default)
   if t == 'integer' then return 'integer' end
@@ -43,11 +47,71 @@ options.ENGINE = {
   { 'nvme_path', '', 'the folder for NVMe offload, over the config\'s offload nvme_path (empty: the config\'s)' },
 }
 
---- options.with_engine(specs): specs followed by options.ENGINE.
+-- The Hugging Face trainer's arguments that fill a DeepSpeed config's "auto"
+-- values (zlua.config lists which fills which; docs/config_keys.md too).
+-- None has a default: an option not given leaves the example's own value.
+options.HF = {
+  { 'learning_rate', nil, 'peak learning rate (fills optimizer lr, scheduler warmup_max_lr)', kind = 'number' },
+  { 'adam_beta1', nil, 'Adam beta1 (fills optimizer betas)', kind = 'number' },
+  { 'adam_beta2', nil, 'Adam beta2 (fills optimizer betas)', kind = 'number' },
+  { 'adam_epsilon', nil, 'Adam epsilon (fills optimizer eps)', kind = 'number' },
+  { 'weight_decay', nil, 'weight decay (fills optimizer weight_decay)', kind = 'number' },
+  { 'max_grad_norm', nil, 'gradient clipping norm (fills gradient_clipping)', kind = 'number' },
+  { 'per_device_train_batch_size', nil, 'micro batch of each rank (fills train_micro_batch_size_per_gpu)',
+    kind = 'integer', min = 1 },
+  { 'gradient_accumulation_steps', nil, 'micro batches per step (fills gradient_accumulation_steps)',
+    kind = 'integer', min = 1 },
+  { 'warmup_steps', nil, 'warmup steps (fills scheduler warmup_num_steps)', kind = 'integer', min = 0 },
+  { 'warmup_ratio', nil, 'warmup as a share of all steps, when warmup_steps is not given', kind = 'number' },
+  { 'max_steps', nil, 'optimizer steps in all (fills scheduler total_num_steps)', kind = 'integer', min = 1 },
+  { 'num_train_epochs', nil, 'epochs (fills total_num_steps when max_steps is not given)', kind = 'number' },
+  { 'bf16', nil, 'train in bf16 (fills bf16.enabled)', kind = 'flag' },
+  { 'fp16', nil, 'train in fp16 (fills fp16.enabled)', kind = 'flag' },
+}
+
+--- options.with_engine(specs): specs followed by options.ENGINE and the
+--- Hugging Face trainer's options (options.HF) the example does not declare
+--- itself.
 function options.with_engine(specs)
   local all = table.move(specs, 1, #specs, 1, {})
+  local have = {}
+  for _, s in ipairs(specs) do have[s[1]] = true end
   for _, s in ipairs(options.ENGINE) do all[#all + 1] = s end
+  for _, s in ipairs(options.HF) do
+    if not have[s[1]] then all[#all + 1] = s end
+  end
   return all
+end
+
+--- options.use_hf(opt, own): own maps a Hugging Face option name to the
+--- example's option of the same meaning ({learning_rate = 'lr'}); each
+--- Hugging Face option given on the command line sets the example's too, so
+--- the run and the config it fills agree. Call it right after parse.
+function options.use_hf(opt, own)
+  for hf, mine in pairs(own) do
+    if opt[hf] ~= nil and mine ~= hf then opt[mine] = opt[hf] end
+  end
+end
+
+--- options.hf_args(opt, own [, extra]) -> the args zl.initialize fills "auto"
+--- from: each Hugging Face option given, else the example's option own names
+--- for it, else extra's value (extra also adds what no option holds:
+--- hidden_size, steps_per_epoch); nvme_path comes along.
+function options.hf_args(opt, own, extra)
+  local args = {}
+  for _, s in ipairs(options.HF) do
+    local name, mine = s[1], own[s[1]]
+    local v = opt[name]
+    if v == nil and mine then v = opt[mine] end
+    args[name] = v
+  end
+  for k, v in pairs(extra or {}) do
+    -- A warmup ratio given on the command line is not hidden by the
+    -- example's own warmup steps (the trainer's warmup_steps defaults to 0).
+    if args[k] == nil and not (k == 'warmup_steps' and opt.warmup_ratio ~= nil) then args[k] = v end
+  end
+  args.nvme_path = opt.nvme_path
+  return args
 end
 
 local Parser = {}
@@ -57,7 +121,7 @@ function Parser:usage()
   local lines = { ('usage: zlua %s [options]'):format(self.script), 'options:' }
   for _, s in ipairs(self.specs) do
     lines[#lines + 1] = ('  --%-22s %s (default: %s)'):format(
-      s[1] .. ' ' .. placeholder[kind_of(s[2])], s[3], tostring(s[2]))
+      s[1] .. ' ' .. placeholder[kind_of(s[2], s)], s[3], s[2] == nil and 'not given' or tostring(s[2]))
   end
   return table.concat(lines, '\n')
 end
@@ -68,7 +132,7 @@ function Parser:fail(msg)
 end
 
 function Parser:convert(spec, text)
-  local kind = kind_of(spec[2])
+  local kind = kind_of(spec[2], spec)
   if kind == 'string' then return text end
   if kind == 'flag' then
     if text == 'true' or text == 'false' then return text == 'true' end
@@ -108,7 +172,7 @@ function options.parse(prog, argv, specs)
     if not name then self:fail(('unexpected argument %q (options are --name value)'):format(a)) end
     local spec = known[name]
     if not spec then self:fail(('unknown option --%s'):format(name)) end
-    if kind_of(spec[2]) == 'flag' and value == nil then value = 'true' end
+    if kind_of(spec[2], spec) == 'flag' and value == nil then value = 'true' end
     if value == nil then
       i = i + 1
       value = argv[i]

@@ -26,6 +26,10 @@ local opt = options.parse('digits', arg, options.with_engine {
   { 'hidden', 256, 'width of the hidden layer', min = 1 },
   { 'weight_decay', 0.1, 'AdamW weight decay of the weights (biases have none)', min = 0 },
 })
+-- The Hugging Face trainer's names for the options above.
+local hf_names = { learning_rate = 'lr', per_device_train_batch_size = 'batch', num_train_epochs = 'epochs',
+                   max_steps = 'steps' }
+options.use_hf(opt, hf_names)
 io.stdout:setvbuf('line')
 if opt.threads > 0 then zl.set_num_threads(opt.threads) end
 
@@ -57,16 +61,17 @@ local testloader = data.DataLoader(testset, { batch_size = 256 })
 zl.manual_seed(opt.seed)
 local net = nn.Sequential(nn.Linear(64, opt.hidden), nn.ReLU(), nn.Linear(opt.hidden, 10))
 local criterion = nn.CrossEntropyLoss()
+-- The Hugging Face trainer's options given, else these, fill the "auto"
+-- values of a config file and of the config made here.
+local args = options.hf_args(opt, hf_names, {
+  adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8, gradient_accumulation_steps = 1, max_grad_norm = 0.0,
+  warmup_steps = 100, steps_per_epoch = #trainloader, hidden_size = opt.hidden, bf16 = false, fp16 = false })
 local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and opt.deepspeed_config or {
-  train_micro_batch_size_per_gpu = opt.batch,
-  optimizer = { type = 'AdamW', params = { lr = opt.lr, betas = { 0.9, 0.999 }, eps = 1e-8 } },
-  scheduler = { type = 'WarmupLR', params = { warmup_min_lr = 0, warmup_max_lr = opt.lr, warmup_num_steps = 100 } },
+  train_micro_batch_size_per_gpu = opt.batch, gradient_accumulation_steps = 'auto', gradient_clipping = 'auto',
+  optimizer = { type = 'AdamW', params = { lr = 'auto', betas = 'auto', eps = 'auto', weight_decay = 'auto' } },
+  scheduler = { type = 'WarmupLR', params = { warmup_min_lr = 0, warmup_max_lr = 'auto', warmup_num_steps = 'auto' } },
+  bf16 = { enabled = 'auto' }, fp16 = { enabled = 'auto' },
 }
-local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8,
-               weight_decay = opt.weight_decay, per_device_train_batch_size = opt.batch,
-               gradient_accumulation_steps = 1, max_grad_norm = 0.0, warmup_steps = 100,
-               max_steps = opt.steps > 0 and opt.steps or opt.epochs * #trainloader, hidden_size = opt.hidden,
-               nvme_path = opt.nvme_path }
 local engine = zl.initialize { model = net, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(net, opt.weight_decay) }
 engine:set_progress(false)   -- a line per step is printed below

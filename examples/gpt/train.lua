@@ -55,6 +55,13 @@ local opt = options.parse('gpt', arg, options.with_engine {
 })
 local world, rank = dist.world_size(), dist.rank()
 local function say(...) if rank == 0 then print(...) end end
+-- The Hugging Face trainer's names for the options above; its per-rank
+-- batch and precision flags set --batch and --precision.
+local hf_names = { learning_rate = 'lr', max_grad_norm = 'clip', max_steps = 'steps', warmup_steps = 'warmup',
+                   gradient_accumulation_steps = 'gas' }
+options.use_hf(opt, hf_names)
+if opt.per_device_train_batch_size then opt.batch = opt.per_device_train_batch_size * world * opt.gas end
+if opt.bf16 then opt.precision = 'bf16' elseif opt.fp16 then opt.precision = 'fp16' end
 io.stdout:setvbuf('line')
 if opt.threads > 0 then zl.set_num_threads(opt.threads) end
 if opt.n_embd % opt.n_head ~= 0 then
@@ -88,14 +95,19 @@ zl.manual_seed(opt.seed)
 local model = nn.GPT{ vocab_size = #vocab, block_size = T, n_layer = opt.n_layer,
                       n_head = opt.n_head, n_embd = opt.n_embd }
 if opt.gradient_checkpointing then model:gradient_checkpointing_enable() end
+-- The Hugging Face trainer's options given, else these, fill the "auto"
+-- values of a config file and of the config made here.
+local args = options.hf_args(opt, hf_names, {
+  adam_beta1 = 0.9, adam_beta2 = 0.95, adam_epsilon = 1e-8, weight_decay = 0.1, per_device_train_batch_size = micro,
+  hidden_size = opt.n_embd, bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16' })
 local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and opt.deepspeed_config or {
   train_micro_batch_size_per_gpu = micro,
   gradient_accumulation_steps = opt.gas,
   zero_optimization = { stage = opt.zero_stage },
   data_types = opt.grad_accum_dtype ~= '' and { grad_accum_dtype = opt.grad_accum_dtype } or nil,
   gradient_clipping = opt.clip,
-  optimizer = { type = 'AdamW', params = { lr = opt.lr, betas = { 0.9, 0.95 }, eps = 1e-8, weight_decay = 0.1 } },
-  scheduler = { type = 'WarmupCosineLR', params = { total_num_steps = opt.steps, warmup_num_steps = opt.warmup,
+  optimizer = { type = 'AdamW', params = { lr = opt.lr, betas = 'auto', eps = 'auto', weight_decay = 'auto' } },
+  scheduler = { type = 'WarmupCosineLR', params = { total_num_steps = opt.steps, warmup_num_steps = 'auto',
                                                      warmup_type = 'linear', cos_min_ratio = 0.1 } },
   bf16 = { enabled = opt.precision == 'bf16' },
   fp16 = { enabled = opt.precision == 'fp16', initial_scale_power = 12 },
@@ -105,12 +117,6 @@ if opt.precision ~= 'f32' and opt.precision ~= 'bf16' and opt.precision ~= 'fp16
   io.stderr:write(('gpt: --precision must be f32, bf16 or fp16, got %q\n'):format(opt.precision))
   os.exit(2)
 end
--- A DeepSpeed config's "auto" values are filled from these, as the Hugging
--- Face trainer fills them from its arguments.
-local args = { learning_rate = opt.lr, adam_beta1 = 0.9, adam_beta2 = 0.95, adam_epsilon = 1e-8, weight_decay = 0.1,
-               per_device_train_batch_size = micro, gradient_accumulation_steps = opt.gas, max_grad_norm = opt.clip,
-               max_steps = opt.steps, warmup_steps = opt.warmup, hidden_size = opt.n_embd,
-               bf16 = opt.precision == 'bf16', fp16 = opt.precision == 'fp16', nvme_path = opt.nvme_path }
 local engine = zl.initialize { model = model, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(model, 0.1) }
 engine:set_progress(false)   -- a line per step is printed below

@@ -8,9 +8,13 @@
   stage 3, and DeepSpeed-Chat's arguments:
     zlua --num_gpus 2 examples/sft/train.lua --zero_stage 3 --lora_dim 8 \
         --lora_module_name blocks. --only_optimize_lora --gradient_checkpointing
-  Without --model_name_or_path the model is a small GPT made anew (--n_layer,
-  --n_embd, --n_head); with it, a Hugging Face GPT-2 folder (config.json,
-  model.safetensors), as DeepSpeed-Chat starts from a pretrained model.
+  Without --model_name_or_path the model is made anew: a small GPT, or with
+  --model_type llama a small LLaMA (--n_layer, --n_embd, --n_head,
+  --n_kv_head); with it, a Hugging Face folder of a GPT-2, LLaMA, Qwen2 or
+  Mistral model (config.json, model.safetensors or its sharded index), as
+  DeepSpeed-Chat starts from a pretrained model. The Hugging Face trainer's
+  options (--learning_rate, --max_grad_norm, --bf16, ...) fill a
+  --deepspeed_config's "auto" values.
   --output_dir saves the trained model in that layout (LoRA fused into the
   weights first, as DeepSpeed-Chat's convert_lora_to_linear_layer) with the
   tokenizer, so a later run takes it as --model_name_or_path.
@@ -32,10 +36,13 @@ local opt = options.parse('sft', arg, options.with_engine {
   { 'data_split', '10,0,0', 'DeepSpeed-Chat\'s phase split: step 1 trains on the first share of the data' },
   { 'eval_fraction', 0.1, 'share of the data held out for eval perplexity (the file\'s last lines)' },
   { 'tokenizer', here .. '/tokenizer', 'a folder with vocab.json and merges.txt' },
-  { 'model_name_or_path', '', 'a Hugging Face GPT-2 folder to start from (empty: a new model)' },
+  { 'model_name_or_path', '', 'a Hugging Face GPT-2, LLaMA, Qwen2 or Mistral folder to start from (empty: a new '
+    .. 'model)' },
+  { 'model_type', 'gpt2', 'a new model\'s kind: gpt2 or llama' },
   { 'n_layer', 4, 'transformer blocks of a new model', min = 1 },
   { 'n_embd', 128, 'embedding width of a new model', min = 1 },
   { 'n_head', 4, 'attention heads of a new model', min = 1 },
+  { 'n_kv_head', 2, 'key/value heads of a new llama model', min = 1 },
   { 'max_seq_len', 48, 'tokens of prompt and response, padded or cut', min = 2 },
   { 'per_device_train_batch_size', 16, 'micro batch of each rank', min = 1 },
   { 'per_device_eval_batch_size', 32, 'eval batch of each rank', min = 1 },
@@ -73,6 +80,10 @@ local function try(f, ...)
   if not res[1] then die(tostring(res[2])) end
   return table.unpack(res, 2, res.n)
 end
+-- The Hugging Face trainer's name for the warmup, and its precision flags.
+local hf_names = { warmup_steps = 'num_warmup_steps' }
+options.use_hf(opt, hf_names)
+if opt.bf16 then opt.dtype = 'bf16' elseif opt.fp16 then opt.dtype = 'fp16' end
 if opt.dtype ~= 'fp32' and opt.dtype ~= 'bf16' and opt.dtype ~= 'fp16' then
   die(('--dtype must be fp32, bf16 or fp16, got %q'):format(opt.dtype))
 end
@@ -162,16 +173,20 @@ local eval_ds = prompt_dataset(table.move(rows, #rows - neval + 1, #rows, 1, {})
 
 local train_batch = opt.per_device_train_batch_size * opt.gradient_accumulation_steps * world
 local steps_per_epoch = ntrain // train_batch
-local total_steps = steps_per_epoch * opt.num_train_epochs
+local total_steps = opt.max_steps or math.ceil(steps_per_epoch * opt.num_train_epochs)
 local offload = opt.offload and { device = 'cpu' } or nil
 -- The params each of DeepSpeed's schedulers takes: the cosine one decays
 -- from the optimizer's lr, the others warm up to --learning_rate.
 local function scheduler_params(steps)
-  local p = { warmup_num_steps = opt.num_warmup_steps }
+  local p = { warmup_num_steps = 'auto' }
   if opt.lr_scheduler_type == 'cosine' then p.warmup_type = 'linear' else p.warmup_max_lr = opt.learning_rate end
   if opt.lr_scheduler_type ~= 'constant' then p.total_num_steps = math.max(steps, opt.num_warmup_steps + 1) end
   return p
 end
+-- The Hugging Face trainer's options given, else these, fill the "auto"
+-- values of a config file and of the config made here.
+local args = options.hf_args(opt, hf_names, { adam_beta1 = 0.9, adam_beta2 = 0.95, adam_epsilon = 1e-8,
+  max_grad_norm = 1.0, steps_per_epoch = steps_per_epoch, bf16 = opt.dtype == 'bf16', fp16 = opt.dtype == 'fp16' })
 local config = opt.deepspeed_config ~= '' and opt.deepspeed_config or opt.config ~= '' and opt.config or {
   train_batch_size = train_batch,
   train_micro_batch_size_per_gpu = opt.per_device_train_batch_size,
@@ -182,19 +197,35 @@ local config = opt.deepspeed_config ~= '' and opt.deepspeed_config or opt.config
                         stage3_param_persistence_threshold = 1e4 },
   bf16 = { enabled = opt.dtype == 'bf16' },
   fp16 = { enabled = opt.dtype == 'fp16', initial_scale_power = 12 },
-  gradient_clipping = 1.0,
-  optimizer = { type = 'AdamW', params = { lr = opt.learning_rate, betas = { 0.9, 0.95 }, eps = 1e-8,
+  gradient_clipping = 'auto',
+  optimizer = { type = 'AdamW', params = { lr = opt.learning_rate, betas = 'auto', eps = 'auto',
                                            weight_decay = opt.weight_decay } },
   scheduler = { type = schedulers[opt.lr_scheduler_type], params = scheduler_params(total_steps) },
 }
 
 zl.manual_seed(opt.seed)
 -- At stage 3 the model is partitioned as it is built (deepspeed.zero.Init).
+-- The model's width fills the config's "auto" bucket sizes, read before
+-- the model is built (at stage 3 zero.Init reads them).
+if opt.model_name_or_path ~= '' then
+  local f = io.open(opt.model_name_or_path .. '/config.json')
+  local ok, c = pcall(json.decode, f and f:read('a') or '')
+  if f then f:close() end
+  args.hidden_size = ok and type(c) == 'table' and math.tointeger(c.hidden_size or c.n_embd) or nil
+else
+  args.hidden_size = opt.n_embd
+end
 local model = try(zero.Init, config, function()
-  if opt.model_name_or_path ~= '' then return nn.GPT.from_pretrained(opt.model_name_or_path) end
+  if opt.model_name_or_path ~= '' then return nn.AutoModelForCausalLM.from_pretrained(opt.model_name_or_path) end
+  if opt.model_type == 'llama' then
+    return nn.Llama{ vocab_size = tokenizer:vocab_size(), max_position_embeddings = T, hidden_size = opt.n_embd,
+                     intermediate_size = 3 * opt.n_embd, num_hidden_layers = opt.n_layer,
+                     num_attention_heads = opt.n_head, num_key_value_heads = opt.n_kv_head }
+  end
+  if opt.model_type ~= 'gpt2' then die(('--model_type must be gpt2 or llama, got %q'):format(opt.model_type)) end
   return nn.GPT{ vocab_size = tokenizer:vocab_size(), block_size = T, n_layer = opt.n_layer,
                  n_head = opt.n_head, n_embd = opt.n_embd }
-end)
+end, { args = args })
 if model.config.vocab_size < tokenizer:vocab_size() then
   die(('the model has %d token embeddings, the tokenizer %d tokens'):format(model.config.vocab_size,
     tokenizer:vocab_size()))
@@ -210,7 +241,7 @@ if opt.gradient_checkpointing then model:gradient_checkpointing_enable() end
 
 local engine, _, trainloader = try(zl.initialize, { model = model, config = config, training_data = train_ds,
   model_parameters = nn.get_optimizer_grouped_parameters(model, opt.weight_decay),
-  args = { nvme_path = opt.nvme_path } })
+  args = args })
 engine:set_progress(false)
 local evalloader = data.DataLoader(eval_ds, { batch_size = opt.per_device_eval_batch_size,
   sampler = data.DistributedSampler(eval_ds, { shuffle = false }) })
@@ -252,6 +283,7 @@ for epoch = 1, opt.num_train_epochs do
     engine:backward(loss)
     engine:step()
     if engine:is_gradient_accumulation_boundary() then step = step + 1 end
+    if opt.max_steps and step >= opt.max_steps then break end
     sum, count = sum + loss:float():item(), count + 1
     if opt.print_loss > 0 and step % opt.print_loss == 0 and engine:is_gradient_accumulation_boundary() then
       local mean = dist.all_reduce(zl.tensor({ sum / count }, 'f32'), 'avg'):item()
@@ -260,6 +292,7 @@ for epoch = 1, opt.num_train_epochs do
     end
   end
   say(('epoch %d eval perplexity %.4f'):format(epoch, perplexity()))
+  if opt.max_steps and step >= opt.max_steps then break end
 end
 
 -- Greedy answers: every rank runs the model (at stage 3 each forward

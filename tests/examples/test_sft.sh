@@ -3,7 +3,8 @@
 # from scratch on one rank that saves the model in Hugging Face's layout,
 # then LoRA on that model at two ranks, ZeRO stage 3 (built under
 # zero.Init), gradient checkpointing and only the LoRA matrices
-# trained, with DeepSpeed-Chat's arguments; and a run from a ds_config file.
+# trained, with DeepSpeed-Chat's arguments; a run from a ds_config file; and
+# the same two steps with a LLaMA, the second from an "auto" config.
 # The first run's eval perplexity must fall below a third of its start, the
 # LoRA run's (from the first's model) below 95% of its own, the config run's
 # below half, and the first two must answer their prompts.
@@ -61,4 +62,25 @@ if ! timeout 300 "$ZLUA" "$sft" --deepspeed --deepspeed_config ds.json --data_sp
   echo "FAIL: --deepspeed_config ds.json:"; cat cfg.err; exit 1
 fi
 perplexity_falls cfg.out 0.5 || exit 1
+
+# A LLaMA: a small one made anew and saved in Hugging Face's layout, then
+# LoRA on q/k/v/o/gate/up/down at two ranks, ZeRO stage 3, from the seeds'
+# zero3 config with its "auto" values filled by the Hugging Face trainer's
+# options alone.
+if ! timeout 300 "$ZLUA" "$sft" --model_type llama --num_train_epochs 1 --max_new_tokens 0 --output_dir base_llama \
+     >llama.out 2>llama.err; then
+  echo "FAIL: a new llama:"; cat llama.err; exit 1
+fi
+perplexity_falls llama.out 0.333 || exit 1
+grep -q '"model_type": "llama"' base_llama/config.json || { echo "FAIL: base_llama is not a llama"; exit 1; }
+if ! timeout 600 "$ZLUA" --num_gpus 2 "$sft" --deepspeed --deepspeed_config "$src/tests/lua/configs/seed_003_zero3_auto.json" \
+     --model_name_or_path base_llama --tokenizer base_llama --lora_dim 8 --lora_module_name layers. \
+     --only_optimize_lora --per_device_train_batch_size 8 --gradient_accumulation_steps 1 --learning_rate 1e-2 \
+     --num_train_epochs 1 --warmup_steps 10 --max_grad_norm 1.0 --weight_decay 0.0 --adam_beta1 0.9 \
+     --adam_beta2 0.999 --adam_epsilon 1e-8 --max_new_tokens 0 >llama2.out 2>llama2.err; then
+  echo "FAIL: two ranks, llama, LoRA, stage 3, auto config:"; cat llama2.err; exit 1
+fi
+grep -v '^step ' llama2.out
+perplexity_falls llama2.out 0.95 || exit 1
+grep -q 'LoRA rank 8 on layers.' llama2.out || { echo "FAIL: no LoRA in the llama run's summary"; exit 1; }
 echo "ok"

@@ -1,6 +1,6 @@
 --[[ zlua.zero: DeepSpeed's zero.Init and zero.GatheredParameters.
 
-  local model = zlua.zero.Init(config, function() return nn.GPT{...} end)
+  local model = zlua.zero.Init(config, function() return nn.GPT{...} end [, {args = args}])
     Builds the model with every parameter partitioned as it is made (at the
     end of its module's constructor): each rank keeps only its chunk, so no
     rank ever holds the whole model. Every rank draws the same random numbers
@@ -8,7 +8,8 @@
     Partitions only when the config says stage 3 (otherwise fn just runs).
     With offload_param.device = "nvme" (DeepSpeed's remote_device) the chunks
     go to a file under its nvme_path as they are made, so not even the
-    partitions stay in memory.
+    partitions stay in memory. args fill the config's "auto" values as
+    zlua.initialize's do (give them the same table, hidden_size included).
 
   zlua.zero.GatheredParameters(params, fn [, modifier_rank])
     Gathers the parameters (a tensor or a list), runs fn, then partitions
@@ -28,9 +29,10 @@ local fmt = string.format
 
 local zero = {}
 
-function zero.Init(cfg_src, fn)
+function zero.Init(cfg_src, fn, opts)
   if type(fn) ~= 'function' then zl.raise('zero.Init(config, fn): fn must be a function that builds the model') end
-  local cfg = require('zlua.config').load(cfg_src, { world_size = dist.world_size() })
+  if opts ~= nil and type(opts) ~= 'table' then zl.raise('zero.Init(config, fn, opts): opts must be a table') end
+  local cfg = require('zlua.config').load(cfg_src, { world_size = dist.world_size(), args = opts and opts.args })
   if cfg.zero_optimization.stage ~= 3 then return fn() end
   local Module = require 'zlua.nn.Module'
   local state = require 'zlua.zero.state'

@@ -115,6 +115,11 @@ local model_engine, _, trainloader = zl.initialize { model = net, model_paramete
   config = ds_config, training_data = trainset,
   args = hf_args }
 model_engine:set_progress(false)   -- a line per step is printed below
+local mismatch = options.check_hf(args, model_engine.config, ds_config)
+if mismatch then
+  io.stderr:write('cifar10: ', mismatch, '\n')
+  os.exit(2)
+end
 local rank, world = model_engine.rank, model_engine.world_size
 local function say(...) if rank == 0 then print(...) end end
 -- At several ranks each prints the loss of its own micro batch.

@@ -114,6 +114,61 @@ function options.hf_args(opt, own, extra)
   return args
 end
 
+-- Where each option's value ends up in the resolved config (engine.config).
+local HF_KEYS = {
+  learning_rate = { 'optimizer.params.lr', function(c) return c.optimizer and c.optimizer.params.lr end },
+  adam_beta1 = { 'optimizer.params.betas[1]', function(c) return c.optimizer and (c.optimizer.params.betas or {})[1] end },
+  adam_beta2 = { 'optimizer.params.betas[2]', function(c) return c.optimizer and (c.optimizer.params.betas or {})[2] end },
+  adam_epsilon = { 'optimizer.params.eps', function(c) return c.optimizer and c.optimizer.params.eps end },
+  weight_decay = { 'optimizer.params.weight_decay', function(c) return c.optimizer and c.optimizer.params.weight_decay end },
+  max_grad_norm = { 'gradient_clipping', function(c) return c.gradient_clipping end },
+  per_device_train_batch_size = { 'train_micro_batch_size_per_gpu', function(c) return c.train_micro_batch_size_per_gpu end },
+  gradient_accumulation_steps = { 'gradient_accumulation_steps', function(c) return c.gradient_accumulation_steps end },
+  bf16 = { 'bf16.enabled', function(c) return c.bf16.enabled end },
+  fp16 = { 'fp16.enabled', function(c) return c.fp16.enabled end },
+}
+
+-- Whether the config as written (a file's path or a table) holds the dotted key.
+local function written(src, key)
+  local t = src
+  if type(src) == 'string' then
+    local ok, doc = pcall(function() return require('zlua.json').decode(require('zlua.config').read(src)) end)
+    t = ok and doc or {}
+  end
+  for part in key:gsub('%[%d+%]$', ''):gmatch('[^.]+') do
+    if type(t) ~= 'table' then return false end
+    t = t[part]
+  end
+  return t ~= nil
+end
+
+--- options.check_hf(opt, cfg, src): each Hugging Face option given on the
+--- command line whose key the config sets to another value (cfg as the
+--- engine resolved it, src as written) did not take effect: a message naming
+--- them all, as the Hugging Face trainer refuses such a mismatch (nil when
+--- there is none). One whose key the config leaves out (its default stands)
+--- gets a notice on stderr instead, as the trainer says nothing of it.
+function options.check_hf(opt, cfg, src)
+  local bad = {}
+  for _, s in ipairs(options.HF) do
+    local name, k = s[1], HF_KEYS[s[1]]
+    if k and opt._given[name] then
+      local have = k[2](cfg)
+      if have ~= nil and have ~= opt[name] then
+        local line = ('--%s %s, but %s is %s'):format(name, tostring(opt[name]), k[1], tostring(have))
+        if written(src, k[1]) then
+          bad[#bad + 1] = line
+        elseif require('zlua.dist').rank() == 0 then
+          io.stderr:write(('zlua: note: %s: the config has no %s, so its default stands\n'):format(line, k[1]))
+        end
+      end
+    end
+  end
+  if #bad == 0 then return nil end
+  return ('%s: the config disagrees with the options given: %s (set the key to "auto" to take the option)'):format(
+    cfg.source or 'config', table.concat(bad, '; '))
+end
+
 local Parser = {}
 Parser.__index = Parser
 
@@ -155,7 +210,8 @@ end
 --- takes its inputs by name.
 function options.parse(prog, argv, specs)
   local self = setmetatable({ prog = prog, script = argv[0] or prog, specs = specs }, Parser)
-  local known, opt = {}, {}
+  -- opt._given names the options the command line set.
+  local known, opt = {}, { _given = {} }
   for _, s in ipairs(specs) do
     known[s[1]] = s
     opt[s[1]] = s[2]
@@ -179,6 +235,7 @@ function options.parse(prog, argv, specs)
       if value == nil or value:match('^%-%-%a') then self:fail(('option --%s needs a value'):format(name)) end
     end
     opt[name] = self:convert(spec, value)
+    opt._given[name] = true
     i = i + 1
   end
   return opt

@@ -75,6 +75,11 @@ local config = opt.config ~= '' and opt.config or opt.deepspeed_config ~= '' and
 local engine = zl.initialize { model = net, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(net, opt.weight_decay) }
 engine:set_progress(false)   -- a line per step is printed below
+local mismatch = options.check_hf(opt, engine.config, config)
+if mismatch then
+  io.stderr:write('digits: ', mismatch, '\n')
+  os.exit(2)
+end
 
 local function accuracy(loader)
   local correct, total = 0, 0

@@ -120,6 +120,11 @@ end
 local engine = zl.initialize { model = model, config = config, args = args,
                                model_parameters = nn.get_optimizer_grouped_parameters(model, 0.1) }
 engine:set_progress(false)   -- a line per step is printed below
+local mismatch = options.check_hf(opt, engine.config, config)
+if mismatch then
+  io.stderr:write('gpt: ', mismatch, '\n')
+  os.exit(2)
+end
 
 -- Windows starting at the given 0-based offsets of src: inputs and the
 -- next-character targets, both [#starts, T].

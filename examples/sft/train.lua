@@ -243,6 +243,11 @@ local engine, _, trainloader = try(zl.initialize, { model = model, config = conf
   model_parameters = nn.get_optimizer_grouped_parameters(model, opt.weight_decay),
   args = args })
 engine:set_progress(false)
+local mismatch = options.check_hf(opt, engine.config, config)
+if mismatch then
+  io.stderr:write('sft: ', mismatch, '\n')
+  os.exit(2)
+end
 local evalloader = data.DataLoader(eval_ds, { batch_size = opt.per_device_eval_batch_size,
   sampler = data.DistributedSampler(eval_ds, { shuffle = false }) })
 

@@ -3,7 +3,7 @@
 # configs whose values are "auto" (zero2, zero3, bf16, optimizer), filled
 # from the Hugging Face trainer's options alone; an option given fills its
 # key (digits with --learning_rate 0 learns nothing, with 0.01 it learns);
-# a misspelt option is refused by name.
+# an option a config overrides, and a misspelt one, are refused by name.
 # Usage: test_hf_auto.sh <zlua> <source dir>
 set -u
 zlua=${1:?usage: test_hf_auto.sh <zlua> <source dir>}
@@ -43,6 +43,12 @@ if value_at_least "$tmp/out" accuracy 0.4 >/dev/null; then
   echo "FAIL: --learning_rate 0 still trained:"; cat "$tmp/out"; exit 1
 fi
 echo "learning rate 0: nothing learnt"
+# An option the config overrides with a value of its own is refused, naming both.
+if "$zlua" "$src/examples/sft/train.lua" --deepspeed_config "$src/examples/cifar10/ds_config.json" \
+     --learning_rate 0.5 >"$tmp/out" 2>"$tmp/err" ||
+   ! grep -q -- '--learning_rate 0.5, but optimizer.params.lr is 0.001' "$tmp/err"; then
+  echo "FAIL: a config overriding --learning_rate was not reported:"; cat "$tmp/err"; exit 1
+fi
 if "$zlua" "$src/examples/gpt/train.lua" --max_grad_nrom 1 >"$tmp/out" 2>"$tmp/err" ||
    ! grep -q 'unknown option --max_grad_nrom' "$tmp/err"; then
   echo "FAIL: a misspelt option was not refused:"; cat "$tmp/err"; exit 1

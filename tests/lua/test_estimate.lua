@@ -141,6 +141,16 @@ test('script: --gpt builds and counts the model', function()
   has(out, 'HW: Setup with 2 nodes, 1 GPU per node.')
 end)
 
+test('script: --llama builds and counts the model and its activations', function()
+  -- v=10, c=8, m=12, 1 layer, 2 heads of 4, 1 key/value head, untied: embed 80 + head 80 + norm 8
+  -- + layer (q 64, k 32, v 32, o 64, gate 96, up 96, down 96, two norms 16) 496.
+  local status, out = run('--llama', 'vocab_size=10,hidden_size=8,intermediate_size=12,num_hidden_layers=1,'
+    .. 'num_attention_heads=2,num_key_value_heads=1,max_position_embeddings=16', '--batch', '2')
+  check_eq(status, 0, 'exit status')
+  has(out, ': 664 parameters')
+  has(out, 'Activations of one step, 2 x 16 tokens a rank, f32 (zlua.nn.llama_activations)')
+end)
+
 test('script: bad options fail with a message', function()
   local cases = {
     { { '--params', '1e9', '--bogus', '3' }, 'unknown option --bogus' },
@@ -149,7 +159,8 @@ test('script: bad options fail with a message', function()
     { { '--params', '1e9', '--gpus_per_node', '0' }, '--gpus_per_node must be positive, got 0' },
     { { '--params', '1e9', '--nodes', 'two' }, 'option --nodes expects an integer, got "two"' },
     { { '--gpt', 'n_layer=2,n_embd=8' }, '--gpt: GPT: vocab_size must be a positive integer' },
-    { {}, 'give --params N or --gpt' },
+    { {}, 'give --params N, --gpt KEY=VALUE,... or --llama KEY=VALUE,...' },
+    { { '--gpt', 'n_layer=1', '--llama', 'vocab_size=4' }, 'give --gpt or --llama, not both' },
   }
   for _, c in ipairs(cases) do
     local status, out = run(table.unpack(c[1]))

@@ -14,7 +14,8 @@
   for _, r in ipairs(require('zlua.engine.memory_table').rows(engine)) do ... end
   require('zlua.engine.memory_table').print(engine, io.stderr [, {activations = bytes}])
   The activations have no estimate here (they depend on the model): a
-  caller that has one (zlua.nn.gpt_activations for the GPT) passes it. ]]
+  caller that has one (zlua.nn.gpt_activations for the GPT,
+  zlua.nn.llama_activations for a LLaMA) passes it. ]]
 
 local zl = require 'zlua'
 local fmt = string.format

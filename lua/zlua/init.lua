@@ -171,9 +171,28 @@ local function dims_args(op, nd, ...)
   return out
 end
 
+-- The options each op takes: a key outside its list is an error naming it,
+-- so a misspelt option is not silently ignored.
+local OPTIONS = {
+  var = { 'correction', 'unbiased', 'keepdim' }, std = { 'correction', 'unbiased', 'keepdim' },
+  cross_entropy = { 'ignore_index', 'reduction', 'dtype', 'weight', 'label_smoothing' },
+  mse_loss = { 'reduction' }, embedding = { 'padding_idx' },
+  conv2d = { 'stride', 'padding', 'dilation', 'groups' }, max_pool2d = { 'stride', 'padding' },
+  avg_pool2d = { 'stride', 'padding', 'count_include_pad', 'ceil_mode', 'divisor_override' },
+  attention = { 'causal', 'is_causal', 'scale', 'mask', 'attn_mask' },
+}
+
 local function opts_or_empty(op, o)
   if o == nil then return {} end
   if type(o) ~= 'table' then raise(fmt('%s: options must be a table, got %s', op, type(o))) end
+  local known = OPTIONS[op]
+  for k in pairs(o) do
+    local ok = false
+    for _, name in ipairs(known) do ok = ok or k == name end
+    if not ok then
+      raise(fmt('%s: unknown option %s (expected %s)', op, tostring(k), table.concat(known, ', ')))
+    end
+  end
   return o
 end
 

@@ -156,4 +156,14 @@ test('silu_module', function()
   check(same_list(seq(x):shape(), { 3, 2 }), 'inside a Sequential')
 end)
 
+test('misspelt_options_are_refused', function()
+  local x, y = zl.randn(2, 3), zl.tensor({ 0, 1 }, 'i64')
+  H.check_error(function() zl.cross_entropy(x, y, { label_smooting = 0.1 }) end,
+                'cross_entropy: unknown option label_smooting')
+  H.check_error(function() x:var(2, { corection = 0 }) end, 'var: unknown option corection')
+  H.check_error(function() zl.attention(x, x, x, { casual = true }) end, 'attention: unknown option casual')
+  H.check_error(function() zl.conv2d(zl.randn(1, 1, 3, 3), zl.randn(1, 1, 2, 2), nil, { strides = 2 }) end,
+                'conv2d: unknown option strides')
+end)
+
 H.done()

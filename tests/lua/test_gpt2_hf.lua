@@ -176,6 +176,15 @@ test('save_pretrained_round_trip', function()
   check_error(function()
     nn.GPT{ vocab_size = 8, block_size = 4, n_layer = 1, n_head = 1, n_embd = 4, bias = false }:save_pretrained(tmp .. '/nb')
   end, 'GPT-2 has biases and this model was built with bias = false')
+  -- in shards: the index names each tensor's file, and the folder loads the same
+  model:save_pretrained(tmp .. '/sharded', { max_shard_size = 40000 })
+  local index = json.decode(read(tmp .. '/sharded/model.safetensors.index.json'))
+  check_eq(index.weight_map['transformer.wte.weight'], 'model-00001-of-00004.safetensors')
+  check_eq(io.open(tmp .. '/sharded/model.safetensors'), nil, 'no single file beside the shards')
+  check(same(list(nn.AutoModelForCausalLM.from_pretrained(tmp .. '/sharded')(input)), list(model(input))),
+        'sharded: the same logits, bit for bit')
+  check_error(function() model:save_pretrained(tmp .. '/bad', { max_shard_size = 'lots' }) end,
+              "max_shard_size must be a number of bytes or a size such as '5GB', got lots")
 end)
 
 test('bad_tensors_named', function()

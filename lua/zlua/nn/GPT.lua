@@ -111,10 +111,10 @@ end
 require('zlua.nn.causal_lm').extend(GPT, 'blocks')
 
 --- GPT.from_pretrained(dir): a model from Hugging Face GPT-2 files (config.json
---- and model.safetensors); model:save_pretrained(dir) writes them. See
---- zlua.nn.gpt2_hf.
+--- and model.safetensors or its sharded index); model:save_pretrained(dir [,
+--- {max_shard_size = '5GB'}]) writes them. See zlua.nn.gpt2_hf.
 function GPT.from_pretrained(dir) return require('zlua.nn.gpt2_hf').load(GPT, dir) end
-function GPT:save_pretrained(dir) return require('zlua.nn.gpt2_hf').save(self, dir) end
+function GPT:save_pretrained(dir, opts) return require('zlua.nn.gpt2_hf').save(self, dir, opts) end
 
 function GPT:extra_repr()
   local c = self.config

@@ -1,12 +1,15 @@
 --[[ Hugging Face GPT-2 files for zlua.nn.GPT: config.json and model.safetensors
-  in the layout transformers' GPT2LMHeadModel reads and writes (GPT.from_pretrained,
-  model:save_pretrained). Its Conv1D weights are [in, out], our Linear's [out, in];
-  the head is the token embedding (tied), the attention mask buffers are skipped. ]]
+  (or its shards, zlua.nn.hf_weights) in the layout transformers'
+  GPT2LMHeadModel reads and writes (GPT.from_pretrained,
+  model:save_pretrained). Its Conv1D weights are [in, out], our Linear's
+  [out, in]; the head is the token embedding (tied), the attention mask
+  buffers are skipped. ]]
 
 local zl = require 'zlua'
 local json = require 'zlua.json'
 local zero = require 'zlua.zero'
 local check = require 'zlua.nn.check'
+local hf_weights = require 'zlua.nn.hf_weights'
 
 local fmt = string.format
 
@@ -31,13 +34,6 @@ local harmless = {
   output_past = true, gradient_checkpointing = true,
 }
 
-local function read_file(path)
-  local f, err = io.open(path, 'rb')
-  if not f then check.error(fmt('GPT.from_pretrained: cannot open %s', err)) end
-  local text = f:read('a')
-  f:close()
-  return text
-end
 
 -- GPT{} options from the decoded config.json at path, and the ids generate uses.
 local function options(cfg, path)
@@ -136,15 +132,16 @@ local function skipped(name)
   return name:match('^h%.%d+%.attn%.bias$') or name:match('^h%.%d+%.attn%.masked_bias$')
 end
 
-local function copy_from(f, path, model, prefix, info)
-  local used = {}
+local function copy_from(f, model, prefix)
+  local used, info = {}, f.info
   for _, e in ipairs(entries(model)) do
     local name, p, conv1d = e[1], e[2], e[3]
     local key = info[prefix .. name] and prefix .. name or (info[name] and name)
     if not key then
-      check.error(fmt('GPT.from_pretrained: %s has no tensor %s%s', path, prefix, name))
+      check.error(fmt('GPT.from_pretrained: %s has no tensor %s%s', f.source, prefix, name))
     end
     used[key] = true
+    local path = info[key].path
     local want, got = file_shape(p, conv1d), info[key].shape
     if shape_str(want) ~= shape_str(got) then
       check.error(fmt('GPT.from_pretrained: %s: tensor %s has shape %s, expected %s (from config.json)',
@@ -157,23 +154,24 @@ local function copy_from(f, path, model, prefix, info)
     if conv1d then t = t:transpose(1, 2) end
     zero.GatheredParameters({ p }, function() zl.no_grad(function() p:copy_(t) end) end, 0)
   end
-  for key, e in pairs(info) do
+  for _, key in ipairs(f.order) do
+    local e = info[key]
     local bare = key:sub(1, #prefix) == prefix and key:sub(#prefix + 1) or key
     if not used[key] and not skipped(bare) then
       if key ~= 'lm_head.weight' then
-        check.error(fmt('GPT.from_pretrained: %s: unexpected tensor %s', path, key))
+        check.error(fmt('GPT.from_pretrained: %s: unexpected tensor %s', e.path, key))
       end
       local wte = model.wte.weight
       if shape_str(e.shape) ~= shape_str(zero.shape(wte)) then
         check.error(fmt('GPT.from_pretrained: %s: tensor lm_head.weight has shape %s, expected %s',
-                        path, shape_str(e.shape), shape_str(zero.shape(wte))))
+                        e.path, shape_str(e.shape), shape_str(zero.shape(wte))))
       end
       local same = zero.GatheredParameters({ wte }, function()
         return (f:read(key):float() - wte:float()):abs():max():item() == 0
       end)
       if not same then
         check.error(fmt('GPT.from_pretrained: %s: lm_head.weight differs from wte.weight; '
-                        .. 'zlua ties the head to the token embedding', path))
+                        .. 'zlua ties the head to the token embedding', e.path))
       end
     end
   end
@@ -188,26 +186,29 @@ function M.load(GPT, dir)
     check.error(fmt('GPT.from_pretrained: expected a directory name, got %s', type(dir)))
   end
   local cpath = dir .. '/config.json'
-  local o, gen = options(json.decode(read_file(cpath), cpath), cpath)
+  local o, gen = options(json.decode(hf_weights.read_file('GPT.from_pretrained', cpath), cpath), cpath)
   local model = GPT(o)
   model.generation_config = gen
-  local path = dir .. '/model.safetensors'
-  local f = zl.safetensors_open(path)
-  local info, prefix = {}, ''
-  for _, e in ipairs(f:info()) do
-    info[e.name] = e
-    if e.name:sub(1, 12) == 'transformer.' then prefix = 'transformer.' end
+  local f = hf_weights.open(dir, 'GPT.from_pretrained')
+  local prefix = ''
+  for _, name in ipairs(f.order) do
+    if name:sub(1, 12) == 'transformer.' then prefix = 'transformer.' end
   end
-  local ok, err = pcall(copy_from, f, path, model, prefix, info)
+  local ok, err = pcall(copy_from, f, model, prefix)
   f:close()
   if not ok then error(err, 0) end
   return model:eval()
 end
 
---- save(model, dir): model:save_pretrained(dir), creating dir: config.json
---- and model.safetensors (names under 'transformer.', Conv1D weights [in, out],
---- no lm_head: transformers ties it back to wte).
-function M.save(model, dir)
+local save_known = { max_shard_size = true }
+
+--- save(model, dir [, {max_shard_size = '5GB'}]): model:save_pretrained(dir),
+--- creating dir: config.json and model.safetensors, sharded above
+--- max_shard_size (names under 'transformer.', Conv1D weights [in, out], no
+--- lm_head: transformers ties it back to wte).
+function M.save(model, dir, opts)
+  local o = check.options('GPT.save_pretrained', opts, save_known)
+  local max_shard = hf_weights.size('GPT.save_pretrained', o.max_shard_size or '5GB')
   local c = model.config
   if not c.bias then
     check.error('GPT.save_pretrained: GPT-2 has biases and this model was built with bias = false')
@@ -228,14 +229,14 @@ function M.save(model, dir)
   local list = entries(model)
   local params = {}
   for i, e in ipairs(list) do params[i] = e[2] end
-  local tensors = {}
+  local out = {}
   zero.GatheredParameters(params, function()
-    for _, e in ipairs(list) do
+    for i, e in ipairs(list) do
       local t = e[2]:detach()
-      tensors['transformer.' .. e[1]] = e[3] and t:transpose(1, 2):contiguous() or t:clone()
+      out[i] = { 'transformer.' .. e[1], e[3] and t:transpose(1, 2):contiguous() or t:clone() }
     end
   end)
-  zl.save_safetensors(dir .. '/model.safetensors', tensors, { format = 'pt' })
+  hf_weights.save(dir, out, max_shard)
   zl.write_file_atomic(dir .. '/config.json', json.encode(cfg, 2) .. '\n')
 end
 

@@ -33,8 +33,10 @@ local Reader = {}
 Reader.__index = Reader
 
 --- hf_weights.open(dir, who) -> reader: reader.info[name] = {shape =, dtype =,
---- path =} for every tensor, reader:read(name), reader:close(). Errors name
---- who (the caller, 'Llama.from_pretrained') and the file at fault.
+--- path =} for every tensor, reader.order (their names, file by file),
+--- reader.source (model.safetensors or the index: the file that lists them),
+--- reader:read(name), reader:close(). Errors name who (the caller,
+--- 'Llama.from_pretrained') and the file at fault.
 function M.open(dir, who)
   local single, index = dir .. '/model.safetensors', dir .. '/model.safetensors.index.json'
   local files, wanted = {}, nil
@@ -61,7 +63,7 @@ function M.open(dir, who)
       .. 'save the model with safe_serialization)' or ''
     check.error(fmt('%s: %s has neither model.safetensors nor model.safetensors.index.json%s', who, dir, other))
   end
-  local r = setmetatable({ info = {}, handles = {}, order = {} }, Reader)
+  local r = setmetatable({ info = {}, handles = {}, order = {}, source = wanted and index or single }, Reader)
   for _, path in ipairs(files) do
     if not exists(path) then check.error(fmt('%s: %s names shard %s, which is missing', who, index, path)) end
     local ok, f = pcall(zl.safetensors_open, path)

@@ -125,12 +125,12 @@ local function shape_str(s) return '[' .. table.concat(s, ', ') .. ']' end
 -- Tensors older transformers saved that are not parameters.
 local function skipped(name) return name:match('^model%.layers%.%d+%.self_attn%.rotary_emb%.inv_freq$') end
 
-local function copy_from(r, dir, model)
+local function copy_from(r, model)
   local used = {}
   for _, e in ipairs(entries(model)) do
     local name, p = e[1], e[2]
     local info = r.info[name]
-    if not info then check.error(fmt('Llama.from_pretrained: %s: no tensor %s', dir, name)) end
+    if not info then check.error(fmt('Llama.from_pretrained: %s has no tensor %s', r.source, name)) end
     used[name] = true
     local want = zero.shape(p)
     if shape_str(want) ~= shape_str(info.shape) then
@@ -174,7 +174,7 @@ function M.load(Llama, dir)
   local model = Llama(o)
   model.generation_config = gen
   local r = hf_weights.open(dir, 'Llama.from_pretrained')
-  local ok, err = pcall(copy_from, r, dir, model)
+  local ok, err = pcall(copy_from, r, model)
   r:close()
   if not ok then error(err, 0) end
   return model:eval()

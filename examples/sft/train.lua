@@ -35,7 +35,8 @@ local opt = options.parse('sft', arg, options.with_engine {
   { 'data_path', here .. '/data/prompts.jsonl', 'JSON Lines of {"prompt": ..., "response": ...}' },
   { 'data_split', '10,0,0', 'DeepSpeed-Chat\'s phase split: step 1 trains on the first share of the data' },
   { 'eval_fraction', 0.1, 'share of the data held out for eval perplexity (the file\'s last lines)' },
-  { 'tokenizer', here .. '/tokenizer', 'a folder with vocab.json and merges.txt' },
+  { 'tokenizer', here .. '/tokenizer', 'a tokenizer folder (tokenizer.json, or vocab.json and merges.txt); '
+    .. 'by default --model_name_or_path\'s when it holds one, as DeepSpeed-Chat loads it' },
   { 'model_name_or_path', '', 'a Hugging Face GPT-2, LLaMA, Qwen2 or Mistral folder to start from (empty: a new '
     .. 'model)' },
   { 'model_type', 'gpt2', 'a new model\'s kind: gpt2 or llama' },
@@ -92,6 +93,17 @@ if not schedulers[opt.lr_scheduler_type] then
   die(('--lr_scheduler_type must be cosine, linear or constant, got %q'):format(opt.lr_scheduler_type))
 end
 
+-- DeepSpeed-Chat takes the tokenizer from the model's folder.
+if not opt._given.tokenizer and opt.model_name_or_path ~= '' then
+  for _, name in ipairs({ '/tokenizer.json', '/vocab.json' }) do
+    local f = io.open(opt.model_name_or_path .. name)
+    if f then
+      f:close()
+      opt.tokenizer = opt.model_name_or_path
+      break
+    end
+  end
+end
 local tokenizer = try(require('zlua.tokenizer').from_pretrained, opt.tokenizer)
 local eos = tokenizer:token_to_id('<|endoftext|>')
 if not eos then die(opt.tokenizer .. ': the vocabulary has no <|endoftext|> token') end

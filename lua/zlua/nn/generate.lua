@@ -1,7 +1,8 @@
---[[ Text generation for zlua.nn.GPT: the decoding loop over a key/value cache
-  and the choice of each next id (greedy, or drawn after temperature, top_k
-  and top_p). GPT:generate calls it; greedy picks what Hugging Face's
-  generate picks, since both take the first largest logit. ]]
+--[[ Text generation for zlua.nn.GPT and zlua.nn.Llama: the decoding loop
+  over a key/value cache and the choice of each next id (greedy, or drawn
+  after repetition_penalty, temperature, top_k and top_p). Their generate
+  calls it; greedy picks what Hugging Face's generate picks, since both
+  take the first largest logit. ]]
 
 local zl = require 'zlua'
 local check = require 'zlua.nn.check'
@@ -67,13 +68,13 @@ local function options(model, n, opts)
   local o = {}
   if type(n) == 'table' then
     -- generate(ids, {max_new_tokens =, ...}): greedy unless do_sample.
-    for k, v in pairs(check.options('GPT.generate', n, known)) do o[k] = v end
+    for k, v in pairs(check.options('generate', n, known)) do o[k] = v end
     n = o.max_new_tokens
   else
     -- The older generate(idx, n [, opts]): always samples, never stops early.
-    for k, v in pairs(check.options('GPT.generate', opts, known)) do o[k] = v end
+    for k, v in pairs(check.options('generate', opts, known)) do o[k] = v end
     if o.max_new_tokens ~= nil or o.do_sample ~= nil then
-      check.error('GPT.generate: give max_new_tokens and do_sample in the options table alone: '
+      check.error('generate: give max_new_tokens and do_sample in the options table alone: '
                   .. 'generate(ids, {max_new_tokens = n, do_sample = true})')
     end
     o.do_sample = true
@@ -81,21 +82,21 @@ local function options(model, n, opts)
   end
   local count = math.tointeger(n)
   if not count or count < 0 then
-    check.error(fmt('GPT.generate: max_new_tokens must be a non-negative integer, got %s', tostring(n)))
+    check.error(fmt('generate: max_new_tokens must be a non-negative integer, got %s', tostring(n)))
   end
   o.max_new_tokens = count
   local t = o.temperature or 1
   if type(t) ~= 'number' or not (t > 0) then
-    check.error(fmt('GPT.generate: temperature must be a positive number, got %s', tostring(o.temperature)))
+    check.error(fmt('generate: temperature must be a positive number, got %s', tostring(o.temperature)))
   end
   o.temperature = t
   local top_k = o.top_k and math.tointeger(o.top_k)
   if o.top_k ~= nil and (not top_k or top_k < 1) then
-    check.error(fmt('GPT.generate: top_k must be a positive integer, got %s', tostring(o.top_k)))
+    check.error(fmt('generate: top_k must be a positive integer, got %s', tostring(o.top_k)))
   end
   o.top_k = top_k
   if o.top_p ~= nil and (type(o.top_p) ~= 'number' or not (o.top_p > 0 and o.top_p <= 1)) then
-    check.error(fmt('GPT.generate: top_p must be a number in (0, 1], got %s', tostring(o.top_p)))
+    check.error(fmt('generate: top_p must be a number in (0, 1], got %s', tostring(o.top_p)))
   end
   if not o.legacy and o.eos_token_id == nil then
     o.eos_token_id = model.generation_config and model.generation_config.eos_token_id
@@ -106,22 +107,22 @@ local function options(model, n, opts)
   o.eos = {}
   for i, id in ipairs(type(eos) == 'table' and eos or { eos }) do
     if not valid(id) then
-      check.error(fmt('GPT.generate: eos_token_id%s must be an id in 0..%d, got %s',
+      check.error(fmt('generate: eos_token_id%s must be an id in 0..%d, got %s',
                       type(eos) == 'table' and '[' .. i .. ']' or '', model.config.vocab_size - 1, tostring(id)))
     end
     o.eos[id] = true
   end
   if o.pad_token_id ~= nil and not valid(o.pad_token_id) then
-    check.error(fmt('GPT.generate: pad_token_id must be an id in 0..%d, got %s', model.config.vocab_size - 1,
+    check.error(fmt('generate: pad_token_id must be an id in 0..%d, got %s', model.config.vocab_size - 1,
                     tostring(o.pad_token_id)))
   end
   o.pad_token_id = o.pad_token_id or (type(eos) == 'table' and eos[1] or eos)
   local rp = o.repetition_penalty
   if rp ~= nil and (type(rp) ~= 'number' or not (rp > 0) or rp == math.huge) then
-    check.error(fmt('GPT.generate: repetition_penalty must be a positive number, got %s', tostring(rp)))
+    check.error(fmt('generate: repetition_penalty must be a positive number, got %s', tostring(rp)))
   end
   if o.attention_mask ~= nil and not model.supports_attention_mask then
-    check.error('GPT.generate: this model takes no attention_mask (give rows of equal length)')
+    check.error('generate: this model takes no attention_mask (give rows of equal length)')
   end
   o.generator = o.generator or (o.seed and zl.Generator(o.seed))
   return o
@@ -133,10 +134,10 @@ local function as_batch(ids)
   if type(ids) == 'table' and not zl.is_tensor(ids) then
     local row = {}
     for i, id in ipairs(ids) do
-      if math.type(id) ~= 'integer' then check.error(fmt('GPT.generate: ids[%d] is not an integer id', i)) end
+      if math.type(id) ~= 'integer' then check.error(fmt('generate: ids[%d] is not an integer id', i)) end
       row[i] = id
     end
-    if #row == 0 then check.error('GPT.generate: ids must not be empty') end
+    if #row == 0 then check.error('generate: ids must not be empty') end
     return zl.tensor({ row }, 'i64'), function(out) return out:totable()[1] end
   end
   if zl.is_tensor(ids) and ids:dim() == 1 then
@@ -149,7 +150,7 @@ end
 -- its tokens: the count of real tokens before each (padding at 1).
 local function masked_rows(mask, b, t)
   if not zl.is_tensor(mask) or mask:dim() ~= 2 or mask:size(1) ~= b or mask:size(2) ~= t then
-    check.error(fmt('GPT.generate: attention_mask must be a tensor [%d, %d] like the ids, got %s', b, t,
+    check.error(fmt('generate: attention_mask must be a tensor [%d, %d] like the ids, got %s', b, t,
                     zl.is_tensor(mask) and '[' .. table.concat(mask:shape(), ', ') .. ']' or type(mask)))
   end
   local rows = mask:gt(0):to('i64'):totable()
@@ -205,7 +206,7 @@ local function decode(model, idx, o)
   local function run(new)
     if m then
       if m.len > bs then
-        check.error(fmt('GPT.generate: with an attention_mask the sequence must fit in %d positions', bs))
+        check.error(fmt('generate: with an attention_mask the sequence must fit in %d positions', bs))
       end
       if cache then return model:forward_cached(new, cache, mask_inputs(m, new:size(2), idx:device())) end
       return model:forward_cached(idx, nil, mask_inputs(m, idx:size(2), idx:device()))
@@ -278,7 +279,7 @@ return function(model, ids, n, opts)
   local o = options(model, n, opts)
   local idx, back = as_batch(ids)
   if not zl.is_tensor(idx) or idx:dim() ~= 2 or idx:size(2) == 0 then
-    check.error(fmt('GPT.generate: expected token ids [B, T] with T > 0, got %s',
+    check.error(fmt('generate: expected token ids [B, T] with T > 0, got %s',
                     zl.is_tensor(idx) and '[' .. table.concat(idx:shape(), ', ') .. ']' or type(idx)))
   end
   local modes = {}

@@ -132,8 +132,11 @@ local function skipped(name)
   return name:match('^h%.%d+%.attn%.bias$') or name:match('^h%.%d+%.attn%.masked_bias$')
 end
 
-local function copy_from(f, model, prefix)
-  local used, info = {}, f.info
+local function copy_from(f, model)
+  local used, info, prefix = {}, f.info, ''
+  for _, name in ipairs(f.order) do
+    if name:sub(1, 12) == 'transformer.' then prefix = 'transformer.' end
+  end
   for _, e in ipairs(entries(model)) do
     local name, p, conv1d = e[1], e[2], e[3]
     local key = info[prefix .. name] and prefix .. name or (info[name] and name)
@@ -166,10 +169,7 @@ local function copy_from(f, model, prefix)
         check.error(fmt('GPT.from_pretrained: %s: tensor lm_head.weight has shape %s, expected %s',
                         e.path, shape_str(e.shape), shape_str(zero.shape(wte))))
       end
-      local same = zero.GatheredParameters({ wte }, function()
-        return (f:read(key):float() - wte:float()):abs():max():item() == 0
-      end)
-      if not same then
+      if not hf_weights.same_as(f, key, wte) then
         check.error(fmt('GPT.from_pretrained: %s: lm_head.weight differs from wte.weight; '
                         .. 'zlua ties the head to the token embedding', e.path))
       end
@@ -182,22 +182,7 @@ end
 --- key or tensor at fault: a config zlua cannot build, a missing tensor, a
 --- wrong shape, an unexpected tensor.
 function M.load(GPT, dir)
-  if type(dir) ~= 'string' then
-    check.error(fmt('GPT.from_pretrained: expected a directory name, got %s', type(dir)))
-  end
-  local cpath = dir .. '/config.json'
-  local o, gen = options(json.decode(hf_weights.read_file('GPT.from_pretrained', cpath), cpath), cpath)
-  local model = GPT(o)
-  model.generation_config = gen
-  local f = hf_weights.open(dir, 'GPT.from_pretrained')
-  local prefix = ''
-  for _, name in ipairs(f.order) do
-    if name:sub(1, 12) == 'transformer.' then prefix = 'transformer.' end
-  end
-  local ok, err = pcall(copy_from, f, model, prefix)
-  f:close()
-  if not ok then error(err, 0) end
-  return model:eval()
+  return hf_weights.load('GPT.from_pretrained', dir, options, GPT, copy_from)
 end
 
 local save_known = { max_shard_size = true }

@@ -7,6 +7,7 @@
 local zl = require 'zlua'
 local json = require 'zlua.json'
 local check = require 'zlua.nn.check'
+local zero = require 'zlua.zero'
 
 local fmt = string.format
 
@@ -93,6 +94,31 @@ function Reader:read(name) return self.handles[self.info[name].path]:read(name) 
 function Reader:close()
   for _, f in pairs(self.handles) do f:close() end
   self.handles = {}
+end
+
+--- hf_weights.load(who, dir, parse, build, copy): what every from_pretrained
+--- does: config.json decoded and parse(cfg, path) -> options, generation ids;
+--- build(options) -> the model; copy(reader, model) fills its parameters
+--- from the folder's tensors (the files closed whatever happens). The model
+--- comes back in eval mode, as transformers loads it.
+function M.load(who, dir, parse, build, copy)
+  if type(dir) ~= 'string' then check.error(fmt('%s: expected a directory name, got %s', who, type(dir))) end
+  local cpath = dir .. '/config.json'
+  local o, gen = parse(json.decode(read_file(who, cpath), cpath), cpath)
+  local model = build(o)
+  model.generation_config = gen
+  local r = M.open(dir, who)
+  local ok, err = pcall(copy, r, model)
+  r:close()
+  if not ok then error(err, 0) end
+  return model:eval()
+end
+
+--- hf_weights.same_as(reader, name, p): whether the file's tensor name holds
+--- exactly parameter p's values (a tied head saved anyway must be its embedding).
+function M.same_as(r, name, p)
+  if table.concat(r.info[name].shape, ',') ~= table.concat(zero.shape(p), ',') then return false end
+  return zero.GatheredParameters({ p }, function() return (r:read(name):float() - p:float()):abs():max():item() == 0 end)
 end
 
 local sizes = { f64 = 8, i64 = 8, f32 = 4, i32 = 4, bf16 = 2, f16 = 2, i16 = 2, u8 = 1, i8 = 1, bool = 1 }

@@ -150,12 +150,7 @@ local function copy_from(r, model)
       if name ~= 'lm_head.weight' then
         check.error(fmt('Llama.from_pretrained: %s: unexpected tensor %s', info.path, name))
       end
-      -- A tied head saved anyway must be the embedding.
-      local emb = model.embed_tokens.weight
-      local same = shape_str(info.shape) == shape_str(zero.shape(emb)) and zero.GatheredParameters({ emb }, function()
-        return (r:read(name):float() - emb:float()):abs():max():item() == 0
-      end)
-      if not same then
+      if not hf_weights.same_as(r, name, model.embed_tokens.weight) then
         check.error(fmt('Llama.from_pretrained: %s: lm_head.weight differs from model.embed_tokens.weight, '
                         .. 'but config.json ties them (tie_word_embeddings)', info.path))
       end
@@ -166,18 +161,7 @@ end
 --- load(Llama, dir): from_pretrained, in eval mode. Raises naming the file
 --- and the key or tensor at fault.
 function M.load(Llama, dir)
-  if type(dir) ~= 'string' then
-    check.error(fmt('Llama.from_pretrained: expected a directory name, got %s', type(dir)))
-  end
-  local cpath = dir .. '/config.json'
-  local o, gen = options(json.decode(hf_weights.read_file('Llama.from_pretrained', cpath), cpath), cpath)
-  local model = Llama(o)
-  model.generation_config = gen
-  local r = hf_weights.open(dir, 'Llama.from_pretrained')
-  local ok, err = pcall(copy_from, r, model)
-  r:close()
-  if not ok then error(err, 0) end
-  return model:eval()
+  return hf_weights.load('Llama.from_pretrained', dir, options, Llama, copy_from)
 end
 
 local save_known = { max_shard_size = true }

@@ -31,6 +31,7 @@ struct zl_context {
     _Atomic int64_t peak[ZL_MEM_COUNT];
     _Atomic int64_t fail_countdown;
     _Atomic size_t release_threshold;
+    _Atomic bool release_set;   /* the threshold was chosen, not the default */
     zl_alloc_fn host_alloc;
     zl_free_fn host_free;
     void *host_user;

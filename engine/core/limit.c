@@ -10,18 +10,23 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include "zlua/memory.h"
+#include "memory_impl.h"
 
-/* The answer being built, and the answer given (guarded: calls may come from several threads). */
+/* The answer being built, and the answer given (guarded: calls may come from
+ * several threads); with it, when a cgroup's limit is the answer, the file
+ * that says how much of it is in use, for zli_mem_headroom. */
 static int64_t g_limit;
-static char g_source[1024];
+static char g_source[1024], g_usage[1200];
+static int64_t g_found_limit;
+static char g_found_usage[1200];
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void take(int64_t bytes, const char *what, const char *where)
+static void take(int64_t bytes, const char *what, const char *where, const char *usage)
 {
     if (bytes <= 0 || bytes >= g_limit) return;
     g_limit = bytes;
     snprintf(g_source, sizeof g_source, "%s%s%s", what, where[0] ? " of " : "", where);
+    snprintf(g_usage, sizeof g_usage, "%s", usage);
 }
 
 /* A limit file's value; 0 for "max", an unlimited v1 value or none. */
@@ -81,11 +86,13 @@ static void cgroup_limits(void)
         snprintf(group, sizeof group, "%s", c2 + 1);
         const char *file = v2 ? "memory.max" : "memory.limit_in_bytes";
         for (;;) {
-            char path[1200];
-            snprintf(path, sizeof path, "%s%s/%s", root, strcmp(group, "/") == 0 ? "" : group, file);
+            char path[1200], usage[1200];
+            const char *dir = strcmp(group, "/") == 0 ? "" : group;
+            snprintf(path, sizeof path, "%s%s/%s", root, dir, file);
+            snprintf(usage, sizeof usage, "%s%s/%s", root, dir, v2 ? "memory.current" : "memory.usage_in_bytes");
             char where[600];
             snprintf(where, sizeof where, "the memory cgroup %s", group);
-            take(read_limit(path), v2 ? "memory.max" : "memory.limit_in_bytes", where);
+            take(read_limit(path), v2 ? "memory.max" : "memory.limit_in_bytes", where, usage);
             char *slash = strrchr(group, '/');
             if (!slash || slash == group) {
                 if (strcmp(group, "/") == 0) break;
@@ -102,12 +109,13 @@ static void find(void)
 {
     g_limit = zl_mem_ram();
     snprintf(g_source, sizeof g_source, "%s", "the machine's memory");
+    g_usage[0] = '\0';
     cgroup_limits();
     static const struct { int res; const char *name; } rl[] = {{RLIMIT_AS, "RLIMIT_AS"}, {RLIMIT_DATA, "RLIMIT_DATA"}};
     for (size_t i = 0; i < sizeof rl / sizeof rl[0]; i++) {
         struct rlimit r;
         if (getrlimit(rl[i].res, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < (rlim_t)INT64_MAX)
-            take((int64_t)r.rlim_cur, rl[i].name, "");
+            take((int64_t)r.rlim_cur, rl[i].name, "", "");
     }
 }
 
@@ -118,9 +126,20 @@ int64_t zl_mem_limit(const char **source)
     find();
     int64_t lim = g_limit;
     memcpy(answer, g_source, sizeof answer);
+    g_found_limit = lim;
+    memcpy(g_found_usage, g_usage, sizeof g_found_usage);
     pthread_mutex_unlock(&g_mu);
     if (source) *source = answer;
     return lim;
+}
+
+int64_t zli_mem_headroom(int64_t *limit)
+{
+    pthread_mutex_lock(&g_mu);
+    int64_t lim = g_found_limit, used = g_found_usage[0] ? read_limit(g_found_usage) : -1;
+    pthread_mutex_unlock(&g_mu);
+    *limit = lim;
+    return used < 0 ? INT64_MAX : lim - used;
 }
 
 int64_t zl_mem_ram(void)

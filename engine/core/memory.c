@@ -84,15 +84,30 @@ static bool unmap_block(void *p, size_t nbytes)
     return was;
 }
 
+/* Unless a context chose, blocks of 1 MiB and more go back to the system
+ * when the process runs under a limit lower than the machine's memory (a
+ * memory cgroup, an rlimit): kept in malloc's heap they would count against
+ * it as long as the process lives. */
+static size_t g_release_default;
+static pthread_once_t g_release_once = PTHREAD_ONCE_INIT;
+
+static void find_release_default(void) { g_release_default = zl_mem_limit(NULL) < zl_mem_ram() ? (size_t)1 << 20 : 0; }
+
 static bool release_on_free(zl_context *ctx, size_t nbytes)
 {
     size_t t = atomic_load(&ctx->release_threshold);
+    if (!atomic_load(&ctx->release_set)) {
+        pthread_once(&g_release_once, find_release_default);
+        t = g_release_default;
+    }
     return t && nbytes >= t;
 }
 
 void zl_mem_set_release_threshold(size_t nbytes)
 {
-    atomic_store(&zl_context_current()->release_threshold, nbytes);
+    zl_context *ctx = zl_context_current();
+    atomic_store(&ctx->release_threshold, nbytes);
+    atomic_store(&ctx->release_set, true);
 }
 
 /* align 0: the host hook's memory (or aligned_alloc), ZL_ALIGNMENT-aligned.
@@ -111,6 +126,20 @@ static void *raw_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_cate
     return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
 }
 
+/* Under a memory cgroup the kernel kills the process instead of failing an
+ * allocation, so the retry below would never run: a block of the cache's
+ * sizes asked for within a sixteenth of the limit first has the cache give
+ * its blocks back and then, if that was not enough, the host collect. */
+static void ease(zl_context *ctx, size_t nbytes)
+{
+    if (!zli_cache_serves(nbytes)) return;
+    int64_t limit, left = zli_mem_headroom(&limit);
+    int64_t margin = limit / 16 + (int64_t)nbytes;
+    if (left == INT64_MAX || left >= margin) return;
+    zli_cache_drain(&ctx->cache);
+    if (ctx->pressure_fn && zli_mem_headroom(&limit) < margin) ctx->pressure_fn(nbytes, ctx->pressure_user);
+}
+
 void *zli_mem_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_category cat)
 {
     if ((unsigned)cat >= ZL_MEM_COUNT) cat = ZL_MEM_OTHER;
@@ -125,6 +154,7 @@ void *zli_mem_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_categor
      * paths it tests are then reached whatever the cache holds. */
     int64_t c = atomic_load(&ctx->fail_countdown);
     bool injected = c > 0 && atomic_fetch_sub(&ctx->fail_countdown, 1) == 1;
+    if (!injected) ease(ctx, nbytes);
     void *p = injected ? NULL : raw_alloc(ctx, nbytes, align, cat);
     /* The host frees what it can (its collector), which lands in the cache;
      * then every cached block goes back to the system before the one retry. */

@@ -24,6 +24,10 @@ ZLI_HIDDEN void zli_mem_disown(zl_context *ctx, size_t nbytes, zl_mem_category c
  * nbytes (a device allocator out of memory runs the host's collector too);
  * true when there was one to ask. */
 ZLI_HIDDEN bool zli_mem_pressure(size_t nbytes);
+/* Bytes left under the memory cgroup limit the last zl_mem_limit found
+ * (that limit, *limit, less the group's usage read now); INT64_MAX when no
+ * cgroup's limit was the answer. */
+ZLI_HIDDEN int64_t zli_mem_headroom(int64_t *limit);
 /* zl_mem_recharge on ctx's accounting. */
 ZLI_HIDDEN void zli_mem_recharge(zl_context *ctx, size_t nbytes, zl_mem_category from, zl_mem_category to);
 

@@ -11,12 +11,14 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include "blas_lib.h"
 #include "cuda_impl.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static cublasLtHandle_t g_handle[ZLI_CUDA_MAX_DEVICES];
+/* Set by the first handle_of, which every other use follows. */
+static const zli_lt_api *g_lt;
 
 #define LT_WORKSPACE ((int64_t)32 << 20)
 static zl_tensor *g_workspace[ZLI_CUDA_MAX_DEVICES];
@@ -60,17 +62,18 @@ int64_t zli_cuda_blas_fallbacks(void) { return atomic_load(&g_fallbacks); }
 
 static zl_status lt_error(int index, const char *what, cublasStatus_t s)
 {
-    return zl_error(ZL_EDEVICE, "cuda:%d: cuBLASLt %s failed: %s", index, what, cublasLtGetStatusString(s));
+    return zl_error(ZL_EDEVICE, "cuda:%d: cuBLASLt %s failed: %s", index, what, g_lt->cublasLtGetStatusString(s));
 }
 
 static cublasLtHandle_t handle_of(int index)
 {
     pthread_mutex_lock(&g_mu);
-    cublasLtHandle_t h = g_handle[index];
+    if (!g_lt) g_lt = zli_lt_api_get();
+    cublasLtHandle_t h = g_lt ? g_handle[index] : NULL;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!h && (s = cublasLtCreate(&g_handle[index])) == CUBLAS_STATUS_SUCCESS) h = g_handle[index];
+    if (g_lt && !h && (s = g_lt->cublasLtCreate(&g_handle[index])) == CUBLAS_STATUS_SUCCESS) h = g_handle[index];
     pthread_mutex_unlock(&g_mu);
-    if (!h) lt_error(index, "create", s);
+    if (!h && g_lt) lt_error(index, "create", s);
     return h;
 }
 
@@ -136,23 +139,25 @@ static void plan_for(cublasLtHandle_t h, const lt_key *key, cublasLtMatmulDesc_t
     slot->used = true;
     cublasLtMatmulPreference_t pref = NULL;
     uint64_t ws = have_workspace ? (uint64_t)LT_WORKSPACE : 0;
-    cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
-    if (!s) s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasStatus_t s = g_lt->cublasLtMatmulPreferenceCreate(&pref);
+    if (!s)
+        s = g_lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     const cublasLtMatmulPreferenceAttributes_t which[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     /* cuBLASLt's A is our B (row-major as column-major, operands swapped). */
     const uint32_t align[4] = {key->align[1], key->align[0], key->align[2], key->align[2]};
-    for (int i = 0; i < 4 && !s; i++) s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &align[i], sizeof align[i]);
+    for (int i = 0; i < 4 && !s; i++)
+        s = g_lt->cublasLtMatmulPreferenceSetAttribute(pref, which[i], &align[i], sizeof align[i]);
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    if (!s) s = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &r, &found);
+    if (!s) s = g_lt->cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &r, &found);
     if (!s && found > 0 && r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= ws) {
         slot->found = true;
         slot->algo = r.algo;
         slot->workspace = r.workspaceSize;
     }
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (pref) g_lt->cublasLtMatmulPreferenceDestroy(pref);
     *plan = *slot;
     pthread_mutex_unlock(&g_mu);
 }
@@ -171,11 +176,12 @@ static void plan_refused(const lt_key *key)
 static cublasStatus_t layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
                              int32_t batch, int64_t stride)
 {
-    cublasStatus_t s = cublasLtMatrixLayoutCreate(l, type, rows, cols, ld);
+    cublasStatus_t s = g_lt->cublasLtMatrixLayoutCreate(l, type, rows, cols, ld);
     if (!s && batch > 1)
-        s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+        s = g_lt->cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
     if (!s && batch > 1)
-        s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+        s = g_lt->cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                   sizeof stride);
     return s;
 }
 
@@ -213,16 +219,17 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
         cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
         cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
         const char *what = "matmul descriptor";
-        cublasStatus_t s = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-        if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
-        if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+        cublasStatus_t s = g_lt->cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+        if (!s) s = g_lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+        if (!s) s = g_lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
         if (!s && out->bias) {
             cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
             cudaDataType_t bt = CUDA_R_32F;
-            s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-            if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &out->bias,
+            s = g_lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+            if (!s) s = g_lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &out->bias,
                                                        sizeof out->bias);
-            if (!s) s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+            if (!s)
+                s = g_lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
         }
         if (!s) {
             what = "matrix layout";
@@ -253,7 +260,7 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
             what = "matmul";
             s = atomic_load(&g_refuse_plans)
                     ? CUBLAS_STATUS_NOT_SUPPORTED
-                    : cublasLtMatmul(h, desc, &alpha, pb, la, pa, lb, &beta, pc, lc, pc, lc, &plan.algo,
+                    : g_lt->cublasLtMatmul(h, desc, &alpha, pb, la, pa, lb, &beta, pc, lc, pc, lc, &plan.algo,
                                      plan.workspace ? ws : NULL, plan.workspace, NULL);
             if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
                 plan_refused(&key);
@@ -264,12 +271,12 @@ static zl_status lt_gemm(int index, cudaDataType_t ab, size_t es, bool ta, bool 
         if (!s && !plan.found) {
             what = "matmul";
             atomic_fetch_add(&g_fallbacks, 1);
-            s = cublasLtMatmul(h, desc, &alpha, pb, la, pa, lb, &beta, pc, lc, pc, lc, NULL, NULL, 0, NULL);
+            s = g_lt->cublasLtMatmul(h, desc, &alpha, pb, la, pa, lb, &beta, pc, lc, pc, lc, NULL, NULL, 0, NULL);
         }
-        if (lc) cublasLtMatrixLayoutDestroy(lc);
-        if (lb) cublasLtMatrixLayoutDestroy(lb);
-        if (la) cublasLtMatrixLayoutDestroy(la);
-        if (desc) cublasLtMatmulDescDestroy(desc);
+        if (lc) g_lt->cublasLtMatrixLayoutDestroy(lc);
+        if (lb) g_lt->cublasLtMatrixLayoutDestroy(lb);
+        if (la) g_lt->cublasLtMatrixLayoutDestroy(la);
+        if (desc) g_lt->cublasLtMatmulDescDestroy(desc);
         /* linear_half's caller has another way, which reports a real error
          * itself: any refusal here (an epilogue or bias type this cuBLASLt
          * lacks, say) sends it there. */

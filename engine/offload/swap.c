@@ -28,7 +28,7 @@ typedef struct swap_buffer {
     int slot;                 /* -1: holds nothing */
     int pins;
     bool fresh;               /* prefetched, not acquired since: evicted only by a demand read */
-    bool dirty;               /* released dirty by an earlier pin: written at the last release */
+    bool dirty;               /* changed by a pin: written at the last release, or (write_back) when evicted or flushed */
     bool valid;               /* holds the slot's contents (not so after acquire_new, until written) */
     zl_aio_request *req;      /* a read or write in flight; none while pinned */
     bool writing;
@@ -44,6 +44,7 @@ struct zli_swap {
     int64_t buffer_elems;     /* as configured: the largest slot */
     int64_t mem_elems;        /* rounded up to whole blocks */
     zl_mem_category cat;
+    bool write_back;
     int nbuf;
     swap_buffer *bufs;
     swap_slot *slots;
@@ -108,6 +109,20 @@ static zl_status wait_io(zli_swap *s, swap_buffer *b)
     return zl_error(st, "%s: %s slot %d: %s", s->what, write ? "writing" : "reading", slot, msg);
 }
 
+/* Wait for the buffer's I/O whose outcome no longer matters; the caller's
+ * error, if any, outlives it. */
+static void quiet_wait(swap_buffer *b)
+{
+    if (!b->req) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", zl_last_error());
+    zl_status code = zli_last_code();
+    zl_aio_wait(b->req);
+    b->req = NULL;
+    if (code) zl_error(code, "%s", msg);
+    else zl_clear_error();
+}
+
 static zl_status start_io(zli_swap *s, swap_buffer *b, bool write)
 {
     swap_slot *sl = &s->slots[b->slot];
@@ -132,13 +147,24 @@ static zl_status start_io(zli_swap *s, swap_buffer *b, bool write)
     return ZL_OK;
 }
 
+/* Write-back: the changes a buffer holds go to the file (the slot's region
+ * counts as written from now on; the buffer stays a valid copy). */
+static zl_status write_out(zli_swap *s, swap_buffer *b)
+{
+    b->dirty = false;
+    b->valid = true;
+    s->slots[b->slot].written = true;
+    s->slots[b->slot].lost = false;
+    return start_io(s, b, true);
+}
+
 /* Pick a buffer for a slot that is not resident (see swap.h for the order),
  * evicting what it holds; *idx = -1 when none can be had. Only a demand read
  * (an acquire) may take a prefetched buffer: a read ahead must not fail the
  * read that is needed now. */
 static zl_status pick(zli_swap *s, bool may_wait, bool demand, int *idx)
 {
-    int empty = -1, clean = -1, writing = -1, ahead = -1;
+    int empty = -1, clean = -1, writing = -1, unwritten = -1, ahead = -1;
     for (int i = 0; i < s->nbuf; i++) {
         swap_buffer *b = &s->bufs[i];
         if (b->slot < 0) {
@@ -147,20 +173,40 @@ static zl_status pick(zli_swap *s, bool may_wait, bool demand, int *idx)
         } else if (!b->pins && b->fresh) {
             if (ahead < 0 || b->ahead > s->bufs[ahead].ahead) ahead = i;
         } else if (!b->pins) {
-            int *best = b->req ? &writing : &clean;
+            int *best = b->req ? &writing : b->dirty ? &unwritten : &clean;
             if (*best < 0 || b->used < s->bufs[*best].used) *best = i;
         }
     }
-    *idx = empty >= 0 ? empty : clean >= 0 ? clean : may_wait && writing >= 0 ? writing : demand ? ahead : -1;
+    *idx = empty >= 0 ? empty : clean >= 0 ? clean : may_wait && writing >= 0 ? writing
+         : may_wait && unwritten >= 0 ? unwritten : demand ? ahead : -1;
     if (*idx >= 0 && *idx == ahead) s->st.ahead_dropped++;
     if (*idx < 0) return ZL_OK;
     swap_buffer *b = &s->bufs[*idx];
-    zl_status st = wait_io(s, b);
+    zl_status st = *idx == unwritten ? write_out(s, b) : ZL_OK;
+    if (!st) st = wait_io(s, b);
     if (st) {
         *idx = -1;
         return st;
     }
     unbind(s, b);
+    return ZL_OK;
+}
+
+/* Write-back, before a slot that is not resident is brought in: the changes
+ * of every other unpinned buffer but the last used start going to the file,
+ * so that a later eviction finds them written instead of writing and waiting
+ * then. The last used one is spared: it is likely to be changed again. */
+static zl_status write_behind(zli_swap *s)
+{
+    int last = -1;
+    for (int i = 0; i < s->nbuf; i++)
+        if (s->bufs[i].slot >= 0 && (last < 0 || s->bufs[i].used > s->bufs[last].used)) last = i;
+    for (int i = 0; i < s->nbuf; i++) {
+        swap_buffer *b = &s->bufs[i];
+        if (i == last || b->slot < 0 || b->pins || !b->dirty || b->req) continue;
+        zl_status st = write_out(s, b);
+        if (st) return st;
+    }
     return ZL_OK;
 }
 
@@ -188,7 +234,8 @@ static zl_status bind(zli_swap *s, int idx, int slot)
  * *idx = -1 (ZL_OK) when no buffer can be had. */
 static zl_status load(zli_swap *s, int slot, bool may_wait, bool demand, bool read, int *idx)
 {
-    zl_status st = pick(s, may_wait, demand, idx);
+    zl_status st = s->write_back ? write_behind(s) : ZL_OK;
+    if (!st) st = pick(s, may_wait, demand, idx);
     if (st || *idx < 0) return st;
     if ((st = bind(s, *idx, slot))) return st;
     swap_buffer *b = &s->bufs[*idx];
@@ -263,14 +310,30 @@ zl_status zli_swap_release(zli_swap *s, int slot, bool dirty)
     b->dirty |= dirty;
     if (--b->pins > 0) return ZL_OK;
     b->used = ++s->tick;
-    if (b->dirty) {
-        b->dirty = false;
+    if (b->dirty && s->write_back) {
         b->valid = true;
-        s->slots[slot].written = true;
-        s->slots[slot].lost = false;
-        return start_io(s, b, true);
+        return ZL_OK;
     }
+    if (b->dirty) return write_out(s, b);
     if (!b->valid) unbind(s, b);
+    return ZL_OK;
+}
+
+zl_status zli_swap_drop(zli_swap *s, int slot)
+{
+    zl_status st = check_slot(s, slot, "drop");
+    if (st) return st;
+    swap_slot *sl = &s->slots[slot];
+    int idx = sl->buf;
+    if (idx >= 0) {
+        swap_buffer *b = &s->bufs[idx];
+        if (b->pins) return zl_error(ZL_ESTATE, "%s: drop of slot %d, which is acquired", s->what, slot);
+        /* a write in flight cannot be called back; its error no longer matters */
+        quiet_wait(b);
+        unbind(s, b);
+    }
+    sl->written = false;
+    sl->lost = false;
     return ZL_OK;
 }
 
@@ -279,6 +342,13 @@ zl_status zli_swap_flush(zli_swap *s)
     if (!s) return zl_error(ZL_EINVAL, "swap flush: the swapper is NULL");
     zl_status first = ZL_OK;
     char msg[1024] = "";
+    for (int i = 0; i < s->nbuf; i++) {
+        swap_buffer *b = &s->bufs[i];
+        if (b->slot >= 0 && !b->pins && b->dirty && !b->req && write_out(s, b) && !first) {
+            first = zli_last_code();
+            snprintf(msg, sizeof msg, "%s", zl_last_error());
+        }
+    }
     for (int i = 0; i < s->nbuf; i++) {
         zl_status st = wait_io(s, &s->bufs[i]);
         if (st && !first) {
@@ -407,6 +477,7 @@ zl_status zli_swap_open(zl_aio *aio, const zli_swap_config *cfg, zli_swap **out)
     s->buffer_elems = cfg->buffer_elems;
     s->mem_elems = round_up(cfg->buffer_elems * (int64_t)s->esize, SWAP_ALIGN) / (int64_t)s->esize;
     s->cat = cfg->cat;
+    s->write_back = cfg->write_back;
     s->nbuf = cfg->buffer_count;
     for (int i = 0; i < s->nbuf; i++) s->bufs[i].slot = -1;
     *out = s;
@@ -416,19 +487,13 @@ zl_status zli_swap_open(zl_aio *aio, const zli_swap_config *cfg, zli_swap **out)
 void zli_swap_close(zli_swap *s)
 {
     if (!s) return;
-    /* The caller's error, if any, outlives the waits below. */
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", zl_last_error());
-    zl_status code = zli_last_code();
     for (int i = 0; i < s->nbuf; i++) {
         swap_buffer *b = &s->bufs[i];
-        if (b->req) zl_aio_wait(b->req);
+        quiet_wait(b);
         zl_tensor_release(b->view);
         zl_tensor_release(b->mem);
     }
     unlink(s->path);
-    if (code) zl_error(code, "%s", msg);
-    else zl_clear_error();
     free(s->bufs);
     free(s->slots);
     free(s->path);

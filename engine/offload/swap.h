@@ -15,10 +15,12 @@
  * write is in flight). A buffer for a slot that is not resident is, in this
  * order: one holding nothing; the least recently used unpinned one with no I/O
  * in flight; the least recently used unpinned one whose write is in flight,
- * after waiting for it; for an acquire only, when there is none of those, the
- * prefetched slot not yet acquired that was prefetched last (the one needed
- * last: it is read again when acquired). A pinned slot is never evicted, nor
- * is a prefetched one for another prefetch. One thread drives a swapper. */
+ * after waiting for it; with write_back, the least recently used unpinned one
+ * holding changes not yet written, after writing them; for an acquire only,
+ * when there is none of those, the prefetched slot not yet acquired that was
+ * prefetched last (the one needed last: it is read again when acquired). A
+ * pinned slot is never evicted, nor is a prefetched one for another prefetch.
+ * One thread drives a swapper. */
 
 typedef struct zli_swap zli_swap;
 
@@ -29,6 +31,12 @@ typedef struct zli_swap_config {
     int buffer_count;          /* buffers in memory, at least 1 (DeepSpeed's buffer_count) */
     zl_mem_category cat;       /* what the buffers are charged to */
     const char *what;          /* the config block, for messages ("offload_optimizer", "offload_param", ...) */
+    /* A dirty release keeps the changes in the buffer; they are written when
+     * the buffer is taken for another slot (started early for all but the
+     * last used, whenever a slot is brought in) or by flush: for slots
+     * changed many times before they are read (gradients added bucket after
+     * bucket). Otherwise the last dirty release starts the write. */
+    bool write_back;
 } zli_swap_config;
 
 typedef struct zli_swap_stats {
@@ -81,9 +89,14 @@ ZLI_HIDDEN zl_status zli_swap_acquire_new(zli_swap *s, int slot, zl_tensor **buf
  * flush, waits and returns the write's error). The buffer stays a valid copy.
  * ZL_ESTATE for a slot that is not acquired. */
 ZLI_HIDDEN zl_status zli_swap_release(zli_swap *s, int slot, bool dirty);
-/* Wait for every read and write in flight; the first error. Prefetched slots
- * become ordinary cached ones (evictable). */
+/* Write what write-back holds, and wait for every read and write in flight;
+ * the first error. Prefetched slots become ordinary cached ones (evictable). */
 ZLI_HIDDEN zl_status zli_swap_flush(zli_swap *s);
+/* The slot's contents will not be read again: a buffer holding it is free
+ * for reuse without writing it (a write in flight is waited for, its outcome
+ * ignored), and the slot reads as zeros until written again. ZL_ESTATE while
+ * it is acquired. */
+ZLI_HIDDEN zl_status zli_swap_drop(zli_swap *s, int slot);
 
 /* Uncached, for slots written once and read back rarely (zero.Init's
  * chunks): the slot straight from or into a tensor of its elements and dtype,

@@ -219,9 +219,21 @@ static double chunk_sumsq(const chunk *c)
 zl_status zl_grad_norm_sq(zl_tensor *const *tensors, int n, double *out)
 {
     if (!out) return zl_error(ZL_EINVAL, "grad_norm_sq: the result pointer is NULL");
+    *out = 0;
+    return zl_grad_norm_sq_add(tensors, n, out);
+}
+
+zl_status zl_grad_norm_sq_add(zl_tensor *const *tensors, int n, double *acc)
+{
+    if (!acc) return zl_error(ZL_EINVAL, "grad_norm_sq: the result pointer is NULL");
     bool dev;
     if (check_list("grad_norm_sq", tensors, n, &dev)) return zli_last_code();
-    if (dev) return zli_grad_norm_sq_device(tensors, n, out);
+    if (dev) {
+        double s;
+        zl_status st = zli_grad_norm_sq_device(tensors, n, &s);
+        if (!st) *acc += s;
+        return st;
+    }
     chunk_list l;
     if (list_make("grad_norm_sq", tensors, n, &l)) return zli_last_code();
     double *part = malloc((size_t)(l.n ? l.n : 1) * sizeof *part);
@@ -231,11 +243,11 @@ zl_status zl_grad_norm_sq(zl_tensor *const *tensors, int n, double *out)
     }
     #pragma omp parallel for schedule(static) if (l.elems > ZLI_PAR_MIN)
     for (int64_t i = 0; i < l.n; i++) part[i] = chunk_sumsq(&l.c[i]);
-    double s = 0;
+    double s = *acc;
     for (int64_t i = 0; i < l.n; i++) s += part[i];
     free(part);
     list_free(&l);
-    *out = s;
+    *acc = s;
     return ZL_OK;
 }
 

@@ -163,7 +163,7 @@ zl_status zl_zero_memory_of(const zl_zero *z, zl_zero_memory *out)
     if (!z || !out) return zl_error(ZL_EINVAL, "zl_zero_memory_of: no engine");
     memset(out, 0, sizeof *out);
     int64_t ws = (int64_t)zl_dtype_size(z->wdtype);
-    out->grads = zl_tensor_numel(z->grads) * (int64_t)zl_dtype_size(z->gdtype);
+    out->grads = zz_grads_bytes(z);
     if (z->full) {
         out->params = zl_tensor_numel(z->full) * ws;
     } else {
@@ -188,9 +188,16 @@ zl_status zl_zero_memory_of(const zl_zero *z, zl_zero_memory *out)
         out->read_bytes += f.bytes_read;
         out->write_bytes += f.bytes_written;
     }
+    if (z->gswap) {
+        zli_swap_stats f = zli_swap_stats_of(z->gswap);
+        out->nvme += f.file_bytes;
+        out->read_bytes += f.bytes_read;
+        out->write_bytes += f.bytes_written;
+    }
     out->partition_elements = z->S;
     out->peak_live = z->peak_live;
     out->comm_seconds = z->comm_time;
     out->io_seconds = z->io_time;
+    out->collectives = z->collectives;
     return ZL_OK;
 }

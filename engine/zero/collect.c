@@ -66,6 +66,7 @@ static zl_status local(zl_zero *z, zz_req *r, zz_coll kind, zl_tensor *in, zl_te
 
 zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root)
 {
+    z->collectives++;
     zz_req *r = calloc(1, sizeof *r);
     if (!r) {
         zl_error(ZL_ENOMEM, "ZeRO: out of memory starting a collective");

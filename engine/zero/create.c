@@ -127,9 +127,11 @@ static zl_status setup_param_swap(zl_zero *z, int64_t *resident)
     zl_status st = zli_swap_folder(oc->nvme_path, sub, "offload_param", dir, sizeof dir);
     if (st || !swapping) return st;
     snprintf(path, sizeof path, "%s/params.swp", dir);
-    zli_swap_config sc = {.path = path, .dtype = z->wdtype, .buffer_elems = largest,
-                         .buffer_count = oc->buffer_count > 0 ? oc->buffer_count : 1, .cat = ZL_MEM_PARAMS,
-                         .what = "offload_param"};
+    int asked = oc->buffer_count > 0 ? oc->buffer_count : 1;
+    int count = (int)zz_fit(z, "offload_param.buffer_count", asked, asked, 2,
+                            largest * (int64_t)zl_dtype_size(z->wdtype));
+    zli_swap_config sc = {.path = path, .dtype = z->wdtype, .buffer_elems = largest, .buffer_count = count,
+                         .cat = ZL_MEM_PARAMS, .what = "offload_param"};
     if ((st = zli_swap_open(z->aio, &sc, &z->pswap))) return st;
     for (int i = 0; i < z->nent; i++) {
         zz_entry *e = &z->ents[i];
@@ -319,6 +321,9 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
     }
     if (!st) st = add_entries(z, params, nparams, inits, ninits);
     if (!st) st = placement(z);
+    if (!st && z->stage == 3)
+        z->cfg.max_live_parameters = zz_fit(z, "stage3_max_live_parameters", cfg->max_live_parameters,
+                                            cfg->max_live_parameters, 1, (int64_t)zl_dtype_size(z->wdtype));
     if (!st && (onvme || pnvme)) st = zl_aio_open(&cfg->aio, &z->aio);
     if (!st) st = zz_masters_setup(z);
     if (!st && z->stage <= 2) {
@@ -340,13 +345,7 @@ zl_status zl_zero_create(zl_comm *comm, const zl_zero_config *cfg, const zl_zero
     if (!st && z->pswap) st = zli_swap_flush(z->pswap);
     /* The gradient buffer last: with NVMe offload zero.Init's chunks have gone to
      * the files by now, so the two are never in memory together. */
-    if (!st) {
-        int64_t gsize = z->stage == 1 ? (int64_t)z->P * z->S : z->S;
-        z->gbase = z->stage == 1 ? (int64_t)z->q * z->S : 0;
-        z->grads = z->opt_on_dev ? zz_new(z, true, z->gdtype, gsize, ZL_MEM_GRADS, true)
-                                 : zz_new_host(z, cfg->offload_optimizer.pin_memory, z->gdtype, gsize, ZL_MEM_GRADS, true);
-        if (!z->grads) st = ZL_ENOMEM;
-    }
+    if (!st) st = zz_grads_setup(z);
     if (!st) st = z->stage <= 2 ? bind_full(z) : zz_params_setup(z);
     if (!st) {
         int64_t cap = cfg->reduce_bucket_size / z->P;
@@ -383,6 +382,7 @@ void zl_zero_free(zl_zero *z)
     if (z->stage == 3 && z->empty) zz_params_free(z);
     if (z->oswap) zli_swap_close(z->oswap);
     if (z->pswap) zli_swap_close(z->pswap);
+    if (z->gswap) zli_swap_close(z->gswap);
     zl_aio_close(z->aio);
     zl_tensor_release(z->master);
     for (int j = 0; j < 2; j++) zl_tensor_release(z->states[j]);

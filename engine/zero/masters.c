@@ -14,7 +14,18 @@ static bool swapped(const zl_zero *z) { return z->oswap != NULL; }
 zl_status zz_masters_setup(zl_zero *z)
 {
     bool nvme = z->cfg.offload_optimizer.device == ZL_OFFLOAD_NVME && z->stage >= 1;
-    int64_t cap = nvme ? (z->cfg.sub_group_size > 0 ? z->cfg.sub_group_size : 1) : INT64_MAX;
+    const zl_zero_offload *oc = &z->cfg.offload_optimizer;
+    int ntensors = 1 + z->nstates;
+    int least = oc->pipeline_read || oc->pipeline_write ? 2 : 1;
+    int per = oc->buffer_count / ntensors;
+    if (per < least) per = least;
+    int64_t cap = INT64_MAX;
+    if (nvme) {
+        /* what an element of a sub-group takes in the optimizer's and the gradients' buffers */
+        int64_t unit = (int64_t)per * ntensors * 4 + ZZ_GRAD_BUFFERS * (int64_t)zl_dtype_size(z->gdtype);
+        int64_t asked = z->cfg.sub_group_size > 0 ? z->cfg.sub_group_size : 1;
+        cap = zz_fit(z, "sub_group_size", asked, asked < z->S ? asked : z->S, 1, unit);
+    }
     z->subs = calloc((size_t)(z->nent > 0 ? z->nent : 1), sizeof *z->subs);
     if (!z->subs) return zl_error(ZL_ENOMEM, "ZeRO: out of memory for the optimizer sub-groups");
     int64_t maxlen = 0;
@@ -40,17 +51,15 @@ zl_status zz_masters_setup(zl_zero *z)
         }
         return ZL_OK;
     }
-    const zl_zero_offload *oc = &z->cfg.offload_optimizer;
     char dir[4096], path[4200];
     char sub[64];
     snprintf(sub, sizeof sub, "optimizer/rank%d", z->rank);
     zl_status st = zli_swap_folder(oc->nvme_path, sub, "offload_optimizer", dir, sizeof dir);
     if (st) return st;
     snprintf(path, sizeof path, "%s/optimizer.swp", dir);
-    int ntensors = 1 + z->nstates;
-    int per = oc->buffer_count / ntensors;
-    if (per < 1) per = 1;
-    if ((oc->pipeline_read || oc->pipeline_write) && per < 2) per = 2;
+    /* counted as the config counts them: a buffer per tensor of a sub-group */
+    per = (int)(zz_fit(z, "offload_optimizer.buffer_count", oc->buffer_count, (int64_t)per * ntensors,
+                       (int64_t)least * ntensors, (maxlen > 0 ? maxlen : 1) * 4) / ntensors);
     zli_swap_config sc = {.path = path, .dtype = ZL_DTYPE_F32, .buffer_elems = ntensors * (maxlen > 0 ? maxlen : 1),
                          .buffer_count = per, .cat = ZL_MEM_OPTIMIZER, .what = "offload_optimizer"};
     if ((st = zli_swap_open(z->aio, &sc, &z->oswap))) return st;

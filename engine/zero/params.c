@@ -8,13 +8,47 @@
  * is released unless it is persistent (at most
  * stage3_param_persistence_threshold elements: gathered once per step and
  * kept) or read again within stage3_max_reuse_distance elements of the
- * trace. A trace that no longer matches is dropped and recorded again. A
- * chunk on NVMe is read ahead when prefetched and gathered when it is next in
- * line. */
+ * trace. A trace that no longer matches is dropped and recorded again.
+ *
+ * On several ranks the parameters gathered together go in a bucket with one
+ * collective, as DeepSpeed's coalesced all-gather and FSDP2 do: those one
+ * prefetch starts, and the persistent ones in runs of at most
+ * stage3_prefetch_bucket_size elements. Their chunks are copied one after
+ * another into a send buffer (with use_all_reduce_for_fetch_params, into this
+ * rank's place of a zeroed receive buffer that is then summed) and
+ * all-gathered into a receive buffer; when the first of them is needed each
+ * one's P chunks are copied out into its own whole tensor, and the bucket's
+ * buffers are dropped. While in flight the buffers stand in for the
+ * parameters' tensors (charged to params, and counted live through the
+ * parameters); the copy-out briefly holds both, about twice the bucket. A
+ * parameter needed and not prefetched is gathered alone. A chunk on NVMe is
+ * only read ahead when prefetched: the NVMe chunks of one prefetch form a
+ * bucket of their own, started when its first parameter is needed, so that
+ * every rank starts the same collectives in the same order (where the reads
+ * ahead stop depends on which swap buffers are free, the same on every rank:
+ * each runs the same acquires, releases and reads ahead on slots of the same
+ * sizes, and writes are waited for at the same calls). Each chunk's swap
+ * buffer is given back once copied into the bucket. On one rank nothing is
+ * bucketed: a gather is a copy. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "zero_impl.h"
+
+typedef struct zz_member {
+    zz_entry *e;               /* NULL once released out of the bucket */
+    int64_t at;                /* its chunk's place in each rank's part */
+} zz_member;
+
+struct zz_fetch {
+    zl_tensor *send;           /* [len]: this rank's chunks; NULL when summing */
+    zl_tensor *recv;           /* [P * len]: rank r's chunks from r * len */
+    zz_req *req;
+    bool issued;               /* its collective was started */
+    int64_t len, bytes;
+    int n, left;               /* members, and those still in it */
+    zz_member m[];
+};
 
 static zl_status set_data(zz_entry *e, zl_tensor *src)
 {
@@ -29,6 +63,13 @@ static void count_live(zl_zero *z, zz_entry *e, int64_t d)
     if (e->persistent) return;
     z->live += d;
     if (z->live > z->peak_live) z->peak_live = z->live;
+}
+
+static zl_status alloc_gathered(zl_zero *z, zz_entry *e)
+{
+    if (!(e->gathered = zz_new(z, true, z->wdtype, z->P * e->k, ZL_MEM_PARAMS, false)))
+        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory gathering %s", e->name);
+    return ZL_OK;
 }
 
 /* The collective of e's gather from its working chunk. */
@@ -58,13 +99,13 @@ static zl_status gather_from(zl_zero *z, zz_entry *e, bool async)
     return st;
 }
 
-/* Start gathering e (asynchronously when prefetching). A chunk on NVMe
- * prefetched is only read ahead here; its gather follows in complete(), in
- * the trace's order on every rank like every other gather. */
+/* Start gathering e alone (asynchronously when prefetching on one rank). A
+ * chunk on NVMe prefetched is only read ahead here; its gather follows in
+ * complete(). */
 static zl_status start(zl_zero *z, zz_entry *e, bool async)
 {
-    if (!(e->gathered = zz_new(z, true, z->wdtype, z->P * e->k, ZL_MEM_PARAMS, false)))
-        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory gathering %s", e->name);
+    zl_status st = alloc_gathered(z, e);
+    if (st) return st;
     e->status = ZZ_INFLIGHT;
     count_live(z, e, e->n);
     if (e->pslot >= 0 && async) {
@@ -74,11 +115,120 @@ static zl_status start(zl_zero *z, zz_entry *e, bool async)
     return gather_from(z, e, async);
 }
 
+/* e in flight in bucket *f, which is made with room for cap members when NULL. */
+static zl_status join(zl_zero *z, zz_entry *e, zz_fetch **f, int cap)
+{
+    if (!*f && !(*f = calloc(1, sizeof **f + (size_t)cap * sizeof(zz_member))))
+        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory for the gather bucket of %s", e->name);
+    (*f)->m[(*f)->n++].e = e;
+    (*f)->left++;
+    e->fetch = *f;
+    e->status = ZZ_INFLIGHT;
+    count_live(z, e, e->n);
+    return ZL_OK;
+}
+
+static void fetch_free(zl_zero *z, zz_fetch *f)
+{
+    zl_tensor_release(f->send);
+    zl_tensor_release(f->recv);
+    z->fetch_bytes -= f->bytes;
+    free(f);
+}
+
+/* Start the bucket's collective, its members' chunks copied into place. */
+static zl_status fetch_issue(zl_zero *z, zz_fetch *f)
+{
+    f->issued = true;
+    int64_t len = 0;
+    const char *first = NULL;
+    for (int i = 0; i < f->n; i++) {
+        if (!f->m[i].e) continue;
+        if (!first) first = f->m[i].e->name;
+        f->m[i].at = len;
+        len += f->m[i].e->k;
+    }
+    f->len = len;
+    bool by_sum = z->cfg.use_all_reduce_for_fetch_params;
+    if (!(f->recv = zz_new(z, true, z->wdtype, z->P * len, ZL_MEM_PARAMS, by_sum)) ||
+        (!by_sum && !(f->send = zz_new(z, true, z->wdtype, len, ZL_MEM_PARAMS, false))))
+        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory for the gather bucket of %s (%lld elements)", first,
+                        (long long)len);
+    f->bytes = (by_sum ? z->P : z->P + 1) * len * (int64_t)zl_dtype_size(z->wdtype);
+    z->fetch_bytes += f->bytes;
+    zl_tensor *dst = by_sum ? f->recv : f->send;
+    int64_t base = by_sum ? (int64_t)z->q * len : 0;
+    zl_status st = ZL_OK;
+    for (int i = 0; i < f->n && !st; i++) {
+        zz_entry *e = f->m[i].e;
+        zl_tensor *src;
+        if (!e || (st = zz_working_chunk(z, e, &src))) continue;
+        st = zz_copy(dst, base + f->m[i].at, src, 0, e->k);
+        zl_tensor_release(src);
+        zz_working_done(z, e);
+    }
+    if (st) return st;
+    f->req = by_sum ? zz_start(z, ZZ_ALLREDUCE, f->recv, NULL, ZL_COMM_SUM, 0)
+                    : zz_start(z, ZZ_ALLGATHER, f->send, f->recv, ZL_COMM_SUM, 0);
+    return f->req ? ZL_OK : zli_last_code();
+}
+
+/* After a failure st: the bucket's members released and the bucket dropped. */
+static zl_status fetch_fail(zl_zero *z, zz_fetch *f, zl_status st)
+{
+    zz_wait(z, f->req);
+    f->req = NULL;
+    for (int i = 0; i < f->n; i++) {
+        zz_entry *e = f->m[i].e;
+        if (!e) continue;
+        e->fetch = NULL;
+        zz_params_release(z, e);
+    }
+    fetch_free(z, f);
+    return st;
+}
+
+/* The bucket's collective done (started first if it was not), each member's
+ * P chunks copied out into its own tensor, and the bucket dropped. */
+static zl_status fetch_finish(zl_zero *z, zz_fetch *f)
+{
+    zl_status st = f->issued ? ZL_OK : fetch_issue(z, f);
+    if (!st) {
+        st = zz_wait(z, f->req);
+        f->req = NULL;
+    }
+    for (int i = 0; i < f->n && !st; i++) {
+        zz_entry *e = f->m[i].e;
+        if (!e || (st = alloc_gathered(z, e))) continue;
+        for (int r = 0; r < z->P && !st; r++)
+            st = zz_copy(e->gathered, (int64_t)r * e->k, f->recv, (int64_t)r * f->len + f->m[i].at, e->k);
+    }
+    if (st) return fetch_fail(z, f, st);
+    for (int i = 0; i < f->n; i++)
+        if (f->m[i].e) f->m[i].e->fetch = NULL;
+    fetch_free(z, f);
+    return ZL_OK;
+}
+
+/* e out of its bucket; the last member out drops it, once its collective is done. */
+static zl_status leave(zl_zero *z, zz_entry *e)
+{
+    zz_fetch *f = e->fetch;
+    e->fetch = NULL;
+    for (int i = 0; i < f->n; i++)
+        if (f->m[i].e == e) f->m[i].e = NULL;
+    if (--f->left > 0) return ZL_OK;
+    zl_status st = zz_wait(z, f->req);
+    fetch_free(z, f);
+    return st;
+}
+
 zl_status zz_params_complete(zl_zero *z, zz_entry *e)
 {
     zl_status st = ZL_OK;
     if (e->status == ZZ_AVAILABLE) return ZL_OK;
     if (e->status == ZZ_RELEASED && (st = start(z, e, false))) return st;
+    if (e->fetch && (st = fetch_finish(z, e->fetch))) return st;
     if (e->reading) {
         e->reading = false;
         if ((st = gather_from(z, e, false))) return st;
@@ -100,6 +250,7 @@ zl_status zz_params_complete(zl_zero *z, zz_entry *e)
 
 zl_status zz_params_settle(zl_zero *z)
 {
+    /* a bucket copied its members' chunks when it started */
     zl_status st = ZL_OK;
     for (int i = 0; i < z->nent && !st; i++) st = zz_req_settle(z, z->ents[i].req);
     return st;
@@ -108,11 +259,13 @@ zl_status zz_params_settle(zl_zero *z)
 zl_status zz_params_release(zl_zero *z, zz_entry *e)
 {
     if (e->status == ZZ_RELEASED) return ZL_OK;
-    zl_status st = zz_wait(z, e->req);
+    zl_status st = e->fetch ? leave(z, e) : ZL_OK;
+    zl_status s2 = zz_wait(z, e->req);
     e->req = NULL;
     zz_working_done(z, e);
     e->reading = false;
-    zl_status s2 = set_data(e, z->empty);
+    if (!st) st = s2;
+    s2 = set_data(e, z->empty);
     zl_tensor_release(e->gathered);
     e->gathered = NULL;
     e->status = ZZ_RELEASED;
@@ -120,14 +273,28 @@ zl_status zz_params_release(zl_zero *z, zz_entry *e)
     return st ? st : s2;
 }
 
+/* Every persistent parameter gathered afresh: on several ranks in buckets of
+ * consecutive ones, at most stage3_prefetch_bucket_size elements (one
+ * parameter at least). */
 static zl_status gather_persistent(zl_zero *z)
 {
     zl_status st = ZL_OK;
-    for (int i = 0; i < z->nent && !st; i++) {
-        zz_entry *e = &z->ents[i];
-        if (!e->persistent) continue;
-        st = zz_params_release(z, e);
-        if (!st) st = zz_params_complete(z, e);
+    for (int i = 0; i < z->nent && !st; i++)
+        if (z->ents[i].persistent) st = zz_params_release(z, &z->ents[i]);
+    for (int a = 0; a < z->nent && !st;) {
+        zz_fetch *f = NULL;
+        int64_t fill = 0;
+        int b = a;
+        for (; b < z->nent && !st; b++) {
+            zz_entry *e = &z->ents[b];
+            if (!e->persistent) continue;
+            if (f && fill + e->n > z->cfg.prefetch_bucket_size) break;
+            fill += e->n;
+            if (z->P > 1) st = join(z, e, &f, z->nent - b);
+        }
+        for (int i = a; i < b && !st; i++)
+            if (z->ents[i].persistent) st = zz_params_complete(z, &z->ents[i]);
+        a = b;
     }
     return st;
 }
@@ -136,18 +303,21 @@ static zl_status gather_persistent(zl_zero *z)
 static zl_status prefetch_from(zl_zero *z, int pos)
 {
     int64_t budget = z->cfg.prefetch_bucket_size;
-    for (int j = pos; j < z->ntrace; j++) {
+    /* on several ranks, the chunks in memory ([0], started now) and those on NVMe ([1], started when first needed) */
+    zz_fetch *f[2] = {NULL, NULL};
+    zl_status st = ZL_OK;
+    for (int j = pos; j < z->ntrace && !st; j++) {
         zz_entry *e = &z->ents[z->trace[j]];
         if (e->status != ZZ_RELEASED) continue;
-        if (e->n > budget || z->live + e->n > z->cfg.max_live_parameters) return ZL_OK;
+        if (e->n > budget || z->live + e->n > z->cfg.max_live_parameters) break;
         /* a chunk on NVMe goes ahead only as far as free swap buffers allow */
         bool started = true;
-        if (e->pslot >= 0 && (zli_swap_prefetch(z->pswap, e->pslot, false, &started) || !started)) return ZL_OK;
+        if (e->pslot >= 0 && (zli_swap_prefetch(z->pswap, e->pslot, false, &started) || !started)) break;
         budget -= e->n;
-        zl_status st = start(z, e, true);
-        if (st) return st;
+        st = z->P > 1 ? join(z, e, &f[e->pslot >= 0], z->ntrace - j) : start(z, e, true);
     }
-    return ZL_OK;
+    if (!st && f[0] && (st = fetch_issue(z, f[0]))) st = fetch_fail(z, f[0], st);
+    return st;
 }
 
 /* Keep e after its use when the trace reads it again soon. */
@@ -264,6 +434,7 @@ void zz_params_free(zl_zero *z)
 {
     for (int i = 0; i < z->nent; i++) {
         zz_entry *e = &z->ents[i];
+        if (e->fetch) leave(z, e);
         zz_wait(z, e->req);
         e->req = NULL;
         zz_working_done(z, e);
@@ -277,7 +448,7 @@ void zz_params_free(zl_zero *z)
 
 int64_t zz_params_gathered_bytes(const zl_zero *z)
 {
-    int64_t b = 0;
+    int64_t b = z->fetch_bytes;
     for (int i = 0; i < z->nent; i++)
         if (z->ents[i].gathered) b += zl_tensor_numel(z->ents[i].gathered) * (int64_t)zl_dtype_size(z->wdtype);
     return b;

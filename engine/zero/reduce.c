@@ -7,36 +7,16 @@
  * partition only; with reduce_scatter off all-reduced, each keeping its
  * part). With overlap_comm the collective runs while backward goes on, over
  * two buffers used in turn. The sum, divided by the world size, is added into
- * the gradient buffer, so micro-steps accumulate there; DeepSpeed's
- * prescale_gradients and gradient_predivide_factor move part or all of that
- * division before the sum (the same mean, other roundings and range).
- * Alone, with the buffer in host memory, zero_grad only marks the slots
- * stale: a step's first gradient is written over its slot, not added to a
- * cleared one (no pass over the whole buffer), and zz_grads_settle clears
- * the slots no gradient reached before the buffer is read. */
+ * the gradient partition (grads.c), so micro-steps accumulate there;
+ * DeepSpeed's prescale_gradients and gradient_predivide_factor move part or
+ * all of that division before the sum (the same mean, other roundings and
+ * range). */
 #include <stdlib.h>
 #include <string.h>
 #include "zero_impl.h"
 
 static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
 static bool scatter(const zl_zero *z) { return partitioned(z) && z->cfg.reduce_scatter; }
-
-bool zz_grads_lazy(const zl_zero *z) { return z->world == 1 && z->P == 1 && !zz_on_device(z->grads); }
-
-/* A stale entry's slot cleared, for an add into it. */
-static zl_status settle(zl_zero *z, zz_entry *e)
-{
-    if (!e->stale) return ZL_OK;
-    e->stale = false;
-    return zz_zero(z->grads, e->off, e->k);
-}
-
-zl_status zz_grads_settle(zl_zero *z)
-{
-    zl_status st = ZL_OK;
-    for (int i = 0; i < z->nent && !st; i++) st = settle(z, &z->ents[i]);
-    return st;
-}
 
 /* The factor each rank's gradient is multiplied by before the sum, and the
  * one the sum is multiplied by after: 1/world before with prescale_gradients,
@@ -53,7 +33,7 @@ static float post_scale(const zl_zero *z)
 
 /* Whether the bucket's reduced part goes to host memory before its add
  * (the buckets on the device, the gradient buffer offloaded with the optimizer). */
-static bool to_host(const zl_zero *z, const zz_bucket *b) { return zz_on_device(b->data) && !zz_on_device(z->grads); }
+static bool to_host(const zl_zero *z, const zz_bucket *b) { return zz_on_device(b->data) && !zz_grads_on_device(z); }
 
 /* Wait for a bucket's collective and add its result into the gradient
  * buffer. A gradient buffer in host memory (the optimizer offloaded) takes
@@ -89,17 +69,8 @@ static zl_status finish(zl_zero *z, zz_bucket *b)
         src = b->host;
         base = 0;
     }
-    for (int i = 0; i < b->nitems && !st; i++) {
-        zz_entry *e = b->items[i].e;
-        int64_t boff = b->items[i].boff;
-        if ((st = settle(z, e))) break;
-        if (partitioned(z)) {
-            st = zz_add(z->grads, e->off, src, base + boff, e->k, inv);
-        } else {
-            for (int q = 0; q < z->P && !st; q++)
-                st = zz_add(z->grads, (int64_t)q * z->S + e->off, src, base + q * L + boff, e->k, inv);
-        }
-    }
+    for (int i = 0; i < b->nitems && !st; i++)
+        st = zz_grads_add(z, b->items[i].e, src, base + b->items[i].boff, L, inv);
     b->nitems = 0;
     return st;
 }
@@ -220,13 +191,8 @@ zl_status zz_reduce_add(zl_zero *z, zz_entry *e)
     /* Alone, the sum over ranks is the gradient itself: it goes straight into
      * the gradient buffer, the bucket's copy and collective skipped, with the
      * bucket's arithmetic (a copy, then the post-scaled add), so the same bits. */
-    if (z->world == 1 && e->k == e->n && pre_scale(z) == 1.0f && zz_on_device(g) == zz_on_device(z->grads)) {
-        if (e->stale && !zz_on_device(g)) {
-            zz_put(z->grads, e->off, g, 0, e->n, post_scale(z));
-            e->stale = false;
-        } else if (!(st = settle(z, e))) {
-            st = zz_add(z->grads, e->off, g, 0, e->n, post_scale(z));
-        }
+    if (z->world == 1 && e->k == e->n && pre_scale(z) == 1.0f && zz_on_device(g) == zz_grads_on_device(z)) {
+        st = zz_grads_add(z, e, g, 0, 0, post_scale(z));
         zl_tensor_release(g);
         return st;
     }

@@ -67,7 +67,7 @@ static zl_optim_tensors set_at(const zl_zero *z, const zz_view *v, int64_t at, i
 {
     zl_optim_tensors t = {
         .p = zz_slice(v->t[0], v->at[0] + at, n),
-        .g = zz_slice(z->grads, z->gbase + v->off + at, n),
+        .g = zz_slice(v->g, v->gat + at, n),
         .m = z->nstates > 0 ? zz_slice(v->t[1], v->at[1] + at, n) : NULL,
         .v = z->nstates > 1 ? zz_slice(v->t[2], v->at[2] + at, n) : NULL,
         .p_half = half ? zz_slice(half, hoff, n) : NULL,
@@ -145,13 +145,20 @@ static zl_status step_span(zl_zero *z, const zz_view *v, int a, int b, double sc
     return st;
 }
 
-/* Sub-group s stepped; with ahead the next ones are read meanwhile. */
-static zl_status step_sub(zl_zero *z, int s, double scale, bool ahead)
+/* The sub-group stepped i-th. With the gradients swapped by sub-group the
+ * step goes from the last to the first: the scan before it read them first
+ * to last, so the last ones are still in the gradient buffers. */
+static int step_order(const zl_zero *z, int i) { return z->gswap ? z->nsub - 1 - i : i; }
+
+/* The i-th sub-group stepped; with ahead the next ones are read meanwhile. */
+static zl_status step_sub(zl_zero *z, int i, double scale, bool ahead)
 {
+    int s = step_order(z, i);
     zz_view v;
     zl_status st = zz_sub_acquire(z, s, false, &v);
+    if (!st && (st = zz_grads_view(z, s, &v.g, &v.gat))) zz_sub_release(z, s, false);
     if (st) return st;
-    for (int j = s + 1; ahead && j < z->nsub && zz_sub_prefetch(z, j); j++) continue;
+    for (int j = i + 1; ahead && j < z->nsub && zz_sub_prefetch(z, step_order(z, j)); j++) continue;
     zz_sub *sg = &z->subs[s];
     int a = sg->first, end = sg->first + sg->count;
     while (a < end && !st) {
@@ -160,7 +167,9 @@ static zl_status step_sub(zl_zero *z, int s, double scale, bool ahead)
         st = step_span(z, &v, a, b, scale);
         a = b;
     }
-    zl_status s2 = zz_sub_release(z, s, st == ZL_OK);
+    zl_status s2 = zz_grads_done(z, s);
+    if (!st) st = s2;
+    s2 = zz_sub_release(z, s, st == ZL_OK);
     return st ? st : s2;
 }
 
@@ -220,39 +229,29 @@ zl_status zz_publish(zl_zero *z)
     return zz_params_after_step(z);
 }
 
-/* This rank's share of the gradient: what it checks and what its optimizer reads. */
-static zl_tensor *own_grads(zl_zero *z) { return zz_slice(z->grads, z->gbase, z->S); }
-
+/* Whether any rank found an inf or NaN. */
 static zl_status overflow_vote(zl_zero *z, bool *found)
 {
-    zl_tensor *g = own_grads(z);
-    if (!g) return ZL_ENOMEM;
-    zl_status st = zl_grad_nonfinite(&g, 1, found);
-    zl_tensor_release(g);
-    if (st || z->world == 1) return st;
+    if (z->world == 1) return ZL_OK;
     int64_t one = 1;
     zl_tensor *t = zl_tensor_full(ZL_DTYPE_F32, 1, &one, *found ? 1.0 : 0.0);
     if (!t) return ZL_ENOMEM;
-    st = zz_run(z, ZZ_ALLREDUCE, t, NULL, ZL_COMM_MAX, 0);
+    zl_status st = zz_run(z, ZZ_ALLREDUCE, t, NULL, ZL_COMM_MAX, 0);
     if (!st) *found = zl_tensor_get(t, 0) > 0;
     zl_tensor_release(t);
     return st;
 }
 
-/* The squared norm of the whole (averaged, still loss-scaled) gradient: each
- * rank's partition summed in f64, the partitions added in rank order, so
- * every rank gets the same bits. */
-static zl_status norm_sq(zl_zero *z, double *out)
+/* The squared norm of the whole (averaged, still loss-scaled) gradient from
+ * each rank's sum s over its partition (in f64): the partitions added in
+ * rank order, so every rank gets the same bits. */
+static zl_status norm_sq(zl_zero *z, double s, double *out)
 {
-    zl_tensor *g = own_grads(z);
-    if (!g) return ZL_ENOMEM;
-    double s = 0;
-    zl_status st = zl_grad_norm_sq(&g, 1, &s);
-    zl_tensor_release(g);
-    if (st || z->P == 1) {
+    if (z->P == 1) {
         *out = s;
-        return st;
+        return ZL_OK;
     }
+    zl_status st = ZL_OK;
     int64_t one = 1, all = z->world;
     zl_tensor *mine = zl_tensor_new(ZL_DTYPE_I64, 1, &one, ZL_MEM_COMM);
     zl_tensor *every = zl_tensor_new(ZL_DTYPE_I64, 1, &all, ZL_MEM_COMM);
@@ -277,9 +276,7 @@ static zl_status norm_sq(zl_zero *z, double *out)
 zl_status zl_zero_zero_grad(zl_zero *z)
 {
     if (!z) return zl_error(ZL_EINVAL, "zl_zero_zero_grad: no engine");
-    if (!zz_grads_lazy(z)) return zz_zero(z->grads, 0, zl_tensor_numel(z->grads));
-    for (int i = 0; i < z->nent; i++) z->ents[i].stale = true;
-    return ZL_OK;
+    return zz_grads_clear(z);
 }
 
 zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool check_overflow, zl_zero_step_info *info)
@@ -296,14 +293,15 @@ zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool chec
                                    "zl_zero_end_backward after each backward, before the step");
     z->backward_ended = false;
     zl_zero_step_info r = {.overflow = false, .grad_norm = 0, .clip_coef = 1};
-    zl_status st = zz_grads_settle(z);
     /* a parameter fetched ahead and not used yet may still be reading its chunk */
-    if (!st && z->stage == 3) st = zz_params_settle(z);
+    zl_status st = z->stage == 3 ? zz_params_settle(z) : ZL_OK;
+    double mine = 0;
+    if (!st) st = zz_grads_scan(z, check_overflow, &r.overflow, &mine);
     if (!st && check_overflow) st = overflow_vote(z, &r.overflow);
     if (!st && r.overflow) r.grad_norm = INFINITY;
     if (!st && !r.overflow) {
         double sq;
-        st = norm_sq(z, &sq);
+        st = norm_sq(z, mine, &sq);
         if (!st) {
             r.grad_norm = sqrt(sq) / loss_scale;
             if (max_norm > 0 && r.grad_norm > max_norm) r.clip_coef = max_norm / (r.grad_norm + 1e-6);
@@ -313,10 +311,10 @@ zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bool chec
         for (int g = 0; g < z->ngroups; g++) z->steps[g]++;
         double scale = r.clip_coef / loss_scale;
         bool ahead = z->oswap && z->cfg.offload_optimizer.pipeline_read;
-        for (int s = 0; s < z->nsub && !st; s++) st = step_sub(z, s, scale, ahead);
+        for (int i = 0; i < z->nsub && !st; i++) st = step_sub(z, i, scale, ahead);
         if (!st) st = zz_publish(z);
         /* The next step's first sub-groups are read during its forward and backward. */
-        for (int s = 0; !st && ahead && s < z->nsub && zz_sub_prefetch(z, s); s++) continue;
+        for (int i = 0; !st && ahead && i < z->nsub && zz_sub_prefetch(z, step_order(z, i)); i++) continue;
     }
     zl_status s2 = zl_zero_zero_grad(z);
     if (info) *info = r;

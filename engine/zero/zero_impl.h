@@ -13,6 +13,8 @@ enum { ZZ_RELEASED = 0, ZZ_INFLIGHT = 1, ZZ_AVAILABLE = 2 };
 
 /* A collective in flight (collect.c). */
 typedef struct zz_req zz_req;
+/* Stage 3: parameters gathered by one collective (params.c). */
+typedef struct zz_fetch zz_fetch;
 
 typedef struct zz_entry {
     struct zl_zero *z;         /* the engine, for the hooks */
@@ -34,6 +36,7 @@ typedef struct zz_entry {
     int pslot;                 /* offload_param: its slot in the parameter swap, -1 when in memory */
     bool slot_held;            /* the gather reads from the slot's buffer */
     bool reading;              /* a prefetch of its slot was started */
+    zz_fetch *fetch;           /* the bucket gathering it, until its chunks are copied out */
 } zz_entry;
 
 /* Consecutive entries whose masters and moments move to and from NVMe
@@ -90,7 +93,7 @@ struct zl_zero {
     /* buffers */
     zl_tensor *master;         /* [S] f32; NULL when the masters live on NVMe */
     zl_tensor *states[2];      /* [S] f32 each; likewise */
-    zl_tensor *grads;          /* [S], or [P*S] at stage 1 */
+    zl_tensor *grads;          /* [S], or [P*S] at stage 1; NULL when gswap holds the gradients */
     int64_t gbase;             /* this rank's part of grads */
     zl_tensor *full;           /* stages 0-2: [P*S], each parameter padded to P*k; may be master */
     zl_tensor *work;           /* stage 3: working chunks in memory [resident]; NULL: the master is */
@@ -101,6 +104,7 @@ struct zl_zero {
     zl_aio *aio;
     zli_swap *oswap;            /* offload_optimizer nvme */
     zli_swap *pswap;            /* offload_param nvme */
+    zli_swap *gswap;            /* the gradient partition by sub-group, instead of grads (grads.c) */
     int ahead;                 /* sub-groups read ahead for the next step */
 
     /* reduce */
@@ -122,8 +126,10 @@ struct zl_zero {
     int *trace, ntrace, *rec, nrec, cap_rec, pos;
     bool recording;
     int64_t live, peak_live, steps_done;
+    int64_t fetch_bytes;       /* the gather buckets' buffers */
 
     double comm_time, io_time;
+    int64_t collectives;       /* started by zz_start */
 };
 
 /* layout.c */
@@ -141,6 +147,12 @@ ZZ_HIDDEN void zz_axpy(void *dst, zl_dtype dt, const float *src, int64_t n, floa
 ZZ_HIDDEN zl_tensor *zz_slice(zl_tensor *t, int64_t off, int64_t n);
 ZZ_HIDDEN void *zz_at(zl_tensor *t, int64_t off);
 ZZ_HIDDEN zl_tensor *zz_buffer(zl_dtype dt, int64_t n, zl_mem_category cat, bool zero);
+
+/* budget.c: value, each unit of which takes `unit` bytes, cut (to no less
+ * than `least`) to fit the memory limit; `asked` is what config key `key`
+ * said, which may be more than can be used (value). */
+ZZ_HIDDEN int64_t zz_fit(const zl_zero *z, const char *key, int64_t asked, int64_t value, int64_t least,
+                         int64_t unit);
 
 /* reduce.c */
 ZZ_HIDDEN zl_status zz_reduce_add(zl_zero *z, zz_entry *e);
@@ -165,6 +177,8 @@ typedef struct zz_view {
     int64_t at[3];             /* where the sub-group starts in each */
     int64_t off, len;          /* the sub-group's place in the partition */
     zl_tensor *buf;            /* the swap buffer holding it, or NULL */
+    zl_tensor *g;              /* its gradients from element gat (zz_grads_view; the step's only) */
+    int64_t gat;
 } zz_view;
 /* Host address of element i of the sub-group's master (j 0) or state j - 1; host memory only. */
 static inline float *zz_vp(const zz_view *v, int j, int64_t i)
@@ -214,11 +228,28 @@ ZZ_HIDDEN zl_status zz_add(zl_tensor *dst, int64_t doff, const zl_tensor *src, i
  * over zeros, without reading dst. */
 ZZ_HIDDEN void zz_put(zl_tensor *dst, int64_t doff, const zl_tensor *src, int64_t soff, int64_t n, float alpha);
 
-/* reduce.c: whether zero_grad leaves the gradient buffer's slots stale
- * (alone, the buffer in host memory), and the stale slots cleared, before
- * anything reads the buffer. */
-ZZ_HIDDEN bool zz_grads_lazy(const zl_zero *z);
+/* grads.c: the gradient partition, in memory or by sub-group on NVMe, in
+ * enough buffers for the sub-group being filled, the one before it being
+ * written and one more, so that backward never waits for a write. */
+#define ZZ_GRAD_BUFFERS 3
+ZZ_HIDDEN zl_status zz_grads_setup(zl_zero *z);
+ZZ_HIDDEN bool zz_grads_on_device(const zl_zero *z);
+/* The gradient buffer's part of e += alpha * src: e's chunk at soff, and at
+ * stages 0-1 partition q's chunk at soff + q * stride. */
+ZZ_HIDDEN zl_status zz_grads_add(zl_zero *z, zz_entry *e, const zl_tensor *src, int64_t soff, int64_t stride,
+                                 float alpha);
+/* Every element counted as zero again (zero_grad). */
+ZZ_HIDDEN zl_status zz_grads_clear(zl_zero *z);
+/* Before anything reads the buffer whole: slots zero_grad left stale cleared. */
 ZZ_HIDDEN zl_status zz_grads_settle(zl_zero *z);
+/* Over this rank's share, in the order of the entries: *found (when check)
+ * whether any element is inf or NaN, and *sumsq the sum of squares. */
+ZZ_HIDDEN zl_status zz_grads_scan(zl_zero *z, bool check, bool *found, double *sumsq);
+/* Sub-group s's gradients, from element *at of *t, until zz_grads_done. */
+ZZ_HIDDEN zl_status zz_grads_view(zl_zero *z, int s, zl_tensor **t, int64_t *at);
+ZZ_HIDDEN zl_status zz_grads_done(zl_zero *z, int s);
+/* Bytes of gradient buffers in memory. */
+ZZ_HIDDEN int64_t zz_grads_bytes(const zl_zero *z);
 
 /* collect.c: collectives on buffers wherever they live. allreduce and
  * broadcast work in place on `in` (out unused). zz_start returns NULL with

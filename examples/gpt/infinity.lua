@@ -23,52 +23,18 @@ local o, die = require('zlua.args').script('infinity', USAGE, arg, { nvme_path =
 if o.nvme_path == '' then die('--nvme_path is required\n' .. USAGE) end
 io.stdout:setvbuf('line')
 
-local UNITS = { [''] = 1, K = 1 << 10, M = 1 << 20, G = 1 << 30 }
-local num, unit = o.ram:upper():match('^(%d+)([KMG]?)I?B?$')
-if not num then die(fmt("--ram: '%s' is not a size (1G, 768M)", o.ram)) end
-local ram = math.tointeger(tonumber(num)) * UNITS[unit]
+local cgroup = dofile(here .. '/../common/cgroup.lua')
+local ram = cgroup.bytes(o.ram)
+if not ram then die(fmt("--ram: '%s' is not a size (1G, 768M)", o.ram)) end
 
-local function write(path, text)
-  local f, err = io.open(path, 'w')
-  if not f then return nil, err end
-  local ok, werr = f:write(text)
-  local cok, cerr = f:close()
-  if not ok or not cok then return nil, werr or cerr end
-  return true
-end
-
-local function read(path)
-  local f = io.open(path, 'r')
-  if not f then return nil end
-  local s = f:read('a')
-  f:close()
-  return s
-end
-
--- A memory cgroup of --ram for this process (cgroup v1's memory controller,
--- or v2), swap forbidden where the kernel lets us say so.
 local pid = zl.core.getpid()
-local cg, peak_file
-local v1 = '/sys/fs/cgroup/memory'
-if zl.core.exists(v1 .. '/cgroup.procs') then
-  cg = fmt('%s/zlua-infinity-%d', v1, pid)
-  peak_file = cg .. '/memory.max_usage_in_bytes'
-  zl.core.mkdirs(cg)
-  local ok, err = write(cg .. '/memory.limit_in_bytes', tostring(ram))
-  if not ok then die(fmt('cannot limit %s: %s', cg, err)) end
-  write(cg .. '/memory.memsw.limit_in_bytes', tostring(ram))
-elseif zl.core.exists('/sys/fs/cgroup/cgroup.controllers') then
-  cg = fmt('/sys/fs/cgroup/zlua-infinity-%d', pid)
-  peak_file = cg .. '/memory.peak'
-  zl.core.mkdirs(cg)
-  local ok, err = write(cg .. '/memory.max', tostring(ram))
-  if not ok then die(fmt('cannot limit %s: %s', cg, err)) end
-  write(cg .. '/memory.swap.max', '0')
-else
-  die('no memory cgroup here (/sys/fs/cgroup); run as root on Linux with cgroups')
+local cg, err = cgroup.new('zlua-infinity', ram)
+if not cg then die(err) end
+local joined, jerr = cg:join(pid)
+if not joined then
+  cg:remove()
+  die(jerr)
 end
-local ok, err = write(cg .. '/cgroup.procs', tostring(pid))
-if not ok then die(fmt('cannot move this process into %s: %s', cg, err)) end
 
 -- Freed activations and gradients leave the process, so what it holds is what it uses.
 zl.set_memory_release(1 << 20)
@@ -107,7 +73,7 @@ local psi = 0
 for _, e in ipairs(engine.zero.entries) do psi = psi + e.n end
 print(fmt('infinity: GPT %d layers x %d wide, %.1fM parameters; f32 model states %.2f GiB = %.1fx the %.2f GiB '
   .. 'memory limit (%s); set up in %.1f s', o.n_layer, o.n_embd, psi / 1e6, 16 * psi / 2 ^ 30, 16 * psi / ram,
-  ram / 2 ^ 30, cg, zl.core.now() - t0))
+  ram / 2 ^ 30, cg.path, zl.core.now() - t0))
 
 local g = zl.Generator(1)
 local n = ids:size(1)
@@ -129,12 +95,9 @@ for step = 1, o.steps do
   print(fmt('step %d loss %.4f  %.1f s', step, loss:float():item(), zl.core.now() - s0))
 end
 
-local hwm = (read('/proc/self/status') or ''):match('VmHWM:%s*(%d+) kB')
-local cg_peak = tonumber(read(peak_file) or '')
+local cg_peak = cg:peak()
 print(fmt('infinity: peak resident memory %.2f GiB (VmHWM), cgroup peak %s, limit %.2f GiB; NVMe: %.2f GiB',
-  (tonumber(hwm) or 0) * 1024 / 2 ^ 30, cg_peak and fmt('%.2f GiB', cg_peak / 2 ^ 30) or '?', ram / 2 ^ 30,
+  cgroup.resident_peak() / 2 ^ 30, cg_peak and fmt('%.2f GiB', cg_peak / 2 ^ 30) or '?', ram / 2 ^ 30,
   ((engine:memory_report().nvme) or 0) / 2 ^ 30))
 
--- Back to the parent cgroup, and the limited one removed.
-write(cg:match('^(.*)/[^/]*$') .. '/cgroup.procs', tostring(pid))
-os.remove(cg)
+cg:remove(pid)

@@ -75,6 +75,7 @@ typedef struct zlb_runtime {
     pthread_t owner;      /* the OS thread that opened the state */
     int64_t gc_base;      /* the context's bytes after the last collection (see tensor.c) */
     int64_t gc_step;
+    int64_t gc_most;            /* the growth that always collects: a sixteenth of a memory limit, if any */
 } zlb_runtime;
 
 zlb_runtime *zlb_runtime_of(lua_State *L);

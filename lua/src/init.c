@@ -66,6 +66,8 @@ static void runtime_open(lua_State *L)
     rt->alive = 1;
     rt->owner = pthread_self();
     rt->gc_step = (int64_t)64 << 20;
+    int64_t lim = zl_mem_limit(NULL);
+    rt->gc_most = lim < zl_mem_ram() ? lim / 16 : INT64_MAX;
     zl_context_set_user(ctx, rt);
     *p = rt;
     lua_rawsetp(L, LUA_REGISTRYINDEX, &runtime_key);

@@ -161,7 +161,8 @@ static int is_released(lua_State *L)
  * limit (the context's byte count grown since its low point after the last
  * collection by gc_step, or by half that low point when more, runs a full
  * collection: a GPU step's gigabytes of activations cost a few collections,
- * not one per 64 MB), and the context's pressure
+ * not one per 64 MB; under a memory limit, never more than a sixteenth of
+ * it, since a cgroup kills instead of failing), and the context's pressure
  * handler (an allocation about to fail runs one full collection first). Both
  * count only this state's bytes: its context is current in every binding call;
  * device memory, which the process's devices count, is added in. */
@@ -181,7 +182,9 @@ int zlb_result(lua_State *L, zl_tensor *t)
     int64_t now = context_bytes();
     if (now < rt->gc_base) {
         rt->gc_base = now;
-    } else if (now - rt->gc_base > (rt->gc_step > rt->gc_base / 2 ? rt->gc_step : rt->gc_base / 2)) {
+    } else {
+        int64_t grown = rt->gc_step > rt->gc_base / 2 ? rt->gc_step : rt->gc_base / 2;
+        if (now - rt->gc_base <= (grown < rt->gc_most ? grown : rt->gc_most)) return 1;
         lua_gc(L, LUA_GCCOLLECT);
         rt->gc_base = context_bytes();
     }

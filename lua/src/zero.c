@@ -405,7 +405,7 @@ static int l_memory(lua_State *L)
 {
     zl_zero_memory m;
     if (zl_zero_memory_of(check_zero(L, 1), &m)) return zlb_raise(L);
-    lua_createtable(L, 0, 14);
+    lua_createtable(L, 0, 15);
     set_int(L, "params", m.params);
     set_int(L, "grads", m.grads);
     set_int(L, "master", m.master);
@@ -413,6 +413,7 @@ static int l_memory(lua_State *L)
     set_int(L, "reduce", m.reduce_buffers);
     set_int(L, "allgather", m.allgather_buffers);
     set_int(L, "swap", m.swap_buffers);
+    set_int(L, "collectives", m.collectives);
     set_int(L, "nvme", m.nvme);
     set_int(L, "partition_elements", m.partition_elements);
     set_int(L, "peak_live", m.peak_live);

@@ -286,11 +286,15 @@ static void choose_wait_policy(char **argv)
  * fresh mmaps or trimmed heap tops: hundreds of page faults a training step,
  * for good. Fixed thresholds keep them in the heap; blocks from 32 MiB up
  * are still mapped and unmapped on their own (the engine's cache holds
- * those), and a heap top over 64 MiB free is still given back. A host
- * program embedding the engine makes this choice for its own process. */
+ * those), and a heap top over 64 MiB free is still given back. Not so under
+ * a memory limit lower than the machine's (a memory cgroup, an rlimit),
+ * where what the heap keeps counts against the limit: glibc's own choice
+ * stands. A host program embedding the engine makes this choice for its own
+ * process. */
 static void tune_malloc(void)
 {
     if (getenv("MALLOC_MMAP_THRESHOLD_") || getenv("MALLOC_TRIM_THRESHOLD_")) return;
+    if (zl_mem_limit(NULL) < zl_mem_ram()) return;
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
     /* Where glibc places those buffers still shifts with the garbage Lua

@@ -118,6 +118,60 @@ TEST(round_trip_many_slots_through_few_buffers)
     zt_tmp_reset();
 }
 
+/* Write-back (the gradient partition's swap): a slot changed many times is
+ * written once, when its buffer is needed or at flush; a dropped slot is
+ * never written and reads as zeros. */
+TEST(write_back_writes_once_and_drop_writes_nothing)
+{
+    enum { N = 8, E = 1000 };
+    zl_aio *a = engine(1);
+    char path[512];
+    zli_swap_config c = {.path = zt_tmp_path(path, sizeof path, "wb.swp"), .dtype = ZL_DTYPE_F32,
+                         .buffer_elems = E, .buffer_count = 3, .cat = ZL_MEM_GRADS, .what = "offload_optimizer",
+                         .write_back = true};
+    zli_swap *s = NULL;
+    CHECK(zli_swap_open(a, &c, &s) == ZL_OK && s);
+    if (!s) return;
+    for (int i = 0; i < N; i++) CHECK(zli_swap_add_slot(s, E) == i);
+    /* generation 0 put, then each slot changed four more times in a row, as
+     * buckets add into a sub-group's gradients */
+    for (int i = 0; i < N; i++) {
+        put(s, i, 0);
+        for (int k = 0; k < 4; k++) {
+            zl_tensor *t = NULL;
+            CHECK(zli_swap_acquire(s, i, &t) == ZL_OK && t);
+            if (!t) return;
+            float *p = zl_tensor_data(t);
+            for (int64_t j = 0; j < E; j++) p[j] += 1000003.0f / 4;
+            CHECK(zli_swap_release(s, i, true) == ZL_OK);
+        }
+        /* the slot just filled and the one before it stay in memory, unwritten */
+        CHECK(zli_swap_stats_of(s).bytes_written == (int64_t)(i >= 2 ? i - 1 : 0) * E * 4);
+    }
+    CHECK(zli_swap_flush(s) == ZL_OK);
+    CHECK(zli_swap_stats_of(s).bytes_written == (int64_t)N * E * 4);
+    for (int i = 0; i < N; i++) expect(s, i, E, 1);
+    /* changed, then dropped: nothing written, zeros read back */
+    int64_t before = zli_swap_stats_of(s).bytes_written;
+    zl_tensor *t = NULL;
+    CHECK(zli_swap_acquire(s, 5, &t) == ZL_OK && t);
+    CHECK_ERR(zli_swap_drop(s, 5), "drop of slot 5, which is acquired");
+    CHECK(zli_swap_release(s, 5, true) == ZL_OK);
+    for (int i = 0; i < N; i++) CHECK(zli_swap_drop(s, i) == ZL_OK);
+    CHECK(zli_swap_flush(s) == ZL_OK);
+    CHECK(zli_swap_stats_of(s).bytes_written == before);
+    CHECK(zli_swap_acquire(s, 5, &t) == ZL_OK && t);
+    if (t) {
+        int64_t nonzero = 0;
+        for (int64_t j = 0; j < E; j++) nonzero += ((float *)zl_tensor_data(t))[j] != 0;
+        CHECK(nonzero == 0);
+    }
+    CHECK(zli_swap_release(s, 5, false) == ZL_OK);
+    zli_swap_close(s);
+    zl_aio_close(a);
+    zt_tmp_reset();
+}
+
 TEST(buffered_path)
 {
     setenv("ZLUA_AIO_BUFFERED", "1", 1);

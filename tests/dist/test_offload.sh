@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Offload (CTest: dist.test_offload): the optimizer state and stage-3
 # parameters on NVMe (libaio under a temporary folder) or cpu give the same
-# losses bit for bit as no offload, at 1 and 2 ranks, stages 1-3, f32, bf16 and
-# gradient accumulation, pipelined or not, built by zero.Init (chunks kept on
-# NVMe from construction) or not; a checkpoint of an offloaded run
+# losses bit for bit as no offload, at 1 and 2 ranks, stages 1-3, f32, bf16,
+# fp16, clipping and gradient accumulation, pipelined or not, with the
+# gradients swapped by sub-group too (small sub_group_size), built by zero.Init (chunks kept on
+# NVMe from construction) or not, and stage 3 gathering in buckets (a GPT
+# of 8 layers, 2 ranks); a checkpoint of an offloaded run
 # resumes exactly, offloaded or not; DeepSpeed's default buffer_count with
 # reads ahead never runs out; and faults (a swap file deleted or
 # emptied between steps, nvme_path read-only or full, a rank killed mid-run)
@@ -72,6 +74,9 @@ cases=(
   "2 --stage 3 --mode bf16 --offload both --device cpu"
   "2 --stage 3 --mode bf16 --offload both --init"
   "1 --stage 3 --mode f32 --offload both --init"
+  "2 --stage 3 --mode clip --offload both --zero sub_group_size=100"
+  "2 --stage 2 --mode gas2 --offload optimizer --zero sub_group_size=100 --pipeline"
+  "1 --stage 2 --mode fp16 --offload optimizer --zero sub_group_size=100"
 )
 for c in "${cases[@]}"; do
   read -r np rest <<< "$c"
@@ -136,6 +141,18 @@ GPT2=("$HERE/../../examples/gpt/train.lua" --n_layer 2 --n_embd 256 --n_head 4 -
 run "$TMP/dflt-none" "$ZLUA" "${GPT2[@]}" --config "$TMP/dflt-none.json"
 run "$TMP/dflt-nvme" "$ZLUA" "${GPT2[@]}" --config "$TMP/dflt-nvme.json"
 same "$TMP/dflt-none" "$TMP/dflt-nvme" "offload_param on NVMe with DeepSpeed's 5 buffers and reads ahead == no offload"
+
+# Stage 3's gather buckets with the parameters on NVMe (the chunks read ahead
+# gathered together when the first is needed; with max_in_cpu some chunks stay
+# in memory, gathered as soon as prefetched), 2 ranks: no offload's losses.
+GG=("$HERE/gpt_gather_run.lua" --steps 4)
+run "$TMP/gg-none" "$ZLUA" --nprocs 2 "${GG[@]}" --zero stage3_param_persistence_threshold=100
+for zc in stage3_param_persistence_threshold=100 stage3_param_persistence_threshold=100,stage3_max_reuse_distance=0; do
+  for cpu in 0 30000; do
+    run "$TMP/gg-nvme" "$ZLUA" --nprocs 2 "${GG[@]}" --zero "$zc" --nvme "$TMP/nvme" --max_in_cpu $cpu
+    same "$TMP/gg-none" "$TMP/gg-nvme" "GPT 8 layers, 2 ranks, $zc, parameters past $cpu elements on NVMe == no offload"
+  done
+done
 
 # Checkpoints of an offloaded run: resumed offloaded (2 ranks) or not (1 rank, stage 0).
 OFF=(--stage 3 --mode bf16 --offload both --nvme "$TMP/nvme")

@@ -13,7 +13,9 @@
 # one-rank run over one micro-batch of 8 drifts further (a 1-ulp difference
 # between a gradient summed over 8 rows and over 4 + 4 flips a half-precision
 # rounding now and then, and 50 steps amplify it), while one rank accumulating
-# the same two micro-batches of 4 in f32 gradients is bit-identical.
+# the same two micro-batches of 4 in f32 gradients is bit-identical. Stage 3
+# gathering in buckets (a GPT of 8 layers) gives the losses of stage 2 and of
+# one collective per parameter, in at least 4 times fewer collectives per step.
 set -u
 ZLUA=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -132,6 +134,33 @@ for prec in bf16 fp16; do
     same "$TMP/gpt_gas_$prec" "$TMP/gpt_acc_${prec}_$stage" \
       "GPT 4 layers $prec, f32 gradients: 2 ranks stage $stage == 1 rank accumulating 2 micro-batches"
   done
+done
+
+# Stage 3 gathers each prefetch bucket (and the persistent parameters, in runs
+# of stage3_prefetch_bucket_size) with one collective: a GPT of 8 layers x 64
+# has the losses of stage 2 and of one collective per parameter (no prefetch)
+# bit for bit, in at least 4 times fewer collectives per step; small buckets
+# with releases in between, a live limit, and fetching by all-reduce too.
+collectives() { sed -n 's/^collectives //p' "$TMP/log"; }
+GG="$HERE/gpt_gather_run.lua --steps 4"
+run "$TMP/gg_s2" "$ZLUA" --nprocs 2 $GG --stage 2
+run "$TMP/gg_single" "$ZLUA" --nprocs 2 $GG --zero stage3_param_persistence_threshold=100,stage3_prefetch_bucket_size=0
+single=$(collectives)
+run "$TMP/gg_bucket" "$ZLUA" --nprocs 2 $GG --zero stage3_param_persistence_threshold=100
+bucket=$(collectives)
+same "$TMP/gg_s2" "$TMP/gg_single" "GPT 8 layers: stage 3 gathering one parameter per collective == stage 2"
+same "$TMP/gg_s2" "$TMP/gg_bucket" "GPT 8 layers: stage 3 gathering in buckets == stage 2"
+if [ -n "$bucket" ] && [ -n "$single" ] && [ $((4 * bucket)) -le "$single" ]; then
+  echo "ok   GPT 8 layers: $bucket collectives per step in buckets, $single one parameter at a time"
+else
+  echo "FAIL GPT 8 layers: '$bucket' collectives per step in buckets, '$single' one parameter at a time"
+  fails=$((fails + 1))
+fi
+SMALL=stage3_param_persistence_threshold=5000,stage3_model_persistence_threshold=20000,stage3_prefetch_bucket_size=20000
+for extra in stage3_max_reuse_distance=0 stage3_max_live_parameters=40000,stage3_max_reuse_distance=0 \
+    stage3_use_all_reduce_for_fetch_params=true,stage3_max_reuse_distance=0; do
+  run "$TMP/gg_small" "$ZLUA" --nprocs 2 $GG --zero "$SMALL,$extra"
+  same "$TMP/gg_s2" "$TMP/gg_small" "GPT 8 layers: stage 3 in buckets of 20000 elements, $extra == stage 2"
 done
 
 # Model-state bytes per rank against the ZeRO paper (bf16, Adam, 2 ranks), and

@@ -63,9 +63,10 @@ typedef void (*zl_pressure_fn)(size_t nbytes, void *user);
 ZL_API void zl_mem_set_pressure_handler(zl_pressure_fn fn, void *user);
 
 /* Blocks of at least nbytes go back to the kernel as soon as they are freed
- * (0, the default: malloc keeps them for reuse, which is faster but keeps the
- * process's resident memory at its high-water mark). For runs under a memory
- * limit; costs page faults each time such a block is used anew. */
+ * (0: malloc keeps them for reuse, which is faster but keeps the process's
+ * resident memory at its high-water mark). For runs under a memory limit;
+ * costs page faults each time such a block is used anew. Until it is set, a
+ * context uses 0, or 1 MiB where zl_mem_limit is below the machine's memory. */
 ZL_API void zl_mem_set_release_threshold(size_t nbytes);
 /* The cache of freed blocks (64 KiB and more) each context keeps, so that a
  * training step that repeats its shapes takes no fresh pages from the system

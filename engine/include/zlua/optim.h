@@ -185,6 +185,10 @@ ZL_API zl_status zl_grad_nonfinite(zl_tensor *const *tensors, int n, bool *found
 /* *out = the sum of the squares of all elements, accumulated in double: the
  * global L2 norm is its square root. inf or NaN in a gradient propagate. */
 ZL_API zl_status zl_grad_norm_sq(zl_tensor *const *tensors, int n, double *out);
+/* As zl_grad_norm_sq, the chunk sums added onto *acc: a list taken in parts,
+ * one call each in order, has the bits of one call over the whole list (a
+ * device's sum of its part is added whole). */
+ZL_API zl_status zl_grad_norm_sq_add(zl_tensor *const *tensors, int n, double *acc);
 /* Multiply every element by s (finite) in place, in f32 and rounded back to
  * each tensor's dtype (NaN payloads aside, as zl_f32_to_bf16/_f16 round).
  * Tensors sharing storage are an error (ZL_EINVAL): each would be scaled twice;

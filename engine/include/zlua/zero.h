@@ -326,6 +326,7 @@ typedef struct zl_zero_memory {
     double comm_seconds;       /* time spent issuing and waiting on collectives */
     double io_seconds;         /* time spent waiting on swap I/O */
     int64_t read_bytes, write_bytes;   /* swap traffic */
+    int64_t collectives;       /* collectives started so far (on one rank, the copies standing in for them) */
 } zl_zero_memory;
 
 ZL_API zl_status zl_zero_memory_of(const zl_zero *z, zl_zero_memory *out);

@@ -241,9 +241,10 @@ end
 --- (optimizer state), buffers (the bucket buffers, named in bucket_buffers),
 --- model_states (the first four), frozen (the f32 chunks this rank keeps of
 --- the frozen parameters stage 3 partitions, in frozen_partitioned of them),
---- the allocator's current/peak bytes by category (allocator), and the most
---- memory the process may use with where that limit comes from (limit,
---- limit_source: zl.memory_limit()).
+--- the allocator's current/peak bytes by category (allocator), the
+--- collectives ZeRO started so far (collectives), and the most memory the
+--- process may use with where that limit comes from (limit, limit_source:
+--- zl.memory_limit()).
 function Engine:memory_report()
   local rep = self.zero and self.zero:memory_report() or {}
   rep.frozen, rep.frozen_partitioned = 4 * self.frozen_elements, self.frozen_partitioned

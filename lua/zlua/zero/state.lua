@@ -171,6 +171,7 @@ function Z:memory_report()
   rep.model_states = rep.params + rep.grads + rep.master + rep.moments
   rep.partition_elements = m.partition_elements
   rep.peak_live = m.peak_live
+  rep.collectives = m.collectives
   rep.swap_read_bytes, rep.swap_write_bytes, rep.io_seconds = m.read_bytes, m.write_bytes, m.io_seconds
   return rep
 end

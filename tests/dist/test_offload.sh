@@ -7,7 +7,7 @@
 # NVMe from construction) or not, and stage 3 gathering in buckets (a GPT
 # of 8 layers, 2 ranks); a checkpoint of an offloaded run
 # resumes exactly, offloaded or not; DeepSpeed's default buffer_count with
-# reads ahead never runs out; and faults (a swap file deleted or
+# reads ahead, and the fewest buffers at 2 ranks, never run out; and faults (a swap file deleted or
 # emptied between steps, nvme_path read-only or full, a rank killed mid-run)
 # end with an error naming the file while the last checkpoint still resumes.
 # With a second argument "full_disk" (CTest: dist.test_offload_full_disk) it
@@ -141,6 +141,25 @@ GPT2=("$HERE/../../examples/gpt/train.lua" --n_layer 2 --n_embd 256 --n_head 4 -
 run "$TMP/dflt-none" "$ZLUA" "${GPT2[@]}" --config "$TMP/dflt-none.json"
 run "$TMP/dflt-nvme" "$ZLUA" "${GPT2[@]}" --config "$TMP/dflt-nvme.json"
 same "$TMP/dflt-none" "$TMP/dflt-nvme" "offload_param on NVMe with DeepSpeed's 5 buffers and reads ahead == no offload"
+# The fewest buffers: two for the parameters, one per optimizer tensor, many
+# sub-groups (so the gradients are swapped too), at 2 ranks (bucketed gathers).
+few() {   # few DEVICE
+  cat <<JSON
+{ "train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+  "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0, "sub_group_size": 20000,
+    "offload_optimizer": {"device": "$1", "nvme_path": "$TMP/nvme", "buffer_count": 1},
+    "offload_param": {"device": "$1", "nvme_path": "$TMP/nvme", "max_in_cpu": 0, "buffer_count": 2}}}
+JSON
+}
+few none > "$TMP/few-none.json"
+few nvme > "$TMP/few-nvme.json"
+GPT2R=("$HERE/../../examples/gpt/train.lua" --n_layer 2 --n_embd 256 --n_head 4 --batch 2 --steps 4 --sample_every 0
+       --sample_len 0)
+run "$TMP/few-none" "$ZLUA" --nprocs 2 "${GPT2R[@]}" --config "$TMP/few-none.json"
+run "$TMP/few-nvme" "$ZLUA" --nprocs 2 "${GPT2R[@]}" --config "$TMP/few-nvme.json"
+sort -o "$TMP/few-none" "$TMP/few-none"
+sort -o "$TMP/few-nvme" "$TMP/few-nvme"
+same "$TMP/few-none" "$TMP/few-nvme" "2 ranks, offload_param.buffer_count 2 and offload_optimizer.buffer_count 1 == no offload"
 
 # Stage 3's gather buckets with the parameters on NVMe (the chunks read ahead
 # gathered together when the first is needed; with max_in_cpu some chunks stay

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "../core/tensor_impl.h"
 #include "../core/memory_impl.h"
@@ -25,8 +26,11 @@
 
 /* Design: a request (one tensor, one file range) is cut into one contiguous
  * share per worker, so thread i always moves the i-th share of every request,
- * in the order they were started. A worker moves its share in block_size
- * pieces, at most queue_depth of them in flight in its io_context. The
+ * in the order they were started. A worker moves its shares in block_size
+ * pieces, at most queue_depth of them in flight in its io_context, the next
+ * share's pieces submitted as soon as the last of the current one's are (a
+ * queue that drained at the end of each request would leave the disk idle
+ * between requests, and a small request could never fill it). The
  * request's bytes are its tensor's, rounded up to a whole AIO_ALIGN block
  * (zeros on write); a piece goes straight between the tensor and the file when
  * the memory is aligned and the piece lies within the tensor, otherwise
@@ -36,7 +40,9 @@
 typedef struct aio_share {
     zl_aio_request *r;
     int64_t begin, end;           /* bytes of the rounded request, [begin, end) */
-    struct aio_share *next;       /* in its worker's queue */
+    struct aio_share *next;       /* in its worker's queue, then in its list of shares moving */
+    int64_t pos;                  /* the worker's: the next byte to submit */
+    int inflight;                 /* the worker's: pieces submitted and not yet reaped */
 } aio_share;
 
 struct zl_aio_request {
@@ -60,6 +66,7 @@ struct zl_aio_request {
 typedef struct aio_slot {
     struct iocb cb;               /* first, so an event's iocb pointer is its slot */
     char *bounce;                 /* block_size bytes, allocated on first need */
+    aio_share *s;                 /* the share the piece belongs to */
     int64_t pos, len;             /* the piece: bytes [pos, pos + len) of the request */
     bool bounced;
 } aio_slot;
@@ -90,7 +97,18 @@ struct zl_aio {
     atomic_bool direct;
     int nworkers;
     aio_worker *workers;
+    /* guarded by mu: requests queued or moving, since when, and the seconds
+     * with at least one (zl_aio_busy_seconds) */
+    int busy;
+    double busy_since, busy_seconds;
 };
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
@@ -176,8 +194,8 @@ static void run_buffered(zl_aio_request *r, const aio_share *s)
 
 /* ---- the direct path: libaio ---- */
 
-/* Submit w->batch[0..nb): all at once, or one io_submit each with
- * single_submit. Slots not submitted go back to the free list. */
+/* Submit w->batch[0..nb), pieces of r: all at once, or one io_submit each
+ * with single_submit. Slots not submitted go back to the free list. */
 static int submit(aio_worker *w, zl_aio_request *r, int nb)
 {
     int done = 0;
@@ -195,8 +213,8 @@ static int submit(aio_worker *w, zl_aio_request *r, int nb)
     return done;
 }
 
-/* The slots all come back; pieces that cannot be accounted for make the request fail. */
-static void reset_context(aio_worker *w)
+/* The slots all come back; pieces that cannot be accounted for make their requests fail. */
+static void reset_context(aio_worker *w, aio_share *moving)
 {
     /* io_destroy waits for every piece still in flight: their memory is ours again. */
     io_destroy(w->ctx);
@@ -204,26 +222,29 @@ static void reset_context(aio_worker *w)
     if (io_setup(w->a->cfg.queue_depth, &w->ctx) < 0) w->ctx = 0;
     w->nfree = 0;
     for (int i = 0; i < w->a->cfg.queue_depth; i++) w->free_slots[w->nfree++] = &w->slots[i];
+    for (aio_share *s = moving; s; s = s->next) s->inflight = 0;
 }
 
 /* Reap at least min_nr completions; check each and copy bounced reads out. */
-static void reap(aio_worker *w, zl_aio_request *r, int min_nr, int *inflight)
+static void reap(aio_worker *w, aio_share *moving, int min_nr)
 {
     int n;
     do n = io_getevents(w->ctx, min_nr, w->a->cfg.queue_depth, w->events, NULL);
     while (n == -EINTR);
     if (n < 0) {
         char e[128];
-        fail(r, ZL_EIO, "%s: waiting for %s completions failed: %s", r->path, r->write ? "write" : "read",
-             errstr(-n, e, sizeof e));
-        reset_context(w);
-        *inflight = 0;
+        for (aio_share *s = moving; s; s = s->next)
+            if (s->inflight)
+                fail(s->r, ZL_EIO, "%s: waiting for %s completions failed: %s", s->r->path,
+                     s->r->write ? "write" : "read", errstr(-n, e, sizeof e));
+        reset_context(w, moving);
         return;
     }
     for (int i = 0; i < n; i++) {
         aio_slot *sl = (aio_slot *)w->events[i].obj;
+        zl_aio_request *r = sl->s->r;
         long res = (long)w->events[i].res;
-        (*inflight)--;
+        sl->s->inflight--;
         w->free_slots[w->nfree++] = sl;
         if (res < 0) { fail_errno(r, (int)-res, sl->pos); continue; }
         if (r->write) {
@@ -236,54 +257,55 @@ static void reap(aio_worker *w, zl_aio_request *r, int min_nr, int *inflight)
     }
 }
 
-static void run_direct(aio_worker *w, zl_aio_request *r, const aio_share *s)
+/* Submit share s's next pieces, as many as free slots allow. A share whose
+ * request failed (here or in another share) submits nothing more: its
+ * position jumps to its end. */
+static void fill(aio_worker *w, aio_share *s)
 {
     const zl_aio_config *cfg = &w->a->cfg;
+    zl_aio_request *r = s->r;
     const int64_t whole = r->len / AIO_ALIGN * AIO_ALIGN;   /* below it, aligned memory goes direct */
     const bool aligned = (uintptr_t)r->data % AIO_ALIGN == 0;
-    int64_t pos = s->begin;
-    int inflight = 0;
     if (!w->ctx) {
         fail(r, ZL_EIO, "%s: the engine's I/O context could not be recreated after an error", r->path);
+        s->pos = s->end;
         return;
     }
-    for (;;) {
-        int nb = 0;
-        while (pos < s->end && inflight + nb < cfg->queue_depth && !atomic_load(&r->stop)) {
-            aio_slot *sl = w->free_slots[--w->nfree];
-            int64_t end = min64(pos + cfg->block_size, s->end);
-            bool direct = aligned && pos < whole;
-            if (direct) end = min64(end, whole);
-            char *buf = r->data + pos;
-            if (!direct) {
-                /* On this thread the Lua binding's pressure handler collects nothing. */
-                if (!sl->bounce) sl->bounce = zli_mem_alloc(w->a->ctx, (size_t)cfg->block_size, AIO_ALIGN, ZL_MEM_OTHER);
-                if (!sl->bounce) {
-                    w->free_slots[w->nfree++] = sl;
-                    fail(r, ZL_ENOMEM, "%s: out of memory for a %lld-byte bounce block", r->path,
-                         (long long)cfg->block_size);
-                    break;
-                }
-                buf = sl->bounce;
-                if (r->write) {
-                    int64_t have = pos < r->len ? min64(end, r->len) - pos : 0;
-                    memcpy(buf, r->data + pos, (size_t)have);
-                    memset(buf + have, 0, (size_t)(end - pos - have));
-                }
+    int nb = 0;
+    while (s->pos < s->end && w->nfree > 0 && !atomic_load(&r->stop)) {
+        int64_t pos = s->pos;
+        aio_slot *sl = w->free_slots[--w->nfree];
+        int64_t end = min64(pos + cfg->block_size, s->end);
+        bool direct = aligned && pos < whole;
+        if (direct) end = min64(end, whole);
+        char *buf = r->data + pos;
+        if (!direct) {
+            /* On this thread the Lua binding's pressure handler collects nothing. */
+            if (!sl->bounce) sl->bounce = zli_mem_alloc(w->a->ctx, (size_t)cfg->block_size, AIO_ALIGN, ZL_MEM_OTHER);
+            if (!sl->bounce) {
+                w->free_slots[w->nfree++] = sl;
+                fail(r, ZL_ENOMEM, "%s: out of memory for a %lld-byte bounce block", r->path,
+                     (long long)cfg->block_size);
+                break;
             }
-            sl->pos = pos;
-            sl->len = end - pos;
-            sl->bounced = !direct;
-            if (r->write) io_prep_pwrite(&sl->cb, r->fd, buf, (size_t)sl->len, r->offset + pos);
-            else io_prep_pread(&sl->cb, r->fd, buf, (size_t)sl->len, r->offset + pos);
-            w->batch[nb++] = &sl->cb;
-            pos = end;
+            buf = sl->bounce;
+            if (r->write) {
+                int64_t have = pos < r->len ? min64(end, r->len) - pos : 0;
+                memcpy(buf, r->data + pos, (size_t)have);
+                memset(buf + have, 0, (size_t)(end - pos - have));
+            }
         }
-        inflight += submit(w, r, nb);
-        if (inflight == 0) break;
-        /* overlap_events: refill as soon as one piece completes; otherwise reap the whole batch. */
-        reap(w, r, cfg->overlap_events ? 1 : inflight, &inflight);
+        sl->s = s;
+        sl->pos = pos;
+        sl->len = end - pos;
+        sl->bounced = !direct;
+        if (r->write) io_prep_pwrite(&sl->cb, r->fd, buf, (size_t)sl->len, r->offset + pos);
+        else io_prep_pread(&sl->cb, r->fd, buf, (size_t)sl->len, r->offset + pos);
+        w->batch[nb++] = &sl->cb;
+        s->pos = end;
     }
+    s->inflight += submit(w, r, nb);
+    if (atomic_load(&r->stop)) s->pos = s->end;
 }
 
 /* ---- workers ---- */
@@ -301,24 +323,65 @@ static void complete(zl_aio_request *r)
     pthread_cond_broadcast(&r->a->done);
 }
 
+/* With a->mu held: a share moved, its request complete with its last one. */
+static void share_done(zl_aio *a, aio_share *s)
+{
+    if (--s->r->pending > 0) return;
+    if (--a->busy == 0) a->busy_seconds += now() - a->busy_since;
+    complete(s->r);
+}
+
+/* The shares being moved direct (moving, in the order taken) run together:
+ * another is taken from the queue once the last one taken has submitted all
+ * its pieces, while slots are free; a buffered one is moved alone. */
 static void *worker_main(void *arg)
 {
     aio_worker *w = arg;
     zl_aio *a = w->a;
+    aio_share *moving = NULL, *last = NULL;
     pthread_mutex_lock(&a->mu);
     for (;;) {
-        while (!w->head && !a->closing) pthread_cond_wait(&a->work, &a->mu);
-        aio_share *s = w->head;
-        if (!s) break;               /* closing, and nothing left to move */
-        w->head = s->next;
-        if (!w->head) w->tail = NULL;
-        pthread_mutex_unlock(&a->mu);
-        if (!atomic_load(&s->r->stop)) {
-            if (s->r->direct) run_direct(w, s->r, s);
-            else run_buffered(s->r, s);
+        while (w->head && (!moving || (last->pos >= last->end && w->nfree > 0 && w->head->r->direct))) {
+            aio_share *s = w->head;
+            w->head = s->next;
+            if (!w->head) w->tail = NULL;
+            s->next = NULL;
+            s->pos = s->begin;
+            s->inflight = 0;
+            if (!s->r->direct) {
+                pthread_mutex_unlock(&a->mu);
+                if (!atomic_load(&s->r->stop)) run_buffered(s->r, s);
+                pthread_mutex_lock(&a->mu);
+                share_done(a, s);
+                continue;
+            }
+            if (last) last->next = s;
+            else moving = s;
+            last = s;
         }
+        if (!moving) {
+            if (a->closing) break;
+            pthread_cond_wait(&a->work, &a->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (last->pos < last->end) fill(w, last);
+        int inflight = 0;
+        for (aio_share *s = moving; s; s = s->next) inflight += s->inflight;
+        /* overlap_events: refill as soon as one piece completes; otherwise reap the whole batch. */
+        if (inflight > 0) reap(w, moving, a->cfg.overlap_events ? 1 : inflight);
         pthread_mutex_lock(&a->mu);
-        if (--s->r->pending == 0) complete(s->r);
+        for (aio_share **pp = &moving, *s; (s = *pp);) {
+            if (s->pos < s->end || s->inflight > 0) {
+                pp = &s->next;
+                continue;
+            }
+            *pp = s->next;
+            if (last == s) last = NULL;
+            share_done(a, s);
+        }
+        if (!last)
+            for (last = moving; last && last->next; last = last->next) continue;
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -542,6 +605,7 @@ static zl_aio_request *start(zl_aio *a, const char *path, zl_tensor *t, int64_t 
         complete(r);
     } else {
         r->pending = nshares;
+        if (a->busy++ == 0) a->busy_since = now();
         for (int i = 0; i < nshares; i++) {
             aio_share *s = &r->shares[i];
             aio_worker *w = &a->workers[i];
@@ -566,6 +630,15 @@ zl_aio_request *zl_aio_write(zl_aio *a, const char *path, zl_tensor *t, int64_t 
 zl_aio_request *zl_aio_read(zl_aio *a, const char *path, zl_tensor *t, int64_t offset)
 {
     return start(a, path, t, offset, false);
+}
+
+double zl_aio_busy_seconds(zl_aio *a)
+{
+    if (!a) return 0;
+    pthread_mutex_lock(&a->mu);
+    double s = a->busy_seconds + (a->busy ? now() - a->busy_since : 0);
+    pthread_mutex_unlock(&a->mu);
+    return s;
 }
 
 zl_status zl_aio_wait(zl_aio_request *r)

@@ -31,3 +31,9 @@ zl_aio_request *zl_aio_read(zl_aio *a, const char *path, zl_tensor *t, int64_t o
 zl_status zl_aio_wait(zl_aio_request *r) { return zl_error(ZL_EINVAL, "aio: %s", MISSING); }
 
 bool zl_aio_is_direct(const zl_aio *a) { return false; }
+
+double zl_aio_busy_seconds(zl_aio *a)
+{
+    (void)a;
+    return 0;
+}

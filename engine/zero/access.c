@@ -198,6 +198,7 @@ zl_status zl_zero_memory_of(const zl_zero *z, zl_zero_memory *out)
     out->peak_live = z->peak_live;
     out->comm_seconds = z->comm_time;
     out->io_seconds = z->io_time;
+    out->io_busy_seconds = zl_aio_busy_seconds(z->aio);
     out->collectives = z->collectives;
     return ZL_OK;
 }

@@ -423,6 +423,8 @@ static int l_memory(lua_State *L)
     lua_setfield(L, -2, "comm_seconds");
     lua_pushnumber(L, m.io_seconds);
     lua_setfield(L, -2, "io_seconds");
+    lua_pushnumber(L, m.io_busy_seconds);
+    lua_setfield(L, -2, "io_busy_seconds");
     return 1;
 }
 

@@ -5,7 +5,7 @@
   memory cgroup of that limit. Run by hand, not in CI:
     zlua scripts/bench/infinity.lua --nvme_path DIR [--mem 400M] [--multiple 8]
         [--n_embd 1024] [--n_layer N] [--steps 3] [--batch 4] [--block_size 64]
-        [--bf16] [--aio_block 1M] [--queue_depth 32] [--disk_size 256M] [--data FILE]
+        [--bf16] [--aio_block 1M] [--queue_depth 8] [--disk_size 256M] [--data FILE]
 
   The width is --n_embd (n_head = n_embd / 64) and the depth the most layers
   that keep the state within --multiple x --mem, unless --n_layer is given.
@@ -19,20 +19,22 @@
 
   Before training, scripts/aio_bench.lua measures the disk's own direct-I/O
   bandwidth with the libaio engine (O_DIRECT) at the config's aio block_size,
-  queue_depth and threads: a --disk_size file in --nvme_path written, then
-  read, three times (medians).
+  queue_depth (DeepSpeed's default, 8, unless --queue_depth) and threads: a
+  --disk_size file in --nvme_path written, then read, three times (medians).
   Each step prints its loss and time, the NVMe bytes it read and wrote (the
-  engine's swap counters) and the time it waited on that I/O (io wait), and:
+  engine's swap counters), the time the swap's I/O was in flight (io busy: the
+  libaio engine had a request queued or moving) and the part of it the step
+  waited for (io wait), and:
     disk s     = read / read bandwidth + written / write bandwidth: the time
                  the disk alone needs for the step's traffic;
-    GB/s       = (read + written) / step time;
-    efficiency = disk s / step time: that rate as a share of the measured
-                 bandwidth (100%: the step moved its bytes as fast as the disk
-                 can; a step that computes longer than the disk needs cannot
-                 reach it);
-    hidden     = 1 - io wait / disk s: the share of the disk's time that the
-                 step did not wait for, overlapped with compute (below 0: the
-                 step waited longer than the disk needed).
+    efficiency = disk s / io busy s: the swap's rate while it moves data, as
+                 a share of the disk's own (100%: the swap keeps the disk as
+                 busy as the raw benchmark does);
+    hidden     = 1 - io wait / io busy s: the share of the I/O time that the
+                 compute hid (the step did not wait for it);
+    of step    = disk s / step s: the step's traffic over the whole step, as
+                 a share of the disk's bandwidth (a step that computes longer
+                 than the disk needs cannot reach 100%).
   The line after the steps sums the steps after the first, which allocates
   the swap buffers and has no optimizer state to read yet. Then the peak resident
   memory of the training process (VmHWM) and the cgroup's peak usage against
@@ -43,12 +45,12 @@ local fmt = string.format
 
 local USAGE = [=[
 usage: zlua scripts/bench/infinity.lua --nvme_path DIR [--mem 400M] [--multiple 8] [--n_embd 1024] [--n_layer N]
-         [--steps 3] [--batch 4] [--block_size 64] [--bf16] [--aio_block 1M] [--queue_depth 32]
+         [--steps 3] [--batch 4] [--block_size 64] [--bf16] [--aio_block 1M] [--queue_depth 8]
          [--disk_size 256M] [--data FILE]]=]
 
 local here = arg[0]:match('^(.*)/[^/]*$') or '.'
 local DEFAULTS = { nvme_path = '', mem = '400M', multiple = 8.0, n_embd = 1024, n_layer = 0, steps = 3, batch = 4,
-  block_size = 64, bf16 = false, aio_block = '1M', queue_depth = 32, disk_size = '256M',
+  block_size = 64, bf16 = false, aio_block = '1M', queue_depth = 8, disk_size = '256M',
   data = here .. '/../../examples/gpt/data/zlua.txt', child = false, read_bw = 0.0, write_bw = 0.0 }
 local o, die = require('zlua.args').script('infinity', USAGE, arg, DEFAULTS)
 if o.nvme_path == '' then die('--nvme_path is required\n' .. USAGE) end
@@ -140,19 +142,19 @@ if o.child then
   for _, e in ipairs(engine.zero.entries) do psi = psi + e.n end
   print(fmt('set up in %.1f s: the engine trains %d parameters, %.1f MiB of training state; the process held %.0f MiB '
     .. 'before the model (its libraries, the text)', zl.core.now() - t0, psi, 16 * psi / MiB, at_start / MiB))
-  print(fmt('%4s %8s %8s %9s %9s %9s %8s %7s %10s %7s', 'step', 'loss', 'step s', 'read MB', 'write MB', 'io wait s',
-    'disk s', 'GB/s', 'efficiency', 'hidden'))
+  print(fmt('%4s %8s %8s %9s %9s %9s %9s %8s %10s %7s %8s', 'step', 'loss', 'step s', 'read MB', 'write MB',
+    'io busy s', 'io wait s', 'disk s', 'efficiency', 'hidden', 'of step'))
 
-  local function row(label, loss, secs, read, written, wait)
+  local function row(label, loss, secs, read, written, busy, wait)
     local disk = read / o.read_bw + written / o.write_bw
-    print(fmt('%4s %8s %8.2f %9.1f %9.1f %9.2f %8.2f %7.3f %9.0f%% %6.0f%%', label, loss, secs, read / 1e6,
-      written / 1e6, wait, disk, (read + written) / secs / 1e9, 100 * disk / secs,
-      disk > 0 and 100 * (1 - wait / disk) or 0))
+    print(fmt('%4s %8s %8.2f %9.1f %9.1f %9.2f %9.2f %8.2f %9.0f%% %6.0f%% %7.0f%%', label, loss, secs, read / 1e6,
+      written / 1e6, busy, wait, disk, busy > 0 and 100 * disk / busy or 0, busy > 0 and 100 * (1 - wait / busy) or 0,
+      100 * disk / secs))
   end
 
   local g = zl.Generator(1)
   local n, T = ids:size(1), o.block_size
-  local rest = { secs = 0, read = 0, written = 0, wait = 0 }
+  local rest = { secs = 0, read = 0, written = 0, busy = 0, wait = 0 }
   for step = 1, o.steps do
     local xs, ys = {}, {}
     for b = 1, o.batch do
@@ -166,14 +168,14 @@ if o.child then
     engine:step()
     local secs, r1 = zl.core.now() - s0, engine:memory_report()
     local read, written = r1.swap_read_bytes - r0.swap_read_bytes, r1.swap_write_bytes - r0.swap_write_bytes
-    local wait = r1.io_seconds - r0.io_seconds
-    row(tostring(step), fmt('%.4f', loss:float():item()), secs, read, written, wait)
+    local busy, wait = r1.io_busy_seconds - r0.io_busy_seconds, r1.io_seconds - r0.io_seconds
+    row(tostring(step), fmt('%.4f', loss:float():item()), secs, read, written, busy, wait)
     if step > 1 then
-      rest.secs, rest.read, rest.written, rest.wait = rest.secs + secs, rest.read + read, rest.written + written,
-        rest.wait + wait
+      rest.secs, rest.read, rest.written = rest.secs + secs, rest.read + read, rest.written + written
+      rest.busy, rest.wait = rest.busy + busy, rest.wait + wait
     end
   end
-  if o.steps > 2 then row(fmt('2-%d', o.steps), '', rest.secs, rest.read, rest.written, rest.wait) end
+  if o.steps > 2 then row(fmt('2-%d', o.steps), '', rest.secs, rest.read, rest.written, rest.busy, rest.wait) end
   local rep = engine:memory_report()
   print(fmt('the engine holds: working parameters %.1f MiB (their swap buffers included), gradients %.1f MiB, '
     .. 'optimizer swap buffers %.1f MiB; on NVMe %.1f MiB', rep.params / MiB, rep.grads / MiB,

@@ -58,6 +58,10 @@ ZL_API zl_tensor *zl_aio_buffer(zl_dtype dt, int64_t numel, zl_mem_category cat)
 /* False once a file of this engine fell back to buffered I/O. */
 ZL_API bool zl_aio_is_direct(const zl_aio *a);
 
+/* Seconds since the engine opened during which at least one request was
+ * queued or moving: how long it kept the disk busy, whoever waited. */
+ZL_API double zl_aio_busy_seconds(zl_aio *a);
+
 #ifdef __cplusplus
 }
 #endif

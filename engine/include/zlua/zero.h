@@ -327,6 +327,7 @@ typedef struct zl_zero_memory {
     double io_seconds;         /* time spent waiting on swap I/O */
     int64_t read_bytes, write_bytes;   /* swap traffic */
     int64_t collectives;       /* collectives started so far (on one rank, the copies standing in for them) */
+    double io_busy_seconds;    /* time with swap I/O in flight, waited for or not (io_seconds: waited for) */
 } zl_zero_memory;
 
 ZL_API zl_status zl_zero_memory_of(const zl_zero *z, zl_zero_memory *out);

@@ -173,6 +173,7 @@ function Z:memory_report()
   rep.peak_live = m.peak_live
   rep.collectives = m.collectives
   rep.swap_read_bytes, rep.swap_write_bytes, rep.io_seconds = m.read_bytes, m.write_bytes, m.io_seconds
+  rep.io_busy_seconds = m.io_busy_seconds
   return rep
 end
 

@@ -182,7 +182,8 @@ static zl_status pick(zli_swap *s, bool may_wait, bool demand, int *idx)
     if (*idx >= 0 && *idx == ahead) s->st.ahead_dropped++;
     if (*idx < 0) return ZL_OK;
     swap_buffer *b = &s->bufs[*idx];
-    zl_status st = *idx == unwritten ? write_out(s, b) : ZL_OK;
+    /* with write_back, a changed slot read ahead again is in `ahead`, changes and all */
+    zl_status st = b->dirty ? write_out(s, b) : ZL_OK;
     if (!st) st = wait_io(s, b);
     if (st) {
         *idx = -1;

@@ -1,9 +1,10 @@
 /* The gradient partition: where the reduced gradients accumulate, micro-step
  * after micro-step, until the optimizer reads them. One buffer ([S], or
  * [P*S] at stage 1, where every rank keeps the whole gradient), or, with the
- * optimizer state on NVMe at stages 2-3, one slot per optimizer sub-group in
- * a gradient swap (DeepSpeed's gradient swap-out), so that nothing of the
- * model's size stays in memory; and the passes the step makes over it. */
+ * optimizer state on NVMe at stages 2-3 in more sub-groups than its buffers,
+ * one slot per optimizer sub-group in a gradient swap (DeepSpeed's gradient
+ * swap-out), so that nothing of the model's size stays in memory; and the
+ * passes the step makes over it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "zero_impl.h"
@@ -12,13 +13,12 @@ static bool partitioned(const zl_zero *z) { return z->stage >= 2; }
 
 /* Alone, with the buffer in host memory, zero_grad only marks the slots
  * stale: a step's first gradient is written over its slot, not added to a
- * cleared one (no pass over the whole buffer), and zz_grads_settle clears
- * the slots no gradient reached before the buffer is read. */
+ * cleared one (no pass over the whole buffer), and the scan before the step
+ * clears the slots no gradient reached before the buffer is read. */
 static bool lazy(const zl_zero *z) { return z->grads && z->world == 1 && z->P == 1 && !zz_on_device(z->grads); }
 
 bool zz_grads_on_device(const zl_zero *z) { return z->grads && zz_on_device(z->grads); }
 
-/* Swapping pays only where the sub-groups outnumber the buffers that hold them. */
 static zl_status setup_swap(zl_zero *z)
 {
     int64_t largest = 1;
@@ -40,6 +40,7 @@ static zl_status setup_swap(zl_zero *z)
 
 zl_status zz_grads_setup(zl_zero *z)
 {
+    /* swapping pays only where the sub-groups outnumber the buffers that hold them */
     if (z->oswap && partitioned(z) && z->nsub > ZZ_GRAD_BUFFERS) return setup_swap(z);
     int64_t gsize = z->stage == 1 ? (int64_t)z->P * z->S : z->S;
     z->gbase = z->stage == 1 ? (int64_t)z->q * z->S : 0;
@@ -57,7 +58,8 @@ static zl_status settle(zl_zero *z, zz_entry *e)
     return zz_zero(z->grads, e->off, e->k);
 }
 
-zl_status zz_grads_settle(zl_zero *z)
+/* Before anything reads the buffer whole: slots zero_grad left stale cleared. */
+static zl_status settle_all(zl_zero *z)
 {
     zl_status st = ZL_OK;
     for (int i = 0; i < z->nent && !st; i++) st = settle(z, &z->ents[i]);
@@ -148,7 +150,7 @@ zl_status zz_grads_scan(zl_zero *z, bool check, bool *found, double *sumsq)
 {
     *found = false;
     *sumsq = 0;
-    zl_status st = zz_grads_settle(z);
+    zl_status st = settle_all(z);
     for (int s = 0; s < z->nsub && !st; s++) {
         bool started;
         if (z->gswap && s + 1 < z->nsub) zli_swap_prefetch(z->gswap, s + 1, false, &started);

@@ -240,8 +240,6 @@ ZZ_HIDDEN zl_status zz_grads_add(zl_zero *z, zz_entry *e, const zl_tensor *src, 
                                  float alpha);
 /* Every element counted as zero again (zero_grad). */
 ZZ_HIDDEN zl_status zz_grads_clear(zl_zero *z);
-/* Before anything reads the buffer whole: slots zero_grad left stale cleared. */
-ZZ_HIDDEN zl_status zz_grads_settle(zl_zero *z);
 /* Over this rank's share, in the order of the entries: *found (when check)
  * whether any element is inf or NaN, and *sumsq the sum of squares. */
 ZZ_HIDDEN zl_status zz_grads_scan(zl_zero *z, bool check, bool *found, double *sumsq);

@@ -168,6 +168,19 @@ TEST(write_back_writes_once_and_drop_writes_nothing)
     }
     CHECK(zli_swap_release(s, 5, false) == ZL_OK);
     zli_swap_close(s);
+    /* one buffer: a changed slot read ahead again, then taken by a demand
+     * read of another slot, is written first, not lost */
+    c.buffer_count = 1;
+    c.path = zt_tmp_path(path, sizeof path, "wb1.swp");
+    CHECK(zli_swap_open(a, &c, &s) == ZL_OK && s);
+    if (!s) return;
+    for (int i = 0; i < 2; i++) CHECK(zli_swap_add_slot(s, E) == i);
+    put(s, 0, 0);
+    bool started = false;
+    CHECK(zli_swap_prefetch(s, 0, false, &started) == ZL_OK && started);
+    touch_slot(s, 1);
+    expect(s, 0, E, 0);
+    zli_swap_close(s);
     zl_aio_close(a);
     zt_tmp_reset();
 }

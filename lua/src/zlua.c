@@ -61,7 +61,8 @@ static void print_version(void)
     const char *cfg = openblas_get_config();
     int n = 0, words = 0;
     while (cfg[n] && !(cfg[n] == ' ' && ++words == 2)) n++;
-    printf("%s %s (%s, %.*s)\n", progname, zl_version(), LUA_RELEASE, n, cfg);
+    /* ZLUA_PARTS: the optional parts built with and without (the top CMakeLists.txt) */
+    printf("%s %s (%s, %.*s) %s\n", progname, zl_version(), LUA_RELEASE, n, cfg, ZLUA_PARTS);
     fflush(stdout);
 }
 

@@ -59,7 +59,7 @@ check "-v prints the version" eval '[ "$rc" = 0 ] && [[ $out =~ ^zlua\ 0\.1\.0\ 
 # and the optional parts, each once, said built with or without
 parts=${out#*) with }
 check "-v lists each optional part once" eval '[ "$(for p in MPI libaio CUDA NCCL oneDNN readline; do
-    tr -s ",; " "\n" <<< "$parts" | grep -cx "$p"; done | sort -u)" = 1 ]'
+    tr -s ",() " "\n" <<< "$parts" | grep -cx "$p"; done | sort -u)" = 1 ]'
 
 cat >err.lua <<'EOF'
 local function inner()

@@ -69,7 +69,7 @@ static size_t limit_of(const zli_cache *c)
 
 bool zli_cache_serves(size_t nbytes) { return nbytes >= MIN_BYTES; }
 
-void *zli_cache_take(zli_cache *c, size_t nbytes)
+void *zli_cache_reuse(zli_cache *c, size_t nbytes)
 {
     size_t bytes;
     int k = class_of(nbytes, &bytes);
@@ -86,10 +86,14 @@ void *zli_cache_take(zli_cache *c, size_t nbytes)
         }
         unlock(c);
     }
-    if (p) {
-        UNPOISON(p, bytes);
-        return p;
-    }
+    if (p) UNPOISON(p, bytes);
+    return p;
+}
+
+void *zli_cache_new(size_t nbytes)
+{
+    size_t bytes;
+    class_of(nbytes, &bytes);
     return aligned_alloc(ZL_ALIGNMENT, bytes);
 }
 

@@ -37,11 +37,13 @@ typedef struct zli_cache {
  * given back through it even while it is off, so that every block of a size
  * class has the class's size. */
 ZLI_HIDDEN bool zli_cache_serves(size_t nbytes);
-/* A ZL_ALIGNMENT-aligned block of at least nbytes: a cached one of its class,
- * else a new one from the system; NULL when the system has none. */
-ZLI_HIDDEN void *zli_cache_take(zli_cache *c, size_t nbytes);
-/* Return a block of zli_cache_take (the same nbytes): kept while the cache is
- * under its limit, freed otherwise. */
+/* A ZL_ALIGNMENT-aligned block of at least nbytes: a cached one of its class
+ * (NULL when there is none), or a new one from the system of the class's
+ * size (NULL when the system has none). */
+ZLI_HIDDEN void *zli_cache_reuse(zli_cache *c, size_t nbytes);
+ZLI_HIDDEN void *zli_cache_new(size_t nbytes);
+/* Return a block of zli_cache_reuse or zli_cache_new (the same nbytes): kept
+ * while the cache is under its limit, freed otherwise. */
 ZLI_HIDDEN void zli_cache_give(zli_cache *c, void *p, size_t nbytes);
 /* Free every cached block; the bytes freed. */
 ZLI_HIDDEN size_t zli_cache_drain(zli_cache *c);

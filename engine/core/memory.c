@@ -110,26 +110,11 @@ void zl_mem_set_release_threshold(size_t nbytes)
     atomic_store(&ctx->release_set, true);
 }
 
-/* align 0: the host hook's memory (or aligned_alloc), ZL_ALIGNMENT-aligned.
- * Otherwise posix_memalign whatever the hook. */
-static void *raw_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_category cat)
-{
-    if (align) {
-        if (release_on_free(ctx, nbytes)) return map_block(nbytes);
-        void *p = NULL;
-        return posix_memalign(&p, align, nbytes ? nbytes : align) == 0 ? p : NULL;
-    }
-    if (ctx->host_alloc) return ctx->host_alloc(nbytes, cat, ctx->host_user);
-    if (release_on_free(ctx, nbytes)) return map_block(nbytes);
-    if (zli_cache_serves(nbytes)) return zli_cache_take(&ctx->cache, nbytes);
-    size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
-    return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
-}
-
 /* Under a memory cgroup the kernel kills the process instead of failing an
- * allocation, so the retry below would never run: a block of the cache's
- * sizes asked for within a sixteenth of the limit first has the cache give
- * its blocks back and then, if that was not enough, the host collect. */
+ * allocation, so the retry below would never run: fresh memory of the
+ * cache's sizes asked for within a sixteenth of the limit first has the
+ * cache give its blocks back and then, if that was not enough, the host
+ * collect. A block the cache reuses is already counted against the limit. */
 static void ease(zl_context *ctx, size_t nbytes)
 {
     if (!zli_cache_serves(nbytes)) return;
@@ -138,6 +123,26 @@ static void ease(zl_context *ctx, size_t nbytes)
     if (left == INT64_MAX || left >= margin) return;
     zli_cache_drain(&ctx->cache);
     if (ctx->pressure_fn && zli_mem_headroom(&limit) < margin) ctx->pressure_fn(nbytes, ctx->pressure_user);
+}
+
+/* align 0: the host hook's memory (or aligned_alloc), ZL_ALIGNMENT-aligned.
+ * Otherwise posix_memalign whatever the hook. Every path but a cached
+ * block's takes fresh memory, eased first. */
+static void *raw_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_category cat)
+{
+    bool cached = !align && !ctx->host_alloc && !release_on_free(ctx, nbytes) && zli_cache_serves(nbytes);
+    void *p = cached ? zli_cache_reuse(&ctx->cache, nbytes) : NULL;
+    if (p) return p;
+    ease(ctx, nbytes);
+    if (cached) return zli_cache_new(nbytes);
+    if (align) {
+        if (release_on_free(ctx, nbytes)) return map_block(nbytes);
+        return posix_memalign(&p, align, nbytes ? nbytes : align) == 0 ? p : NULL;
+    }
+    if (ctx->host_alloc) return ctx->host_alloc(nbytes, cat, ctx->host_user);
+    if (release_on_free(ctx, nbytes)) return map_block(nbytes);
+    size_t rounded = (nbytes + ZL_ALIGNMENT - 1) / ZL_ALIGNMENT * ZL_ALIGNMENT;
+    return aligned_alloc(ZL_ALIGNMENT, rounded ? rounded : ZL_ALIGNMENT);
 }
 
 void *zli_mem_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_category cat)
@@ -154,7 +159,6 @@ void *zli_mem_alloc(zl_context *ctx, size_t nbytes, size_t align, zl_mem_categor
      * paths it tests are then reached whatever the cache holds. */
     int64_t c = atomic_load(&ctx->fail_countdown);
     bool injected = c > 0 && atomic_fetch_sub(&ctx->fail_countdown, 1) == 1;
-    if (!injected) ease(ctx, nbytes);
     void *p = injected ? NULL : raw_alloc(ctx, nbytes, align, cat);
     /* The host frees what it can (its collector), which lands in the cache;
      * then every cached block goes back to the system before the one retry. */

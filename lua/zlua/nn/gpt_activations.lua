@@ -28,36 +28,23 @@
   each term, and checked within 20% of the measured peak by
   tests/lua/test_gpt_activations.lua. ]]
 
-local zl = require 'zlua'
-
-local fmt = string.format
+local args = require('zlua.nn.estimate_args')('gpt_activations')
+local positive = args.positive
 
 local M = {}
-
-local SIZES = { f32 = 4, bf16 = 2, fp16 = 2, f16 = 2 }
-
-local function positive(what, v)
-  if math.type(v) ~= 'integer' or v < 1 then
-    zl.raise(fmt('gpt_activations: %s must be a positive integer, got %s', what, tostring(v)))
-  end
-  return v
-end
 
 --- M.estimate(config, opts) -> { after_forward =, peak =, per_layer =, kept_per_layer = } in
 --- bytes. config: the GPT's n_layer, n_embd, n_head, vocab_size; opts: batch, block_size
 --- (the step's sequence length), precision ('f32', 'bf16' or 'fp16'), checkpointing.
 function M.estimate(config, opts)
-  if type(config) ~= 'table' then zl.raise('gpt_activations: config must be a table') end
-  opts = opts or {}
+  opts = args.start(config, opts)
   local L = positive('n_layer', config.n_layer)
   local C = positive('n_embd', config.n_embd)
   local H = positive('n_head', config.n_head)
   local V = positive('vocab_size', config.vocab_size)
   local B = positive('batch', opts.batch)
   local T = positive('block_size', opts.block_size or config.block_size)
-  local precision = opts.precision or 'f32'
-  local e = SIZES[precision]
-  if not e then zl.raise(fmt("gpt_activations: precision must be 'f32', 'bf16' or 'fp16', got %s", tostring(precision))) end
+  local e = args.bytes(opts.precision)
   local N = B * T
   local probs = B * H * T * T * 4
   local block = 19 * N * C * e + probs

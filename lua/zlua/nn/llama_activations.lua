@@ -28,27 +28,16 @@
   tests/lua/test_llama_activations.lua checks them within 20% of the
   measured peak. ]]
 
-local zl = require 'zlua'
-
-local fmt = string.format
+local args = require('zlua.nn.estimate_args')('llama_activations')
+local positive = args.positive
 
 local M = {}
-
-local SIZES = { f32 = 4, bf16 = 2, fp16 = 2, f16 = 2 }
-
-local function positive(what, v)
-  if math.type(v) ~= 'integer' or v < 1 then
-    zl.raise(fmt('llama_activations: %s must be a positive integer, got %s', what, tostring(v)))
-  end
-  return v
-end
 
 --- M.estimate(config, opts) -> { after_forward =, peak =, per_layer =, kept_per_layer = } in
 --- bytes. config: nn.Llama's (Hugging Face's) names; opts: batch, seq (default
 --- max_position_embeddings), precision ('f32', 'bf16' or 'fp16'), checkpointing.
 function M.estimate(config, opts)
-  if type(config) ~= 'table' then zl.raise('llama_activations: config must be a table') end
-  opts = opts or {}
+  opts = args.start(config, opts)
   local C = positive('hidden_size', config.hidden_size)
   local H = positive('num_attention_heads', config.num_attention_heads)
   local D = positive('head_dim', config.head_dim or C // H)
@@ -58,9 +47,7 @@ function M.estimate(config, opts)
   local V = positive('vocab_size', config.vocab_size)
   local B = positive('batch', opts.batch)
   local T = positive('seq', opts.seq or config.max_position_embeddings)
-  local precision = opts.precision or 'f32'
-  local e = SIZES[precision]
-  if not e then zl.raise(fmt("llama_activations: precision must be 'f32', 'bf16' or 'fp16', got %s", tostring(precision))) end
+  local e = args.bytes(opts.precision)
   local N = B * T
   local probs = B * H * T * T * 4
   local layer = (10 * C + 3 * K + 4 * Mi + (e == 4 and 0 or C)) * N * e + probs

@@ -131,20 +131,13 @@ end
 
 local machine = dofile(here .. '/machine.lua')
 
--- Runs a command, returns the figures of its RESULT line, or nil and why.
+-- Runs a command, returns the figures of its RESULT line, or nil, why and whether it skipped.
 local function run(cmd)
-  local p = io.popen(cmd .. ' 2>&1')
-  local out = p:read('a')
-  local _, _, code = p:close()
-  local ms, faults, loss0, loss = out:match('RESULT ms (%S+) faults (%S+) loss0 (%S+) loss (%S+)')
-  if ms then return { ms = tonumber(ms), faults = tonumber(faults), loss0 = tonumber(loss0), loss = tonumber(loss),
-    peak = tonumber(out:match('peak (%d+)')), version = out:match('version (%S+)') } end
-  local skip = out:match('SKIP ([^\n]*)')
-  if skip or code == 77 then return nil, skip or 'skipped', true end
-  -- The first lines of a failure name it; a traceback's last line does not.
-  local head = {}
-  for l in out:gmatch('[^\n]+') do if #head < 4 then head[#head + 1] = l end end
-  return nil, (#head > 0 and table.concat(head, ' | ') or 'no output') .. fmt(' (exit %s)', tostring(code))
+  return machine.run(cmd, function(out)
+    local ms, faults, loss0, loss = out:match('RESULT ms (%S+) faults (%S+) loss0 (%S+) loss (%S+)')
+    return ms and { ms = tonumber(ms), faults = tonumber(faults), loss0 = tonumber(loss0), loss = tonumber(loss),
+      peak = tonumber(out:match('peak (%d+)')), version = out:match('version (%S+)') }
+  end)
 end
 
 -- Training FLOP per step: 6 per parameter per token for the matrix products

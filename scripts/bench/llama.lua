@@ -67,16 +67,10 @@ end
 
 -- Runs a command, returns its RESULT figures, or nil, why and whether it skipped.
 local function run(cmd)
-  local p = io.popen(cmd .. ' 2>&1')
-  local out = p:read('a')
-  local _, _, code = p:close()
-  local ms, loss0, loss = out:match('RESULT ms (%S+).- loss0 (%S+) loss (%S+)')
-  if ms then return { ms = tonumber(ms), loss0 = tonumber(loss0), loss = tonumber(loss) } end
-  local skip = out:match('SKIP ([^\n]*)')
-  if skip or code == 77 then return nil, skip or 'skipped', true end
-  local head = {}
-  for l in out:gmatch('[^\n]+') do if #head < 4 then head[#head + 1] = l end end
-  return nil, (#head > 0 and table.concat(head, ' | ') or 'no output') .. fmt(' (exit %s)', tostring(code))
+  return machine.run(cmd, function(out)
+    local ms, loss0, loss = out:match('RESULT ms (%S+).- loss0 (%S+) loss (%S+)')
+    return ms and { ms = tonumber(ms), loss0 = tonumber(loss0), loss = tonumber(loss) }
+  end)
 end
 
 local cores = tonumber(io.popen('nproc'):read('l')) or 2

@@ -1,6 +1,7 @@
 --[[ What the benchmarks print beside their figures, which are only comparable
   on the same processor: its model name and the vector and matrix extensions
-  zlua's kernels look for. dofile'd by the benchmarks beside it. ]]
+  zlua's kernels look for; and how they run a worker process and read its
+  figures. dofile'd by the benchmarks beside it. ]]
 
 local M = {}
 
@@ -25,6 +26,23 @@ function M.cpu_flags()
     if s:find('%f[%w_]' .. k .. '%f[^%w_]') then have[#have + 1] = k end
   end
   return table.concat(have, ' ')
+end
+
+--- M.run(cmd, parse) -> what parse(output) returns when it finds the
+--- figures there, else nil, why, and whether the command skipped (a SKIP
+--- line, or exit status 77).
+function M.run(cmd, parse)
+  local p = io.popen(cmd .. ' 2>&1')
+  local out = p:read('a')
+  local _, _, code = p:close()
+  local r = parse(out)
+  if r then return r end
+  local skip = out:match('SKIP ([^\n]*)')
+  if skip or code == 77 then return nil, skip or 'skipped', true end
+  -- The first lines of a failure name it; a traceback's last line does not.
+  local head = {}
+  for l in out:gmatch('[^\n]+') do if #head < 4 then head[#head + 1] = l end end
+  return nil, (#head > 0 and table.concat(head, ' | ') or 'no output') .. string.format(' (exit %s)', tostring(code))
 end
 
 return M

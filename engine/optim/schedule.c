@@ -2,6 +2,7 @@
  * checks of their parameters, and each formula as a function of the step. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include "zlua/schedule.h"
 
@@ -109,19 +110,24 @@ static zl_status check_warmup(const char *name, const zl_lr_schedule *s)
         return zl_error(ZL_EINVAL, "%s: warmup_type must be 'log' or 'linear', got %d", name, (int)s->warmup_type);
     if (s->kind == ZL_LR_WARMUP) return ZL_OK;
     if (need_at_least(name, "total_num_steps", s->total_num_steps, 0)) return ZL_EINVAL;
-    if (s->kind == ZL_LR_WARMUP_COSINE) {
-        if (need_finite(name, "warmup_min_ratio", s->warmup_min_ratio) ||
-            need_finite(name, "cos_min_ratio", s->cos_min_ratio))
-            return ZL_EINVAL;
-        return ZL_OK;
-    }
-    /* DeepSpeed only warns here, and then decays before the warmup ends. */
-    int64_t w = zl_lr_schedule_warmup_steps(s);
-    if (s->total_num_steps < w)
-        return zl_error(ZL_EINVAL, "%s: total_num_steps (%lld) is less than warmup_num_steps (%lld%s)", name,
-                        (long long)s->total_num_steps, (long long)s->warmup_num_steps,
-                        w != s->warmup_num_steps ? ", raised to the minimum of 2" : "");
+    if (s->kind == ZL_LR_WARMUP_COSINE &&
+        (need_finite(name, "warmup_min_ratio", s->warmup_min_ratio) ||
+         need_finite(name, "cos_min_ratio", s->cos_min_ratio)))
+        return ZL_EINVAL;
     return ZL_OK;
+}
+
+bool zl_lr_schedule_caveat(const zl_lr_schedule *s, char *buf, size_t size)
+{
+    if (s->kind != ZL_LR_WARMUP_DECAY) return false;
+    int64_t w = zl_lr_schedule_warmup_steps(s);
+    if (s->total_num_steps >= w) return false;
+    snprintf(buf, size,
+             "WarmupDecayLR: total_num_steps (%lld) is less than warmup_num_steps (%lld%s): the lr warms up for "
+             "%lld steps, then stays at warmup_min_lr",
+             (long long)s->total_num_steps, (long long)s->warmup_num_steps,
+             w != s->warmup_num_steps ? ", raised to the minimum of 2" : "", (long long)w);
+    return true;
 }
 
 static zl_status check_one_cycle(const char *name, const zl_lr_schedule *s)

@@ -160,6 +160,18 @@ static int lr_warmup_steps(lua_State *L)
     return 1;
 }
 
+/* s:caveat() -> the line DeepSpeed would warn with for this valid schedule, or nil */
+static int lr_caveat(lua_State *L)
+{
+    zlb_lr *u = luaL_checkudata(L, 1, ZLB_LR_SCHEDULE_MT);
+    char line[256];
+    if (zl_lr_schedule_caveat(&u->s, line, sizeof line))
+        lua_pushstring(L, line);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 const zl_lr_schedule *zlb_lr_schedule_of(lua_State *L, int idx)
 {
     zlb_lr *u = luaL_checkudata(L, idx, ZLB_LR_SCHEDULE_MT);
@@ -172,7 +184,7 @@ void zlb_open_lr(lua_State *L)
     static const luaL_Reg fns[] = {{"lr_schedule", lr_schedule}, {NULL, NULL}};
     zlb_setfuncs(L, fns);
     static const luaL_Reg methods[] = {
-        {"lrs", lr_lrs}, {"betas", lr_betas}, {"warmup_steps", lr_warmup_steps}, {NULL, NULL},
+        {"lrs", lr_lrs}, {"betas", lr_betas}, {"warmup_steps", lr_warmup_steps}, {"caveat", lr_caveat}, {NULL, NULL},
     };
     luaL_newmetatable(L, ZLB_LR_SCHEDULE_MT);
     zlb_newlib(L, methods);

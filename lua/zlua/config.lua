@@ -1059,12 +1059,6 @@ function CHECK.scheduler(ctx, _, v, raw, key, path)
       nearest.find(t, names_of(SCHEDULERS, UNIMPLEMENTED_SCHEDULERS)))
   end
   local params = check_section(ctx, SCHEDULER_PARAMS[t], v.params, path .. '.params', v, 'params')
-  -- WarmupDecayLR would decay before its warmup ends (warmup_num_steps is raised to 2).
-  local warmup = math.max(2, params.warmup_num_steps or 2)
-  if t == 'WarmupDecayLR' and params.total_num_steps < warmup then
-    ctx:fail(v.params, 'total_num_steps', '%s.params.total_num_steps (%d) is less than '
-      .. 'warmup_num_steps (%d)', path, params.total_num_steps, warmup)
-  end
   return { type = t, params = params }
 end
 

@@ -7,13 +7,19 @@
 -- lr_schedules.py with the later fixes that turn a crash into a sane value). This module is
 -- DeepSpeed's object API around them: the names and types of the parameters, the
 -- optimizer's param groups, the position and the state_dict. Where DeepSpeed only logs a
--- warning for a mistake that changes the schedule (an unknown warmup_type, WarmupDecayLR
--- decaying before its warmup ends) an error is raised instead.
+-- warning for a mistake that changes the schedule (an unknown warmup_type) an error is
+-- raised instead; a schedule that is valid but likely not meant (WarmupDecayLR whose total
+-- is below its warmup) gets DeepSpeed's warning, from rank 0, through lr.warn.
 
 local core = require 'zlua.core'
 local nearest = require 'zlua.util.nearest'
 
 local lr = {}
+
+--- Receives each schedule's warning line; a script may replace it (to log or to collect).
+function lr.warn(line)
+  io.stderr:write('zlua: warning: ', line, '\n')
+end
 
 -- Step semantics, as DeepSpeed's: last_batch_iteration (t) starts at -1 and a constructor
 -- given t = -1 writes the values at t = -1 into the optimizer (the minimum lr, or 0 for
@@ -200,6 +206,8 @@ end
 -- it runs (raised to 2 when below) and total_num_steps.
 local function build(self, given)
   self.c = core.lr_schedule(self.name, #self.optimizer.param_groups, given)
+  local caveat = self.c:caveat()
+  if caveat and core.dist_rank() == 0 then lr.warn(caveat) end
   if self.warmup then
     self.warmup_num_steps = self.c:warmup_steps()
   end

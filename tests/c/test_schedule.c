@@ -159,8 +159,34 @@ TEST(defaults)
     CHECK(!strcmp(zl_lr_kind_name(ZL_LR_WARMUP_COSINE), "WarmupCosineLR") && !zl_lr_kind_name(5));
 }
 
+/* A WarmupDecayLR total below its warmup is valid, as in DeepSpeed, which
+ * warns: the caveat is that line; the lr warms up, then stays at the minimum. */
+TEST(warmup_decay_below_warmup)
+{
+    zl_lr_group g = {.min_lr = 0.25, .max_lr = 0.5};
+    zl_lr_schedule s = zl_lr_schedule_defaults(ZL_LR_WARMUP_DECAY);
+    s.ngroups = 1, s.groups = &g;
+    char line[256] = "untouched";
+    s.total_num_steps = 10, s.warmup_num_steps = 10;
+    CHECK(zl_lr_schedule_check(&s) == ZL_OK && !zl_lr_schedule_caveat(&s, line, sizeof line));
+    CHECK(strcmp(line, "untouched") == 0);
+    s.total_num_steps = 5;
+    CHECK(zl_lr_schedule_check(&s) == ZL_OK && zl_lr_schedule_caveat(&s, line, sizeof line));
+    CHECK(strcmp(line, "WarmupDecayLR: total_num_steps (5) is less than warmup_num_steps (10): the lr warms up "
+                       "for 10 steps, then stays at warmup_min_lr") == 0);
+    CHECK_CLOSE(lr_at(&s, 4, 0), 0.25 + 0.25 * log(5.0) / log(10.0), TOL);
+    CHECK_CLOSE(lr_at(&s, 9, 0), 0.5, TOL);
+    CHECK(lr_at(&s, 10, 0) == 0.25 && lr_at(&s, 100, 0) == 0.25);
+    s.total_num_steps = 1, s.warmup_num_steps = 1;
+    CHECK(zl_lr_schedule_caveat(&s, line, 40) && strlen(line) == 39);
+    CHECK(zl_lr_schedule_caveat(&s, line, sizeof line) &&
+          strstr(line, "warmup_num_steps (1, raised to the minimum of 2): the lr warms up for 2 steps"));
+    CHECK(!zl_lr_schedule_caveat(&(zl_lr_schedule){.kind = ZL_LR_WARMUP_COSINE}, line, sizeof line));
+}
+
 TEST(errors)
 {
+    double lr;
     zl_lr_group g = {.min_lr = 0.01, .max_lr = 0.1, .min_mom = 0.8, .max_mom = 0.9};
     zl_lr_schedule s = zl_lr_schedule_defaults(ZL_LR_WARMUP);
     s.ngroups = 1, s.groups = &g;
@@ -168,16 +194,6 @@ TEST(errors)
     CHECK_ERR(zl_lr_schedule_check(&s), "WarmupLR: warmup_num_steps must be at least 0, got -1");
     s.warmup_num_steps = 10, s.warmup_type = (zl_lr_warmup_type)5;
     CHECK_ERR(zl_lr_schedule_check(&s), "WarmupLR: warmup_type must be 'log' or 'linear', got 5");
-
-    s = zl_lr_schedule_defaults(ZL_LR_WARMUP_DECAY), s.ngroups = 1, s.groups = &g;
-    s.total_num_steps = 5, s.warmup_num_steps = 10;
-    CHECK_ERR(zl_lr_schedule_check(&s), "WarmupDecayLR: total_num_steps (5) is less than warmup_num_steps (10)");
-    s.total_num_steps = 1, s.warmup_num_steps = 1;
-    CHECK_ERR(zl_lr_schedule_check(&s),
-              "WarmupDecayLR: total_num_steps (1) is less than warmup_num_steps (1, raised to the minimum of 2)");
-    double lr = 7;
-    CHECK_ERR(zl_lr_schedule_lr(&s, 0, 0, &lr), "raised to the minimum of 2");
-    CHECK(lr == 7);
 
     s = zl_lr_schedule_defaults(ZL_LR_WARMUP_COSINE), s.ngroups = 1, s.groups = &g;
     s.total_num_steps = -1;

@@ -104,10 +104,15 @@ ZL_API zl_lr_group zl_lr_group_defaults(zl_lr_kind kind);
 ZL_API const char *zl_lr_kind_name(zl_lr_kind kind);
 
 /* ZL_EINVAL unless the schedule is valid, with a message naming the kind and
- * the parameter ("WarmupDecayLR: total_num_steps (5) is less than
- * warmup_num_steps (10)"; "OneCycle: cycle_min_lr of param group 2 must be a
- * finite number, got nan": groups are counted from 1 in messages). */
+ * the parameter ("WarmupCosineLR: total_num_steps must be at least 0, got
+ * -1"; "OneCycle: cycle_min_lr of param group 2 must be a finite number, got
+ * nan": groups are counted from 1 in messages). */
 ZL_API zl_status zl_lr_schedule_check(const zl_lr_schedule *s);
+/* A valid schedule that likely is not what was meant, as DeepSpeed warns of
+ * it: WarmupDecayLR with total_num_steps below the warmup (it warms up, then
+ * stays at its minimum). Writes that one line (no newline) into buf, at most
+ * size bytes, and returns true; false, buf untouched, when there is none. */
+ZL_API bool zl_lr_schedule_caveat(const zl_lr_schedule *s, char *buf, size_t size);
 /* The warmup the formulas run: warmup_num_steps, or 2 when below. */
 ZL_API int64_t zl_lr_schedule_warmup_steps(const zl_lr_schedule *s);
 

@@ -180,7 +180,7 @@ end
 local start_id = (vocab:find('\n', 1, true) or 1) - 1
 local function sample(step)
   local out = model:generate(zl.tensor({ { start_id } }, 'i64'), opt.sample_len,
-                             { temperature = 0.8, seed = opt.seed + step })
+                             { temperature = 0.8, seed = opt.seed + step, slide = true })
   say(('--- sample after step %d ---'):format(step))
   say(zl.text_decode(out:narrow(2, 2, opt.sample_len), vocab))
   say('---')

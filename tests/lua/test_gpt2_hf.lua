@@ -84,9 +84,15 @@ test('kv_cache_equals_no_cache', function()
     local without = model:generate(prompt, o)
     check(same(list(with), list(without)), 'cache vs none, do_sample=' .. tostring(o.do_sample))
   end
-  -- past block_size the window slides: the cache gives way to reruns
-  local a = model:generate(prompt, 80, { seed = 9 })
-  local b = model:generate(prompt, 80, { seed = 9, use_cache = false })
+  -- past block_size, an error unless asked to slide; sliding, the cache gives way to reruns
+  check_error(function() model:generate(prompt, 80, { seed = 9 }) end,
+    'generate: a prompt of 4 ids and max_new_tokens 80 run the model on 83 positions, more than its '
+      .. 'block_size of 64 (pass slide = true to run on the last 64 ids as the sequence grows, their '
+      .. 'positions shifting)')
+  check_eq(model:generate(prompt, { max_new_tokens = 61, eos_token_id = {} }):size(2), 65)
+  check_error(function() model:generate(prompt, { max_new_tokens = 62 }) end, 'on 65 positions')
+  local a = model:generate(prompt, 80, { seed = 9, slide = true })
+  local b = model:generate(prompt, 80, { seed = 9, use_cache = false, slide = true })
   check_eq(a:size(2), 84)
   check(same(list(a), list(b)), 'sliding window, cache vs none')
   -- position by position through the cache = all at once

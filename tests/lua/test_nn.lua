@@ -526,9 +526,10 @@ test('generate', function()
   zl.manual_seed(7)
   local g = tiny_gpt{ dropout = 0.1 }
   local idx = zl.tensor{ { 1, 2, 3 }, { 4, 5, 6 } }
-  local a = g:generate(idx, 10, { seed = 42, top_k = 5, temperature = 0.9 })
-  local b = g:generate(idx, 10, { seed = 42, top_k = 5, temperature = 0.9 })
+  local a = g:generate(idx, 10, { seed = 42, top_k = 5, temperature = 0.9, slide = true })
+  local b = g:generate(idx, 10, { seed = 42, top_k = 5, temperature = 0.9, slide = true })
   check(same_list(a:shape(), { 2, 13 }), 'max_new_tokens ids are appended past the block size')
+  check_error(function() g:generate(idx, 10, { seed = 42 }) end, 'pass slide = true')
   check_close(a, b, 0, 'the same seed gives the same sample')
   check_close(a:narrow(2, 1, 3), idx, 0, 'the prompt is kept')
   local ok = true

@@ -60,7 +60,7 @@ end
 
 local known = { max_new_tokens = true, do_sample = true, temperature = true, top_k = true, top_p = true,
                 seed = true, generator = true, eos_token_id = true, pad_token_id = true, use_cache = true,
-                repetition_penalty = true, attention_mask = true }
+                repetition_penalty = true, attention_mask = true, slide = true }
 
 -- The options checked and completed, in a table of their own (the caller's
 -- is left as it was).
@@ -190,12 +190,21 @@ local function penalise(row, ids, penalty)
   end
 end
 
--- Appends max_new_tokens ids to idx [B, T]. The cache serves until the
--- sequence outgrows block_size; from then on each step reruns the model on
--- the last block_size ids, whose positions have all shifted (not with an
--- attention_mask: then the sequence must fit).
+-- Appends max_new_tokens ids to idx [B, T]. The model runs on sequences of
+-- up to T + max_new_tokens - 1 ids, which must fit in block_size unless
+-- o.slide: then the cache serves until the sequence outgrows block_size, and
+-- from then on each step reruns the model on the last block_size ids, whose
+-- positions have all shifted (not with an attention_mask: then the sequence
+-- must fit).
 local function decode(model, idx, o)
   local bs = model.config.block_size
+  local need = idx:size(2) + math.max(o.max_new_tokens - 1, 0)
+  if need > bs and not o.slide and not o.attention_mask then
+    local key = model.config.max_position_embeddings and 'max_position_embeddings' or 'block_size'
+    check.error(fmt('generate: a prompt of %d ids and max_new_tokens %d run the model on %d positions, more '
+                    .. 'than its %s of %d (pass slide = true to run on the last %d ids as the sequence grows, '
+                    .. 'their positions shifting)', idx:size(2), o.max_new_tokens, need, key, bs, bs))
+  end
   local b = idx:size(1)
   local m = o.attention_mask ~= nil and masked_rows(o.attention_mask, b, idx:size(2)) or nil
   local cache = o.use_cache ~= false and model:new_cache() or nil
@@ -273,6 +282,9 @@ end
 ---   attention_mask  [B, T], 0 where a row is padded (rows of different
 ---                   lengths padded on the left); for models that take one
 ---   use_cache       false: rerun the whole sequence each step (default true)
+---   slide           true: a sequence longer than block_size runs on its last
+---                   block_size ids (nanoGPT's crop); otherwise a prompt and
+---                   max_new_tokens that need more positions are an error
 --- The older form generate(idx, n, opts) samples (do_sample true) and ignores
 --- end-of-text. Runs without autograd and in eval mode (modes restored after).
 return function(model, ids, n, opts)

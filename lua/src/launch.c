@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "zlua/comm.h"
+#include "zlua/device.h"
 #include "launch.h"
 
 static const char *const progname = "zlua";
@@ -209,7 +210,7 @@ static int read_hostfile(const char *path, pool *p)
 /* --include/--exclude as DeepSpeed reads them: `NODE[:slot,slot]@NODE...`.
  * A node alone takes (or drops) all its slots; a node with slots those only.
  * Returns 0, or -1 with a message naming the option and the culprit. */
-static int apply_filter(pool *p, const char *opt, const char *spec, bool include)
+static int apply_filter(pool *p, const char *opt, const char *spec, bool include, const char *hostfile)
 {
     if (include)
         for (int k = 0; k < p->n; k++) memset(p->hosts[k].chosen, 0, (size_t)p->hosts[k].slots);
@@ -219,8 +220,12 @@ static int apply_filter(pool *p, const char *opt, const char *spec, bool include
         size_t name_len = strcspn(s, ":@");
         host *h = pool_find(p, s, name_len);
         if (h == NULL) {
-            fprintf(stderr, "%s: %s '%s': host '%.*s' is not in the hostfile\n",
-                    progname, opt, spec, (int)name_len, s);
+            if (hostfile)
+                fprintf(stderr, "%s: %s '%s': host '%.*s' is not in the hostfile\n", progname, opt, spec,
+                        (int)name_len, s);
+            else
+                fprintf(stderr, "%s: %s '%s': host '%.*s' needs --hostfile (without one, the only host is "
+                        "localhost)\n", progname, opt, spec, (int)name_len, s);
             return -1;
         }
         if (name_len == len) {
@@ -511,6 +516,31 @@ static int online_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* Without a hostfile DeepSpeed's pool is this host alone, "localhost", with a
+ * slot per GPU; here a slot per core where there is no GPU. */
+static int local_pool(pool *p, int gpus)
+{
+    char line[64];
+    snprintf(line, sizeof line, "localhost slots=%d", gpus > 0 ? gpus : online_cores());
+    if (parse_host_line(line, p) != 0) {
+        fail("out of memory describing this host's slots");
+        return -1;
+    }
+    return 0;
+}
+
+/* The GPUs of the slots --include/--exclude kept on this host, as DeepSpeed
+ * gives each node's ranks: CUDA_VISIBLE_DEVICES lists them, so local rank k
+ * takes the k-th kept one. */
+static void keep_gpus(const host *h)
+{
+    char list[4096] = "";
+    size_t len = 0;
+    for (int k = 0; k < h->slots && len + 16 < sizeof list; k++)
+        if (h->chosen[k]) len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? "," : "", k);
+    setenv("CUDA_VISIBLE_DEVICES", list, 1);
+}
+
 /* Whether the script cannot be read, said as Lua would say it. */
 static bool unreadable(const char *path)
 {
@@ -530,10 +560,8 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
         fail("--include and --exclude cannot be used together");
         return EXIT_FAILURE;
     }
-    if (!l->hostfile && (l->include || l->exclude)) {
-        fail("%s needs --hostfile", l->include ? "--include" : "--exclude");
-        return EXIT_FAILURE;
-    }
+    /* --include/--exclude without a hostfile choose among this host's slots. */
+    bool pooled = l->hostfile || l->include || l->exclude;
     if (l->nprocs > 0 && l->num_gpus > 0 && (l->hostfile || l->nprocs != l->num_gpus)) {
         fail(l->hostfile ? "--nprocs and --num_gpus cannot be used together with --hostfile"
                          : "--nprocs %d and --num_gpus %d disagree: give one of them",
@@ -544,8 +572,8 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
         fail("--num_nodes %d needs --hostfile naming the hosts", l->num_nodes);
         return EXIT_FAILURE;
     }
-    int nprocs = l->nprocs > 0 ? l->nprocs : l->hostfile ? 0 : l->num_gpus;
-    if (!l->hostfile && nprocs == 0) {
+    int nprocs = l->nprocs > 0 ? l->nprocs : pooled ? 0 : l->num_gpus;
+    if (!pooled && nprocs == 0) {
         fail("the launcher needs --nprocs N (or --num_gpus N) or --hostfile");
         return EXIT_FAILURE;
     }
@@ -574,12 +602,14 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
     char hostfile[PATH_MAX] = "";
     int slots = online_cores(), per_host = slots;
     char master[256] = "127.0.0.1";
-    if (l->hostfile) {
-        int ok = read_hostfile(l->hostfile, &p) == 0
-              && (!l->include || apply_filter(&p, "--include", l->include, true) == 0)
-              && (!l->exclude || apply_filter(&p, "--exclude", l->exclude, false) == 0)
-              && limit_pool(&p, l->hostfile, l->num_nodes, l->num_gpus) == 0;
-        if (ok && first_host(&p)) snprintf(master, sizeof master, "%s", first_host(&p));
+    if (pooled) {
+        int gpus = l->hostfile ? 0 : zl_device_count(ZL_DEVICE_CUDA);
+        int ok = (l->hostfile ? read_hostfile(l->hostfile, &p) : local_pool(&p, gpus)) == 0
+              && (!l->include || apply_filter(&p, "--include", l->include, true, l->hostfile) == 0)
+              && (!l->exclude || apply_filter(&p, "--exclude", l->exclude, false, l->hostfile) == 0)
+              && limit_pool(&p, l->hostfile ? l->hostfile : "this host", l->num_nodes, l->num_gpus) == 0;
+        if (ok && l->hostfile && first_host(&p)) snprintf(master, sizeof master, "%s", first_host(&p));
+        if (ok && gpus > 0) keep_gpus(&p.hosts[0]);
         slots = ok ? write_mpi_hostfile(&p, hostfile, sizeof hostfile) : -1;
         per_host = 1;
         for (int k = 0; k < p.n; k++)

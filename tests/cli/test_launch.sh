@@ -2,7 +2,8 @@
 # The launcher (lua/src/launch.c): `zlua --nprocs N` and plain `mpirun zlua`
 # give each rank RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE and the script's
 # arguments; DeepSpeed's launcher options (--num_gpus, --num_nodes,
-# --master_addr/--master_port, hostfile, --include/--exclude, each also as
+# --master_addr/--master_port, hostfile, --include/--exclude (with a hostfile
+# or on this host alone), each also as
 # --option=value) and their errors.
 # Usage: test_launch.sh <path to zlua>. Each run is bounded by `timeout`.
 set -u
@@ -19,6 +20,7 @@ run() {
 }
 
 
+cores=$(getconf _NPROCESSORS_ONLN)
 cat >env.lua <<'LUA'
 print(string.format('rank=%s local=%s world=%s lsize=%s arg1=%s',
     os.getenv('RANK'), os.getenv('LOCAL_RANK'), os.getenv('WORLD_SIZE'),
@@ -90,6 +92,26 @@ run "$ZLUA" --hostfile hosts --include localhost:2 env.lua
 check "--include of a slot the host lacks names it" \
     eval '[ "$rc" = 1 ] && has "$err" "has slots 0 to 1, not '"'"'2'"'"'"'
 
+# Without a hostfile the pool is this host alone, "localhost", a slot per core
+# (per GPU where there are GPUs), as DeepSpeed's runner makes it.
+run "$ZLUA" --include localhost:0,1 env.lua a
+check "--include localhost:0,1 without a hostfile runs two ranks here" \
+    [ "$rc" = 0 -a "$out" = "$(two_ranks a)" ]
+run "$ZLUA" --include=localhost:1 env.lua
+check "--include=localhost:1 without a hostfile runs one rank" \
+    [ "$rc" = 0 -a "$out" = "rank=0 local=0 world=1 lsize=1 arg1=nil" ]
+if [ "$cores" -ge 2 ]; then
+    run "$ZLUA" --exclude localhost:0 --num_gpus 1 env.lua
+    check "--exclude localhost:0 --num_gpus 1 without a hostfile runs one rank" \
+        [ "$rc" = 0 -a "$out" = "rank=0 local=0 world=1 lsize=1 arg1=nil" ]
+fi
+run "$ZLUA" --include otherhost:0 env.lua
+check "--include of another host without a hostfile says a hostfile is needed" \
+    eval '[ "$rc" = 1 ] && has "$err" "host '"'"'otherhost'"'"' needs --hostfile (without one, the only host is localhost)"'
+run "$ZLUA" --include "localhost:$cores" env.lua
+check "--include of a slot past this host's names the range" \
+    eval '[ "$rc" = 1 ] && has "$err" "has slots 0 to $((cores - 1)), not '"'"'$cores'"'"'"'
+
 printf 'localhost slots=2\nlocalhost slots two\n' >badhosts
 run "$ZLUA" --hostfile badhosts env.lua
 check "a malformed hostfile line is named by file and line" \
@@ -100,7 +122,6 @@ check "a missing hostfile is named" \
     eval '[ "$rc" = 1 ] && has "$err" "cannot open hostfile '"'"'missing'"'"'"'
 
 run "$ZLUA" --nprocs 2 --bind_cores_to_rank -e 'print("threads=" .. os.getenv("OMP_NUM_THREADS"))' env.lua
-cores=$(getconf _NPROCESSORS_ONLN)
 share=$((cores / 2 > 0 ? cores / 2 : 1))
 check "--bind_cores_to_rank gives each rank its share of the cores" \
     eval '[ "$rc" = 0 ] && [ "$(grep -c "^threads=$share$" "$tmp/out")" = 2 ]'

@@ -10,8 +10,9 @@
   (cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html):
     zlua examples/cifar10/train.lua --data path/to/cifar-10-batches-bin [--epochs 2]
     zlua --num_gpus 2 examples/cifar10/train.lua --deepspeed --deepspeed_config ds_config.json
-  Output: `step <n> loss <loss>` per optimizer step (at several ranks each
-  rank's own, as `rank <r> step <n> loss <loss>`), the seeds' running loss
+  Output: on a terminal, the engine's progress line; otherwise `step <n>
+  loss <loss>` per optimizer step (at several ranks each rank's own, as
+  `rank <r> step <n> loss <loss>`). Then from rank 0 the seeds' running loss
   every --log_interval steps, and `accuracy <fraction>` on test_batch.bin. ]]
 
 local zl = require 'zlua'
@@ -114,14 +115,16 @@ local ds_config = args.config ~= '' and args.config or args.deepspeed_config ~= 
 local model_engine, _, trainloader = zl.initialize { model = net, model_parameters = net:parameters(),
   config = ds_config, training_data = trainset,
   args = hf_args }
-model_engine:set_progress(false)   -- a line per step is printed below
+-- A person at a terminal watches the progress line; a log gets a line a step.
+model_engine:set_progress(true, args.steps > 0 and args.steps or args.epochs * #trainloader)
+local step_lines = not model_engine:shows_progress()
 local mismatch = options.check_hf(args, model_engine.config, ds_config)
 if mismatch then
   io.stderr:write('cifar10: ', mismatch, '\n')
   os.exit(2)
 end
 local rank, world = model_engine.rank, model_engine.world_size
-local function say(...) if rank == 0 then print(...) end end
+local function say(...) model_engine:print(...) end
 -- At several ranks each prints the loss of its own micro batch.
 local step_line = world > 1 and ('rank ' .. rank .. ' step %d loss %.9g') or 'step %d loss %.9g'
 
@@ -146,7 +149,7 @@ while epoch <= args.epochs do
 
     -- print statistics
     step, i = step + 1, i + 1
-    print(step_line:format(step, loss:item()))
+    if step_lines then print(step_line:format(step, loss:item())) end
     running_loss = running_loss + loss:item()
     if i % args.log_interval == 0 then
       say(('[%d, %5d] loss: %.3f'):format(epoch, i, running_loss / args.log_interval))

@@ -1,6 +1,7 @@
 --[[ The Lua twin of embed_zero (main.c): the same digits MLP, seed, data
   order and DeepSpeed config, trained through zlua.initialize; it prints the
-  same `step N loss X` lines, bit for bit, and each resumes the other's
+  same `step N loss X` lines, bit for bit (on a terminal, the engine's
+  progress line instead), and each resumes the other's
   checkpoints (--load DIR, --save DIR).
     zlua --nprocs 2 examples/embed_zero/train.lua --deepspeed_config ds.json --steps N ]]
 
@@ -31,7 +32,9 @@ local y_all = csv:select(2, 65):long()
 zl.manual_seed(opt.seed)
 local net = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 local engine = zl.initialize { model = net, config = opt.deepspeed_config }
-engine:set_progress(false)
+-- On a terminal, the progress line; otherwise a line a step, as the C program prints.
+engine:set_progress(true, opt.steps)
+local step_lines = not engine:shows_progress()
 local dist = require 'zlua.dist'
 local rank, world = dist.rank(), dist.world_size()
 local micro, gas = engine.micro_batch_size, engine.gas
@@ -55,7 +58,7 @@ for step = first, opt.steps do
   end
   local t = zl.full({ 1 }, sum)
   dist.all_reduce(t, 'avg')
-  if rank == 0 then print(string.format('step %d loss %.6g', step, t:item())) end
+  if step_lines then engine:print(string.format('step %d loss %.6g', step, t:item())) end
 end
 if opt.save ~= '' then engine:save_checkpoint(opt.save) end
 local rep = engine:memory_report()

@@ -68,7 +68,7 @@ local model = zero.Init(cfg, function()
   return nn.GPT { vocab_size = #vocab, block_size = T, n_layer = o.n_layer, n_head = 16, n_embd = o.n_embd }
 end)
 local engine = zl.initialize { model = model, config = cfg, args = { nvme_path = o.nvme_path } }
-engine:set_progress(false)
+engine:set_progress(true, o.steps)   -- on a terminal, with the time left; each step's line goes above it
 local psi = 0
 for _, e in ipairs(engine.zero.entries) do psi = psi + e.n end
 print(fmt('infinity: GPT %d layers x %d wide, %.1fM parameters; f32 model states %.2f GiB = %.1fx the %.2f GiB '
@@ -92,7 +92,7 @@ for step = 1, o.steps do
   local _, loss = engine(x, y)
   engine:backward(loss)
   engine:step()
-  print(fmt('step %d loss %.4f  %.1f s', step, loss:float():item(), zl.core.now() - s0))
+  engine:print(fmt('step %d loss %.4f  %.1f s', step, loss:float():item(), zl.core.now() - s0))
 end
 
 local cg_peak = cg:peak()

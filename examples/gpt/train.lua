@@ -20,7 +20,8 @@
   over all ranks, so the output is the same at any world size and stage.
     zlua examples/gpt/train.lua [--data book.txt] [--steps 400] [--n_layer 2] ...
     zlua --nprocs 2 examples/gpt/train.lua --zero_stage 3 ...
-  Output: `step <n> loss <loss>` per step, each sample between
+  Output: on a terminal the engine's progress line, otherwise `step <n>
+  loss <loss>` per step; each sample between
   `--- sample after step <n> ---` and `---`, then `val loss <loss>`; the
   wall time goes to stderr, so that stdout is the same run to run. ]]
 
@@ -54,7 +55,11 @@ local opt = options.parse('gpt', arg, options.with_engine {
     .. 'to other, off the activations (activation_checkpointing.cpu_checkpointing, when no --config)' },
 })
 local world, rank = dist.world_size(), dist.rank()
-local function say(...) if rank == 0 then print(...) end end
+-- Rank 0's lines; through the engine, once it exists, above its progress line.
+local engine
+local function say(...)
+  if engine then engine:print(...) elseif rank == 0 then print(...) end
+end
 -- The Hugging Face trainer's names for the options above; its per-rank
 -- batch and precision flags set --batch and --precision.
 local hf_names = { learning_rate = 'lr', max_grad_norm = 'clip', max_steps = 'steps', warmup_steps = 'warmup',
@@ -117,9 +122,11 @@ if opt.precision ~= 'f32' and opt.precision ~= 'bf16' and opt.precision ~= 'fp16
   io.stderr:write(('gpt: --precision must be f32, bf16 or fp16, got %q\n'):format(opt.precision))
   os.exit(2)
 end
-local engine = zl.initialize { model = model, config = config, args = args,
-                               model_parameters = nn.get_optimizer_grouped_parameters(model, 0.1) }
-engine:set_progress(false)   -- a line per step is printed below
+engine = zl.initialize { model = model, config = config, args = args,
+                         model_parameters = nn.get_optimizer_grouped_parameters(model, 0.1) }
+-- A person at a terminal watches the progress line; a log gets a line a step.
+engine:set_progress(true, opt.steps)
+local step_lines = not engine:shows_progress()
 local mismatch = options.check_hf(opt, engine.config, config)
 if mismatch then
   io.stderr:write('gpt: ', mismatch, '\n')
@@ -230,7 +237,7 @@ for step = first, opt.steps do
     total = total + loss:float():item()
   end
   local l = dist.all_reduce(zl.full({ 1 }, total / opt.gas), 'avg')
-  say(('step %d loss %.9g'):format(step, l:item()))
+  if step_lines then say(('step %d loss %.9g'):format(step, l:item())) end
   local due = (opt.sample_every > 0 and step % opt.sample_every == 0) or step == opt.steps
   if due and opt.sample_len > 0 then sample(step) end
   if opt.out ~= '' and ((opt.save_every > 0 and step % opt.save_every == 0) or step == opt.steps) then save(step) end

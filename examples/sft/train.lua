@@ -71,7 +71,11 @@ local opt = options.parse('sft', arg, options.with_engine {
 io.stdout:setvbuf('line')
 if opt.threads > 0 then zl.set_num_threads(opt.threads) end
 local rank, world = dist.rank(), dist.world_size()
-local function say(...) if rank == 0 then print(...) end end
+-- Rank 0's lines; through the engine, once it exists, above its progress line.
+local engine
+local function say(...)
+  if engine then engine:print(...) elseif rank == 0 then print(...) end
+end
 local function die(msg)
   io.stderr:write('sft: ', msg, '\n')
   os.exit(1)
@@ -251,10 +255,12 @@ elseif opt.only_optimize_lora then
 end
 if opt.gradient_checkpointing then model:gradient_checkpointing_enable() end
 
-local engine, _, trainloader = try(zl.initialize, { model = model, config = config, training_data = train_ds,
+local _, trainloader
+engine, _, trainloader = try(zl.initialize, { model = model, config = config, training_data = train_ds,
   model_parameters = nn.get_optimizer_grouped_parameters(model, opt.weight_decay),
   args = args })
-engine:set_progress(false)
+-- On a terminal rank 0 shows the progress line; --print_loss lines go above it.
+engine:set_progress(true, total_steps)
 local mismatch = options.check_hf(opt, engine.config, config)
 if mismatch then
   io.stderr:write('sft: ', mismatch, '\n')

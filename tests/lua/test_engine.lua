@@ -91,6 +91,10 @@ test('progress_line_total_and_time_left', function()
   check(line:find('^step 2/40 ') and line:find('  eta %d+s$'), 'step 2/40 with the time left: ' .. line)
   e:set_progress(false, 100)
   check(plain(e.report:progress_line(1.5, 10)):find('^step 2/100 ') ~= nil, 'a total the script gives')
+  -- Not on a terminal (the test's output is a file or a pipe), nobody watches:
+  -- asking for the line does not draw it, and a script keeps its own lines.
+  e:set_progress(true)
+  check(e:shows_progress() == false and not e.report.progress, 'no progress line off a terminal')
 end)
 
 test('clipping_by_global_norm', function()

@@ -221,13 +221,27 @@ end
 
 --- engine:set_progress(on [, total_steps]): the one-line progress display on
 --- a terminal (on by default when stdout and stderr are terminals, or rank 0
---- of `zlua --nprocs` started from one); a script that prints a line of its
---- own every step turns it off. With total_steps (default: the scheduler's
---- total_num_steps) the line shows step N/total and the time left.
+--- of `zlua --nprocs` started from one, unless ZLUA_NO_PROGRESS is set); a
+--- script that prints a line of its own every step turns it off. With
+--- total_steps (default: the scheduler's total_num_steps) the line shows
+--- step N/total and the time left.
 function Engine:set_progress(on, total_steps)
-  self.report.progress = on and not self.report.quiet and require('zlua.engine.report').terminal() or false
+  self.report:show_progress(on)
   if total_steps ~= nil then self.report.total = math.tointeger(total_steps) end
   return self
+end
+
+--- engine:shows_progress(): whether rank 0 draws the progress line, answered
+--- alike on every rank, so a script prints its own per-step lines only when
+--- it is off (the output is not a terminal, or it was turned off).
+function Engine:shows_progress() return self.report.watched end
+
+--- engine:print(...): print's line on rank 0 alone (as Accelerate's
+--- accelerator.print), written above the progress line rather than over it.
+function Engine:print(...)
+  local parts = table.pack(...)
+  for i = 1, parts.n do parts[i] = tostring(parts[i]) end
+  self.report:print(table.concat(parts, '\t', 1, parts.n))
 end
 
 function Engine:was_step_applied() return self.report.last_applied end

@@ -3,7 +3,7 @@
   unless timers.throughput.enabled is false), a line for each fp16 step
   skipped on an overflow, the wall_clock_breakdown timers
   (forward, backward, step in ms), the monitors' events (train_loss, lr and
-  loss_scale by samples) and, when stderr is a terminal, a one-line progress
+  loss_scale by samples) and, when a person watches, a one-line progress
   display; with memory_breakdown, the allocator's bytes by category before
   and after each forward, backward and step (DeepSpeed's see_memory_usage
   lines); with activation_checkpointing.profile, the checkpoints' forward
@@ -56,9 +56,7 @@ function report.new(engine, cfg)
   self.throughput = cfg.timers.throughput.enabled
   self.memory_breakdown = cfg.memory_breakdown
   self.quiet = engine.rank ~= 0
-  -- Drawn on stderr, so a step log on stdout is not overwritten; only when a
-  -- person watches (stdout and stderr are terminals).
-  self.progress = not self.quiet and report.terminal() and os.getenv('ZLUA_NO_PROGRESS') == nil
+  self:show_progress(true)
   -- The run's length for the progress line's total and time left: the
   -- script's (engine:set_progress), else the schedule's.
   local sched = cfg.scheduler and cfg.scheduler.params
@@ -68,6 +66,23 @@ function report.new(engine, cfg)
   self.window_start, self.window_samples = core.now(), 0
   self.last_applied = false
   return self
+end
+
+--- The progress line on or off: drawn only when a person watches (stdout
+--- and stderr are terminals) and ZLUA_NO_PROGRESS is unset. watched says so
+--- on every rank, and rank 0 draws it.
+function R:show_progress(on)
+  self.watched = on and report.terminal() and os.getenv('ZLUA_NO_PROGRESS') == nil
+  self.progress = self.watched and not self.quiet
+end
+
+--- A line on stdout from rank 0 (the script's or the engine's), above the
+--- progress line. The progress line is drawn on stdout too: at several ranks
+--- stdout and stderr reach the terminal through separate pipes of mpirun,
+--- and a line on one could land in the middle of a redraw on the other.
+function R:print(line)
+  if self.quiet then return end
+  io.stdout:write(self.progress and '\r\27[K' or '', line, '\n')
 end
 
 function R:add(name, seconds) self.timers[name] = self.timers[name] + seconds end
@@ -85,7 +100,7 @@ function R:memory(label)
     now, peak = now + m[c].current, peak + m[c].peak
     parts[i] = fmt('%s %.2f', c, m[c].current / 2 ^ 20)
   end
-  io.stdout:write(fmt('[Rank 0] %s: allocated %.2f MB (%s), peak %.2f MB\n', label, now / 2 ^ 20,
+  self:print(fmt('[Rank 0] %s: allocated %.2f MB (%s), peak %.2f MB', label, now / 2 ^ 20,
     table.concat(parts, ', '), peak / 2 ^ 20))
   zl.reset_peak_memory()
 end
@@ -103,9 +118,7 @@ end
 
 --- An fp16 step skipped for an inf or NaN gradient: DeepSpeed's line for it.
 function R:overflow(tried, now)
-  if self.quiet then return end
-  if self.progress then io.stderr:write('\r\27[K') end
-  io.stdout:write(fmt('[Rank 0] OVERFLOW! Skipping step. Attempted loss scale: %.17g, %s\n', tried,
+  self:print(fmt('[Rank 0] OVERFLOW! Skipping step. Attempted loss scale: %.17g, %s', tried,
     now < tried and fmt('reducing to %.17g', now) or 'kept (hysteresis)'))
 end
 
@@ -120,23 +133,25 @@ function R:step_done(loss, overflow)
   if e.monitor.enabled then e.monitor:write_events(events) end
   local now = core.now()
   local rate = self.window_samples / math.max(now - self.window_start, 1e-9)
-  if self.progress then io.stderr:write(self:progress_line(loss, rate)) end
+  if self.progress then
+    io.stdout:write(self:progress_line(loss, rate))
+    io.stdout:flush()
+  end
   if self.every and e.global_steps % self.every == 0 then
-    if self.progress then io.stderr:write('\r\27[K') end
     local line = fmt('[Rank 0] step=%d, skipped=%d, lr=%s, mom=%s, loss=%.6g%s', e.global_steps,
       e.skipped_steps, list(e:get_lr(), function(x) return fmt('%g', x) end), list(e:get_mom(), mom_str), loss,
       self.throughput and fmt(', samples/s=%.2f', rate) or '')
     if self.fp16 then line = line .. fmt(', loss_scale=%g', e:loss_scale()) end
-    io.stdout:write(line, '\n')
+    self:print(line)
     if self.breakdown then
       local t = self.timers
-      io.stdout:write(fmt('[Rank 0] time (ms) | forward: %.2f | backward: %.2f | step: %.2f\n', t.forward * 1e3,
+      self:print(fmt('[Rank 0] time (ms) | forward: %.2f | backward: %.2f | step: %.2f', t.forward * 1e3,
         t.backward * 1e3, t.step * 1e3))
     end
     -- activation_checkpointing.profile: DeepSpeed times the checkpoints' forward and recompute
     local ac = require('zlua.activation_checkpointing').stats()
     if ac then
-      io.stdout:write(fmt('[Rank 0] activation checkpointing: %d checkpoints | forward: %.2f ms | recompute: %.2f ms\n',
+      self:print(fmt('[Rank 0] activation checkpointing: %d checkpoints | forward: %.2f ms | recompute: %.2f ms',
         ac.checkpoints, ac.forward * 1e3, ac.recompute * 1e3))
     end
     io.stdout:flush()

@@ -155,6 +155,24 @@ static bool next_index_table(lua_State *L)
     return false;
 }
 
+/* Pushes the k-th (from 1) table an instance keeps its fields in, as its
+ * metatable's __fields_of names them (nn modules: {"_modules",
+ * "_parameters", "_buffers"}, which their __index function reads), and
+ * returns true; pushes nothing and returns false past the last. Raw reads. */
+static bool push_field_store(lua_State *L, int k)
+{
+    int top = lua_gettop(L);   /* the instance */
+    if (!lua_istable(L, top) || !lua_getmetatable(L, top)) return false;
+    lua_pushliteral(L, "__fields_of");
+    if (lua_rawget(L, -2) == LUA_TTABLE && lua_rawgeti(L, -1, k) == LUA_TSTRING && lua_rawget(L, top) == LUA_TTABLE) {
+        lua_replace(L, top + 1);   /* the store where the metatable was */
+        lua_settop(L, top + 1);
+        return true;
+    }
+    lua_settop(L, top);
+    return false;
+}
+
 /* Replaces the value on the top with its field `key` as indexing would find
  * it through __index tables; pops it and returns false when there is none. */
 static bool walk_field(lua_State *L, const char *key, size_t len)
@@ -168,28 +186,48 @@ static bool walk_field(lua_State *L, const char *key, size_t len)
             }
             lua_pop(L, 1);
         }
+        for (int k = 1; push_field_store(L, k); k++) {
+            lua_pushlstring(L, key, len);
+            if (lua_rawget(L, -2) != LUA_TNIL) {
+                lua_remove(L, -2);
+                lua_remove(L, -2);
+                return true;
+            }
+            lua_pop(L, 2);
+        }
         if (!next_index_table(L)) return false;
     }
     lua_pop(L, 1);
     return false;
 }
 
+/* Adds head..key for every identifier key starting with prefix in the table
+ * on the top (left there). */
+static void collect_keys(lua_State *L, candidates *c, const char *head, size_t head_len, const char *prefix,
+                         size_t prefix_len)
+{
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue;
+        size_t len;
+        const char *key = lua_tolstring(L, -1, &len);
+        if (len >= prefix_len && memcmp(key, prefix, prefix_len) == 0 && is_identifier(key, len))
+            add_candidate(c, head, head_len, key, len);
+    }
+}
+
 /* Adds head..key for every identifier key starting with prefix in the value
- * on the top and its __index tables; pops the value. */
+ * on the top, the tables its metatable's __fields_of names, and its __index
+ * tables; pops the value. */
 static void collect_fields(lua_State *L, candidates *c, const char *head, size_t head_len,
                            const char *prefix, size_t prefix_len)
 {
     for (int depth = 0; depth < INDEX_DEPTH; depth++) {
-        if (lua_istable(L, -1)) {
-            lua_pushnil(L);
-            while (lua_next(L, -2)) {
-                lua_pop(L, 1);
-                if (lua_type(L, -1) != LUA_TSTRING) continue;
-                size_t len;
-                const char *key = lua_tolstring(L, -1, &len);
-                if (len >= prefix_len && memcmp(key, prefix, prefix_len) == 0 && is_identifier(key, len))
-                    add_candidate(c, head, head_len, key, len);
-            }
+        if (lua_istable(L, -1)) collect_keys(L, c, head, head_len, prefix, prefix_len);
+        for (int k = 1; push_field_store(L, k); k++) {
+            collect_keys(L, c, head, head_len, prefix, prefix_len);
+            lua_pop(L, 1);
         }
         if (!next_index_table(L)) return;
     }

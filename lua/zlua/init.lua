@@ -1052,6 +1052,11 @@ Tensor.__index = function(t, k)
   return nil
 end
 
+-- For the REPL's completion, which reads tables and never calls __index: the
+-- getters' names, then (through this table's __index) every method, those a
+-- script adds to zl.Tensor included.
+Tensor.__fields = setmetatable({ grad = true, is_leaf = true, grad_fn = true }, { __index = methods })
+
 Tensor.__newindex = function(t, k, v)
   if k == 'grad' then
     core.set_grad(t, v)

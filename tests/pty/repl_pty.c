@@ -319,6 +319,31 @@ static void first_session(void)
     ok = ok && expect(s, "fobj.deltoid", TIMEOUT_MS);
     ok = interrupt_prompt(s) && ok;
     check(s, ok, "completion uses __fields when __index is a function", mark);
+    mark = s->seen;
+    ok = type_line(s, "tx = zl.ones(2, 3)") && expect_prompt(s, TIMEOUT_MS);
+    send(s, "tx:resha\t");
+    ok = ok && expect(s, "tx:reshape", TIMEOUT_MS);
+    ok = ok && type_line(s, "(3, 2):size()") && expect(s, "[3, 2]", TIMEOUT_MS) && expect_prompt(s, TIMEOUT_MS);
+    check(s, ok, "tx:resha<TAB> completes a tensor's method", mark);
+    mark = s->seen;
+    send(s, "tx.is_le\t");
+    ok = expect(s, "tx.is_leaf", TIMEOUT_MS);
+    ok = ok && type_line(s, "") && expect(s, "true", TIMEOUT_MS) && expect_prompt(s, TIMEOUT_MS);
+    check(s, ok, "tx.is_le<TAB> completes a tensor's read-only field", mark);
+    mark = s->seen;
+    ok = type_line(s, "nn = require 'zlua.nn'; net = nn.Sequential(nn.Linear(2, 4)); net['head'] = nn.Linear(4, 1)") &&
+         expect_prompt(s, TIMEOUT_MS);
+    send(s, "net.he\t");
+    ok = ok && expect(s, "net.head", TIMEOUT_MS);
+    send(s, ".wei\t");
+    ok = ok && expect(s, ".weight", TIMEOUT_MS);   /* readline echoes what it adds after net.head */
+    ok = ok && type_line(s, ":size()") && expect(s, "[1, 4]", TIMEOUT_MS) && expect_prompt(s, TIMEOUT_MS);
+    check(s, ok, "net.he<TAB>.wei<TAB> completes a submodule and its parameter", mark);
+    mark = s->seen;
+    send(s, "net:named_para\t");
+    ok = expect(s, "net:named_parameters", TIMEOUT_MS);
+    ok = interrupt_prompt(s) && ok;
+    check(s, ok, "net:named_para<TAB> completes a method of the module's classes", mark);
 
     /* lines for the history: a blank one and a repeated one are not kept */
     mark = s->seen;

@@ -544,7 +544,7 @@ end
 -- ---------------------------------------------------------------------------
 -- Classes
 
-local metamethods = { '__index', '__newindex', '__tostring', '__len' }
+local metamethods = { '__index', '__newindex', '__tostring', '__len', '__fields_of' }
 
 -- Set while zlua.zero.Init builds a model: it partitions each module's own
 -- parameters as soon as the module's constructor returns.
@@ -578,6 +578,7 @@ function Module:extend(name)
   end
   local cls = { __name = name, super = self, __zlua_module = true }
   for _, mm in ipairs(metamethods) do cls[mm] = self[mm] end
+  cls.__fields = cls
   cls.__call = make_call()
   return setmetatable(cls, { __index = self, __call = new })
 end
@@ -587,6 +588,10 @@ function Module:__init() end
 Module.__name = 'Module'
 Module.__zlua_module = true
 Module.__index = instance_index
+-- For the REPL's completion, which reads tables and never calls __index:
+-- an instance's submodules, parameters and buffers, then its class's methods.
+Module.__fields_of = { '_modules', '_parameters', '_buffers' }
+Module.__fields = Module
 Module.__newindex = instance_newindex
 Module.__call = make_call()
 Module.__tostring = repr

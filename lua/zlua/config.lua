@@ -125,7 +125,6 @@ local UNIMPLEMENTED = {
   ['wandb.enabled'] = 'the Weights & Biases monitor',
   ['comet.enabled'] = 'the Comet monitor',
   ['comms_logger.enabled'] = 'the communication logger',
-  ['flops_profiler.enabled'] = 'the FLOPS profiler',
   ['data_efficiency.enabled'] = 'data efficiency (curriculum learning, random-LTD)',
   ['curriculum_learning.enabled'] = 'curriculum learning',
   ['elasticity.enabled'] = 'elastic training',
@@ -844,11 +843,14 @@ local COMMS_LOGGER = {
   { 'prof_ops', 'strlist', {} },
 }
 
+-- zlua.profiling.engine carries it out. Strict, where DeepSpeed ignores unknown keys: a
+-- profile silently taken with a misspelt key's default would mislead.
 local FLOPS_PROFILER = {
+  strict = true,
   { 'enabled', 'bool', false },
   { 'recompute_fwd_factor', 'num', 0.0, min = 0 },
-  { 'profile_step', 'int', 1, min = 1 },
-  { 'module_depth', 'int', -1 },
+  { 'profile_step', 'int', 1, min = 0 },
+  { 'module_depth', 'int', -1, min = -1 },
   { 'top_modules', 'int', 1, min = 1 },
   { 'detailed', 'bool', true },
   { 'output_file', 'str', nil },

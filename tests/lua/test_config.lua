@@ -402,8 +402,7 @@ test('unimplemented', function()
       'optimizer.params.maximize = true: maximising SGD is not implemented' },
     { { wandb = { enabled = true } }, 'wandb.enabled = true: the Weights & Biases monitor is not implemented' },
     { { comet = { enabled = true } }, 'comet.enabled = true: the Comet monitor is not implemented' },
-    { { comms_logger = { enabled = true } }, 'comms_logger.enabled = true: the communication logger' },
-    { { flops_profiler = { enabled = true } }, 'flops_profiler.enabled = true: the FLOPS profiler '
+    { { comms_logger = { enabled = true } }, 'comms_logger.enabled = true: the communication logger '
       .. 'is not implemented in zlua yet (remove the key or set it to false)' },
     { { checkpoint = { use_node_local_storage = true } },
       'checkpoint.use_node_local_storage = true: node-local checkpoint storage is not implemented' },
@@ -442,7 +441,7 @@ test('unimplemented', function()
   check_eq(c.wandb.team, 't')
   check_eq(c.pipeline, nil)
   -- The list is public, so engine issues can see what is left.
-  check_eq(config.UNIMPLEMENTED['flops_profiler.enabled'], 'the FLOPS profiler')
+  check_eq(config.UNIMPLEMENTED['comms_logger.enabled'], 'the communication logger')
 end)
 
 test('auto_filling', function()

@@ -170,7 +170,7 @@ local function count_lines(text, prefix)
   return n
 end
 
--- The section gate that refuses a key with its section ("flops_profiler.enabled").
+-- The section gate that refuses a key with its section ("comms_logger.enabled").
 local function gate_of(e)
   local section = e.path:match('^([^.]+)%.')
   local c = section and e.context and e.context[section]

@@ -3,8 +3,9 @@
   accumulation steps, the optimizer stepped only at an accumulation boundary,
   mixed precision (zlua.engine.precision), ZeRO stages 0-3 over the ranks
   (zlua.zero.state owns the model states), gradient clipping, the scheduler
-  stepped once per applied optimizer step, counters, the step log, monitors
-  and checkpoints (zlua.engine.checkpoint). ]]
+  stepped once per applied optimizer step, counters, the step log, monitors,
+  the flops profiler's step (zlua.profiling.engine) and checkpoints
+  (zlua.engine.checkpoint). ]]
 
 local zl = require 'zlua'
 local optim = require 'zlua.optim'
@@ -16,6 +17,7 @@ local accelerator = require 'zlua.engine.accelerator'
 local zero_state = require 'zlua.zero.state'
 local report = require 'zlua.engine.report'
 local notices = require 'zlua.engine.notices'
+local flops = require 'zlua.profiling.engine'
 
 local core = zl.core
 local fmt = string.format
@@ -118,6 +120,7 @@ function Engine.new(t, cfg, rank, world_size)
 
   self.monitor = monitor.from_config(cfg, { rank = rank, clock = core.wall_time })
   self.report = report.new(self, cfg)
+  self.flops_profiler = flops.attach(self, cfg)
   return self
 end
 
@@ -152,7 +155,9 @@ function Engine:forward(...)
   self.report:memory('Engine before forward')
   local t0 = core.now()
   if self.zero then self.zero:begin_forward() end
+  local profiled = flops.begin(self, 'forward')
   local out = table.pack(self.module(self.precision:cast_inputs(place_inputs(self.device, ...))))
+  flops.finish(self, 'forward', profiled)
   self.report:add('forward', core.now() - t0)
   self.report:memory('Engine after forward')
   return table.unpack(out, 1, out.n)
@@ -174,6 +179,7 @@ function Engine:backward(loss, opts)
   end
   self.report:memory('Engine before backward')
   local t0 = core.now()
+  local profiled = flops.begin(self, 'backward')
   local scaled = loss
   if (opts == nil or opts.scale_wrt_gas ~= false) and self.gas > 1 then
     scaled = loss:float() / self.gas
@@ -182,6 +188,7 @@ function Engine:backward(loss, opts)
   local to_backprop = self.precision:scale_loss(scaled)
   to_backprop:backward(nil, opts and opts.retain_graph)
   if self.zero then self.zero:finish_backward() end
+  flops.finish(self, 'backward', profiled)
   self.report:add('backward', core.now() - t0)
   self.report:memory('Engine after backward')
   return scaled
@@ -192,11 +199,13 @@ end
 function Engine:step()
   self.report:memory('Engine before step')
   local t0 = core.now()
+  local profiled = flops.begin(self, 'step')
   if self:is_gradient_accumulation_boundary() then
     need_optimizer(self, 'step')
     self:take_model_step()
   end
   self.micro_steps = self.micro_steps + 1
+  flops.finish(self, 'step', profiled)
   self.report:add('step', core.now() - t0)
   self.report:memory('Engine after step')
 end

@@ -1,6 +1,6 @@
 --[[ GPT-2's tokenizer from Lua: Hugging Face's files read, a text encoded to
   the ids Hugging Face gives and decoded back, then a vocabulary of one's own
-  trained and saved in the same files (the README's tokenizer section).
+  trained and saved in the same files (docs/fine-tuning.md's tokenizer section).
     zlua examples/tokenizer/tokenize.lua [--dir DIR] [--text TEXT] [--train FILE --vocab_size N --out DIR]
   --dir defaults to the tiny vocabulary of tests/data/gpt2_tok (a real GPT-2
   folder, with vocab.json and merges.txt or tokenizer.json, works the same).

@@ -3,7 +3,8 @@
 # zlua's launcher (lua/src/launch.c): each rank that finalises MPI through the
 # engine leaves a receipt of its exit status (engine/comm/mpi_receipt.c), and
 # a failure mpirun reports for a job whose ranks all did so and exited 0 (Open
-# MPI 4's "exiting improperly" with PID 0, open-mpi/ompi#7833) is not the test's.
+# MPI 4's "exiting improperly" with PID 0: its runtime lost the rank's
+# finalisation) is not the test's.
 # Usage: mpirun_receipts.sh <mpirun> <its arguments, -np N or -n N among them>
 np=
 prev=

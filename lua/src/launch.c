@@ -411,7 +411,7 @@ static int run_mpirun(char **cmd)
  * exits, once it has finalised MPI (engine/comm/mpi_receipt.c): its exit
  * status. Open MPI 4's mpirun sometimes fails a job whose ranks all did that,
  * saying one "exited improperly" (with PID 0: its runtime lost the rank's
- * finalisation, open-mpi/ompi#7833); the receipts tell that from a real failure. */
+ * finalisation); the receipts tell that from a real failure. */
 #define RECEIPTS_ENV "ZLUA_RANK_RECEIPTS"
 
 /* The folder into dir ("" when none could be made: then no receipts). */
@@ -654,7 +654,7 @@ int zlx_launch_ranks(const zlx_launch *l, int argc, char **argv, int end)
     if (*hostfile) unlink(hostfile);
     if (*receipts && receipts_clean(receipts, np) && status != 0) {
         fprintf(stderr, "%s: every rank finalised MPI and exited with status 0; mpirun's report above is Open MPI's "
-                "runtime losing track of it (open-mpi/ompi#7833), not a failure of the job\n", progname);
+                "runtime losing track of it, not a failure of the job\n", progname);
         status = 0;
     }
     return status;

@@ -29,12 +29,13 @@ typedef struct options {
     bool interactive;    /* -i */
     bool version;        /* -v, or implied by -i as lua does */
     bool has_exec;       /* at least one -e */
+    bool help;           /* -h or --help: the usage on stdout, nothing run */
     zlx_launch launch;   /* --nprocs, --hostfile, ... */
 } options;
 
-static void print_usage(void)
+static void print_usage(FILE *to)
 {
-    fprintf(stderr,
+    fprintf(to,
         "usage: %s [options] [script [args]]\n"
         "options:\n"
         "  -e chunk     run the Lua chunk\n"
@@ -42,13 +43,15 @@ static void print_usage(void)
         "  -l g=mod     require 'mod' and set the global 'g' to it\n"
         "  -i           enter the interactive prompt after the script\n"
         "  -v           print the version\n"
+        "  -h, --help   print this and exit\n"
         "  --nprocs N   run the script as N ranks through mpirun\n"
-        "  --num_gpus N N ranks on each host (DeepSpeed's name; on one host --nprocs N)\n"
+        "  --num_gpus N, --num_accelerators N  N ranks on each host (DeepSpeed's names; on one host --nprocs N)\n"
         "  --num_nodes N  the first N hosts of the hostfile\n"
         "  --master_addr A, --master_port P  MASTER_ADDR and MASTER_PORT of the ranks\n"
         "  --hostfile F run it on the hosts of F (lines 'host slots=N')\n"
-        "  --include S  only these hosts and slots of F (host[:slot,slot]@host...)\n"
-        "  --exclude S  all but these hosts and slots of F\n"
+        "  --include S  only these hosts and slots of F (host[:slot,slot]@host...), or\n"
+        "               without --hostfile of this host, localhost (a slot per GPU, else per core)\n"
+        "  --exclude S  all but these hosts and slots\n"
         "  --bind_cores_to_rank  bind each rank to its share of the cores\n"
         "  --           stop reading options\n"
         "  -            stop reading options and run stdin\n",
@@ -71,7 +74,7 @@ static int usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "%s: ", progname);
     fprintf(stderr, fmt, arg);
     fputc('\n', stderr);
-    print_usage();
+    print_usage(stderr);
     return -1;
 }
 
@@ -93,8 +96,12 @@ static int parse_options(int argc, char **argv, options *o)
         }
         int launch = zlx_launch_option(argc, argv, &i, &o->launch);
         if (launch < 0) {
-            print_usage();
+            print_usage(stderr);
             return -1;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            o->help = true;
+            return 0;
         }
         if (launch > 0) continue;
         switch (a[1]) {
@@ -318,6 +325,10 @@ int main(int argc, char **argv)
     keep_std_fds_open();
     options o;
     if (parse_options(argc, argv, &o) != 0) return EXIT_FAILURE;
+    if (o.help) {
+        print_usage(stdout);
+        return EXIT_SUCCESS;
+    }
     if (zlx_launch_wanted(&o.launch))
         return zlx_launch_ranks(&o.launch, argc, argv, o.script ? o.script : argc);
 

@@ -225,7 +225,8 @@ function zl.empty(...)
   return on(core.empty(shape, dtype), device)
 end
 
---- zl.full(sizes..., value [, dtype | {dtype=, device=}]): zl.full(2, 3, 0.5) or zl.full({2, 3}, 0.5, 'bf16').
+--- zl.full(sizes..., value [, dtype | {dtype=, device=}]): zl.full(2, 3, 0.5) or zl.full({2, 3}, 0.5, 'bf16');
+--- a boolean value gives a bool tensor unless a dtype is given, as torch.full.
 function zl.full(...)
   local n = select('#', ...)
   local args = {...}
@@ -234,8 +235,10 @@ function zl.full(...)
   if type(args[n]) == 'string' then dtype, n = args[n], n - 1 end
   local value = args[n]
   if type(value) ~= 'number' and type(value) ~= 'boolean' then
-    raise(fmt('full: the fill value must be a number, got %s', type(value)))
+    raise(fmt('full: the fill value must be a number or a boolean, got %s', type(value)))
   end
+  -- As torch.full: a boolean fills a bool tensor unless a dtype is given.
+  if type(value) == 'boolean' and dtype == nil then dtype = 'bool' end
   local shape = shape_args('full', 0, table.unpack(args, 1, n - 1))
   return on(core.full(shape, value, dtype), device)
 end
@@ -759,7 +762,13 @@ methods.set_grad_dtype = core.set_grad_dtype
 --- raised by fn aborts the backward with "backward: grad-ready hook failed: ...".
 --- The engine keeps fn until the hook is removed or t is freed: read the
 --- tensor from fn's argument, since a closure over t would keep t alive.
-function methods.register_hook(t, fn) return core.add_grad_ready_hook(t, fn) end
+function methods.register_hook(t, fn)
+  local ok, r = pcall(core.add_grad_ready_hook, t, fn)
+  if ok then return r end
+  -- The engine names its own function; the script called register_hook.
+  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('^add_grad_ready_hook:', 'register_hook:', 1)
+    :gsub("'zlua%.core%.add_grad_ready_hook'", "'register_hook'", 1)))
+end
 --- t:register_use_hook(fn): fn(t, event, op) runs around every op reading t;
 --- event is 'before_forward', 'after_forward', 'before_backward' or
 --- 'after_backward', op the op's name ('matmul'). An error raised by fn aborts
@@ -818,6 +827,15 @@ end
 --- of the logits (as autocast does). weight [C] scales each class's loss (the
 --- mean divides by the targets' weights summed); label_smoothing in [0, 1]
 --- mixes the target with the uniform distribution, as PyTorch's.
+-- The result of pcall(core.<op>, ...): an engine message that names an id's
+-- place ("at position N", counted from 0 in the flattened ids, as C hosts
+-- count) is raised with N counted from 1, as the script counts.
+local function positions_from_1(ok, r, ...)
+  if ok then return r, ... end
+  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('at position (%d+)',
+    function(n) return 'at position ' .. math.tointeger(n) + 1 end, 1)))
+end
+
 function zl.cross_entropy(logits, target, opts)
   local o = opts_or_empty('cross_entropy', opts)
   local eps, w = o.label_smoothing or 0, o.weight
@@ -832,8 +850,8 @@ function zl.cross_entropy(logits, target, opts)
                 tostring(ls[#ls]), table.concat(ws, ', ')))
     end
   end
-  return core.cross_entropy(logits, target, o.ignore_index or -100, reduction_of('cross_entropy', o), o.dtype, w,
-                            eps)
+  return positions_from_1(pcall(core.cross_entropy, logits, target, o.ignore_index or -100,
+    reduction_of('cross_entropy', o), o.dtype, w, eps))
 end
 
 --- zl.mse_loss(input, target [, {reduction = 'mean'}]) (or the reduction name).
@@ -900,7 +918,7 @@ end
 --- PyTorch's. Row padding_idx (negative: counted from the end) gets no gradient.
 function zl.embedding(indices, weight, opts)
   local pad = opts_or_empty('embedding', opts).padding_idx
-  if pad == nil then return core.embedding(weight, indices) end
+  if pad == nil then return positions_from_1(pcall(core.embedding, weight, indices)) end
   pad = to_int('embedding', 'padding_idx', pad)
   if is_tensor(weight) and core.dim(weight) == 2 then
     local v = core.shape(weight)[1]
@@ -910,7 +928,7 @@ function zl.embedding(indices, weight, opts)
     end
     if pad < 0 then pad = pad + v end
   end
-  return core.embedding(weight, indices, pad)
+  return positions_from_1(pcall(core.embedding, weight, indices, pad))
 end
 
 --- zl.dropout(x [, p = 0.5 [, training = true [, generator]]]).
@@ -1082,6 +1100,14 @@ Tensor.__div = div
 Tensor.__pow = pow
 Tensor.__unm = core.neg
 Tensor.__eq = core.same
+-- Lua turns what __lt and __le return into a boolean, so x > 0 cannot give a
+-- tensor; it says which method does.
+local function compare(name, method)
+  return function() raise(fmt("a tensor cannot be compared with Lua's %s (its result is one boolean): "
+    .. 'x:%s(y) compares element by element', name, method)) end
+end
+Tensor.__lt = compare('< or >', 'lt(y) or x:gt')
+Tensor.__le = compare('<= or >=', 'le(y) or x:ge')
 Tensor.__len = function(t)
   if core.dim(t) == 0 then raise('len: a 0-d tensor has no length') end
   return core.size(t, 0)

@@ -344,7 +344,7 @@ function OneCycle.new(optimizer, params)
   if given.cycle_second_stair_count == nil then given.cycle_second_stair_count = given.cycle_first_stair_count end
   self.cycle_momentum = given.cycle_momentum ~= false
   if self.cycle_momentum and not has_betas(self.optimizer) then
-    warn('zlua.lr: OneCycle: cycle_momentum is disabled because the optimizer has no betas')
+    lr.warn('OneCycle: cycle_momentum is disabled because the optimizer has no betas')
     self.cycle_momentum = false
   end
   given.cycle_momentum = self.cycle_momentum

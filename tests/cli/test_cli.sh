@@ -36,6 +36,11 @@ run -e 'x = 5' -- args.lua q </dev/null
 check "options before the script sit at negative indices" \
     has "$out" "$(printf 'args.lua\tq\tnil\t1\t1\tq')"
 
+run --help </dev/null
+check "--help prints the usage on stdout and exits 0, running nothing" \
+    eval '[ "$rc" = 0 ] && [ -z "$err" ] && has "$out" "usage: zlua [options] [script [args]]" && has "$out" "--num_accelerators"'
+run -h -e 'print("chunk ran")' </dev/null
+check "-h does the same, whatever follows" eval '[ "$rc" = 0 ] && ! has "$out" "chunk ran" && has "$out" "-h, --help"'
 run -e 'print(1 + 1)' -e 'print(type(zl))' </dev/null
 check "-e runs chunks in order; zl is preset" [ "$rc" = 0 -a "$out" = "$(printf '2\ntable')" ]
 

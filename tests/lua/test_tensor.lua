@@ -46,6 +46,12 @@ test('creation_functions', function()
   check_close(zl.ones(2, 2), {1, 1, 1, 1})
   check_close(zl.full(2, 2, 0.5), {0.5, 0.5, 0.5, 0.5})
   check_close(zl.full({3}, -2, 'i64'), {-2, -2, -2})
+  check_error(function() return zl.ones(2) > 0 end,
+    "a tensor cannot be compared with Lua's < or > (its result is one boolean): x:lt(y) or x:gt(y) compares")
+  check_error(function() return 0 >= zl.ones(2) end, "Lua's <= or >= (its result is one boolean): x:le(y) or x:ge(y)")
+  check(zl.full(2, true):dtype() == 'bool' and zl.full(2, true, 'f32'):dtype() == 'f32',
+    'a boolean fill gives a bool tensor unless a dtype is given')
+  check_error(function() return zl.full(2, {}, 'f32') end, 'full: the fill value must be a number or a boolean, got table')
   check_eq(zl.empty(4):numel(), 4)
   check_eq(zl.zeros():dim(), 0, 'no sizes: a 0-d tensor')
   local a = zl.arange(5)
@@ -264,7 +270,7 @@ test('arithmetic', function()
   check(a == a, '== is identity')
   check(a ~= a:clone(), 'a copy is another tensor')
   check(a:view(3) ~= a, 'a view is another tensor')
-  check_error(function() return a < b end, 'attempt to compare')
+  check_error(function() return a < b end, "cannot be compared with Lua's < or >")
   check_error(function() return a + 'x' end, 'zlua.Tensor expected')
   check_error(function() return a + zl.ones(2) end,
               'add: shapes cannot be broadcast together (shapes [3] and [2])')
@@ -289,6 +295,13 @@ test('functional_ops', function()
   check_error(function() return x:index_select(2, zl.tensor{5}) end,
     'index_select: index 5 is out of range for dimension 2 of size 2')
   check_close(zl.embedding(zl.tensor{2, 0}, w), {1, 1, 1, 0}, 0, 'embedding ids are 0-based')
+  -- An id's place in the (flattened) ids is counted from 1 too.
+  check_error(function() return zl.embedding(zl.tensor{{2, 0}, {7, 1}}, w) end,
+    'embedding: index 7 at position 3 is out of range for a weight of 3 rows (expected 0..2)')
+  check_error(function() return zl.embedding(zl.tensor{0, 9}, w, { padding_idx = 0 }) end,
+    'embedding: index 9 at position 2 is out of range')
+  check_error(function() return zl.cross_entropy(zl.zeros(2, 2), zl.tensor{1, 5}) end,
+    'cross_entropy: target 5 at position 2 is out of range for 2 classes')
   local logits = zl.tensor{{0, 0}, {0, 0}}:float()
   check_close(zl.cross_entropy(logits, zl.tensor{0, 1}), {math.log(2)}, 1e-6)
   check_close(zl.cross_entropy(logits, zl.tensor{0, -100}, {reduction = 'sum'}), {math.log(2)}, 1e-6,

@@ -33,8 +33,8 @@ function M.initialize(t)
   if type(t) ~= 'table' then zl.raise('zlua.initialize: expected a table of arguments {model=, config=, ...}') end
   for k in pairs(t) do
     if not KNOWN[k] then
-      zl.raise(fmt('zlua.initialize: unknown argument %q (expected model, model_parameters, config, args, '
-        .. 'training_data, collate_fn, optimizer, lr_scheduler)', tostring(k)))
+      zl.raise(fmt('zlua.initialize: unknown argument %q (expected model, model_parameters, config, config_params, '
+        .. 'args, training_data, collate_fn, optimizer, lr_scheduler, dist_init_required)', tostring(k)))
     end
   end
   if t.model == nil then zl.raise('zlua.initialize: model is required') end

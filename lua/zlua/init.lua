@@ -411,7 +411,14 @@ function methods.t(t)
 end
 
 function methods.permute(t, ...)
-  return core.permute(t, dims_args('permute', core.dim(t), ...))
+  local dims = dims_args('permute', core.dim(t), ...)
+  -- A repeated dimension, said as the script counts (the engine counts from 0).
+  local seen = {}
+  for i, d in ipairs(dims) do
+    if seen[d] then raise(fmt('permute: dimension %d appears twice (positions %d and %d)', d + 1, seen[d], i)) end
+    seen[d] = i
+  end
+  return core.permute(t, dims)
 end
 
 --- t:narrow(dim, start, length): elements start .. start+length-1 along dim;

@@ -292,6 +292,8 @@ test('functional_ops', function()
     'cat: tensor 2 differs from tensor 1 outside dimension 2 (shapes [3, 3] and [2, 2])')
   check_error(function() return zl.stack({ x, x, zl.zeros(2) }) end,
     'stack: tensor 3 has a different shape from tensor 1 (shapes [2] and [2, 2])')
+  check_error(function() return zl.zeros(2, 3, 4):permute(3, 1, 3) end,
+    'permute: dimension 3 appears twice (positions 1 and 3)')
   check_error(function() return x:index_select(2, zl.tensor{5}) end,
     'index_select: index 5 is out of range for dimension 2 of size 2')
   check_close(zl.embedding(zl.tensor{2, 0}, w), {1, 1, 1, 0}, 0, 'embedding ids are 0-based')

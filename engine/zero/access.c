@@ -1,7 +1,7 @@
 /* The engine's entry points besides creation and the step: hyperparameters
- * and step counts, the forward/backward boundaries, one parameter gathered,
- * changed or read whole, and the queries a checkpoint and the memory report
- * need. */
+ * and step counts, the forward/backward boundaries, one parameter gathered
+ * or changed (its state read and written: state.c), and the queries a
+ * checkpoint and the memory report need. */
 #include <string.h>
 #include "zero_impl.h"
 
@@ -106,33 +106,6 @@ zl_status zl_zero_update_param(zl_zero *z, zl_tensor *p, int root)
         if (!st && z->pswap) st = zli_swap_flush(z->pswap);
     }
     zl_tensor_release(flat);
-    return st;
-}
-
-zl_status zl_zero_full_fp32(zl_zero *z, zl_tensor *p, zl_tensor **out)
-{
-    zz_entry *e = NULL;
-    zl_status st = entry_of(z, p, "get_full_fp32_param", &e);
-    if (st) return st;
-    zl_tensor *chunk = zz_buffer(ZL_DTYPE_F32, e->k, ZL_MEM_OTHER, false);
-    zl_tensor *all = chunk && z->P > 1 ? zz_buffer(ZL_DTYPE_F32, z->P * e->k, ZL_MEM_OTHER, false) : NULL;
-    if (!chunk || (z->P > 1 && !all)) st = ZL_ENOMEM;
-    zz_view v;
-    if (!st && !(st = zz_sub_acquire(z, e->sub, false, &v))) {
-        st = zz_copy(chunk, 0, v.t[0], v.at[0] + (e->off - v.off), e->k);
-        zl_status s2 = zz_sub_release(z, e->sub, false);
-        if (!st) st = s2;
-    }
-    if (!st && all) st = zz_run(z, ZZ_ALLGATHER, chunk, all, ZL_COMM_SUM, 0);
-    zl_tensor *src = all ? all : chunk;
-    zl_tensor *part = st ? NULL : zz_slice(src, 0, e->n);
-    zl_tensor *shaped = part ? zl_tensor_view(part, e->ndim, e->shape) : NULL;
-    *out = shaped ? zl_tensor_clone(shaped) : NULL;
-    if (!st && !*out) st = ZL_ENOMEM;
-    zl_tensor_release(shaped);
-    zl_tensor_release(part);
-    zl_tensor_release(chunk);
-    zl_tensor_release(all);
     return st;
 }
 

@@ -44,6 +44,7 @@ local opt = options.parse('gpt', arg, options.with_engine {
   { 'n_embd', 128, 'embedding width', min = 1 },
   { 'warmup', 50, 'warmup steps of the schedule', min = 0 },
   { 'clip', 1.0, 'largest global gradient norm (0: no clipping)', min = 0 },
+  { 'grad_norms', 0, 'every N steps print each layer\'s gradient norm before the step (0: never)', min = 0 },
   { 'sample_every', 200, 'print a sample every N steps (0: only at the end)', min = 0 },
   { 'sample_len', 200, 'characters per sample', min = 0 },
   { 'precision', 'f32', 'f32, bf16 or fp16 (when no --config)' },
@@ -221,6 +222,25 @@ end
 -- other); garbage from the step before is collected first, so the figure is
 -- the step's own.
 local peak_activations, peak_other = 0, 0
+
+-- Each layer's gradient norm (its parameters' together; a block is one layer),
+-- read from wherever ZeRO keeps the gradient through DeepSpeed's accessor,
+-- which every rank calls.
+local utils = require 'zlua.utils'
+local function grad_norms(step)
+  local order, sq = {}, {}
+  for name, p in model:named_parameters() do
+    if p:requires_grad() then
+      local layer = name:match('^(%a[%w_]*%.%d+)%.') or name:match('^([^.]+)')
+      local g = utils.safe_get_full_grad(p)
+      if not sq[layer] then order[#order + 1], sq[layer] = layer, 0 end
+      sq[layer] = sq[layer] + (g * g):sum():item()
+    end
+  end
+  local parts = {}
+  for i, layer in ipairs(order) do parts[i] = ('%s %.6g'):format(layer, math.sqrt(sq[layer])) end
+  say(('grad norms before step %d: %s'):format(step, table.concat(parts, ', ')))
+end
 local clock = os.time()
 for step = first, opt.steps do
   local starts = random_batch()
@@ -230,6 +250,7 @@ for step = first, opt.steps do
     zl.reset_peak_memory()
     local _, loss = engine(micro_batch(starts, m))
     engine:backward(loss)
+    if opt.grad_norms > 0 and step % opt.grad_norms == 0 and m == opt.gas - 1 then grad_norms(step) end
     local mem = zl.memory()
     peak_activations = math.max(peak_activations, mem.activations.peak)
     peak_other = math.max(peak_other, mem.other.peak)

@@ -264,14 +264,68 @@ static int l_set_hparams(lua_State *L)
     return status(L, zl_zero_set_hparams(z, (int)luaL_checkinteger(L, 2) - 1, &h));
 }
 
-static int l_full_fp32(lua_State *L)
+/* One parameter's state, whole or this rank's part (zl_zero_full_grad and
+ * the rest): z:full_grad(p, loss_scale), z:local_grad(p, loss_scale),
+ * z:full_fp32(p), z:local_fp32(p), z:full_state(p, key), z:local_state(p, key) -> a tensor;
+ * z:set_full_fp32(p, t), z:set_local_fp32(p, t), z:set_full_state(p, key, t),
+ * z:set_local_state(p, key, t). */
+static int get_grad(lua_State *L, zl_status (*fn)(zl_zero *, zl_tensor *, double, zl_tensor **))
+{
+    zl_zero *z = check_zero(L, 1);
+    zl_tensor *p = zlb_check_tensor_any(L, 2);
+    double scale = luaL_optnumber(L, 3, 1.0);
+    zl_tensor **slot = zlb_new_tensor(L);
+    if (fn(z, p, scale, slot)) return zlb_raise(L);
+    return 1;
+}
+
+static int l_full_grad(lua_State *L) { return get_grad(L, zl_zero_full_grad); }
+static int l_local_grad(lua_State *L) { return get_grad(L, zl_zero_local_grad); }
+
+static int get_fp32(lua_State *L, zl_status (*fn)(zl_zero *, zl_tensor *, zl_tensor **))
 {
     zl_zero *z = check_zero(L, 1);
     zl_tensor *p = zlb_check_tensor_any(L, 2);
     zl_tensor **slot = zlb_new_tensor(L);
-    if (zl_zero_full_fp32(z, p, slot)) return zlb_raise(L);
+    if (fn(z, p, slot)) return zlb_raise(L);
     return 1;
 }
+
+static int l_full_fp32(lua_State *L) { return get_fp32(L, zl_zero_full_fp32); }
+static int l_local_fp32(lua_State *L) { return get_fp32(L, zl_zero_local_fp32); }
+
+static int get_state(lua_State *L, zl_status (*fn)(zl_zero *, zl_tensor *, const char *, zl_tensor **))
+{
+    zl_zero *z = check_zero(L, 1);
+    zl_tensor *p = zlb_check_tensor_any(L, 2);
+    const char *key = luaL_checkstring(L, 3);
+    zl_tensor **slot = zlb_new_tensor(L);
+    if (fn(z, p, key, slot)) return zlb_raise(L);
+    return 1;
+}
+
+static int l_full_state(lua_State *L) { return get_state(L, zl_zero_full_state); }
+static int l_local_state(lua_State *L) { return get_state(L, zl_zero_local_state); }
+
+static int set_fp32(lua_State *L, zl_status (*fn)(zl_zero *, zl_tensor *, const zl_tensor *))
+{
+    zl_zero *z = check_zero(L, 1);
+    return status(L, fn(z, zlb_check_tensor_any(L, 2), zlb_check_tensor_any(L, 3)));
+}
+
+static int l_set_full_fp32(lua_State *L) { return set_fp32(L, zl_zero_set_full_fp32); }
+static int l_set_local_fp32(lua_State *L) { return set_fp32(L, zl_zero_set_local_fp32); }
+
+static int set_state(lua_State *L, zl_status (*fn)(zl_zero *, zl_tensor *, const char *, const zl_tensor *))
+{
+    zl_zero *z = check_zero(L, 1);
+    zl_tensor *p = zlb_check_tensor_any(L, 2);
+    const char *key = luaL_checkstring(L, 3);
+    return status(L, fn(z, p, key, zlb_check_tensor_any(L, 4)));
+}
+
+static int l_set_full_state(lua_State *L) { return set_state(L, zl_zero_set_full_state); }
+static int l_set_local_state(lua_State *L) { return set_state(L, zl_zero_set_local_state); }
 
 /* z:params() -> list of {name=, group= (1-based), shape=, numel=, k=, lo=, own=, persistent=, tensor=} */
 static int l_params(lua_State *L)
@@ -490,7 +544,10 @@ void zlb_open_zero(lua_State *L)
         {"zero_grad", l_zero_grad}, {"set_hparams", l_set_hparams}, {"gather", l_gather}, {"release", l_release},
         {"update_param", l_update_param}, {"full_fp32", l_full_fp32}, {"params", l_params}, {"info", l_info},
         {"group_steps", l_group_steps}, {"set_group_steps", l_set_group_steps}, {"each_chunk", l_each_chunk},
-        {"sync_working", l_sync_working}, {"memory", l_memory}, {"free", l_free}, {NULL, NULL},
+        {"sync_working", l_sync_working}, {"memory", l_memory}, {"free", l_free}, {"full_grad", l_full_grad},
+        {"local_grad", l_local_grad}, {"local_fp32", l_local_fp32}, {"full_state", l_full_state},
+        {"local_state", l_local_state}, {"set_full_fp32", l_set_full_fp32}, {"set_local_fp32", l_set_local_fp32},
+        {"set_full_state", l_set_full_state}, {"set_local_state", l_set_local_state}, {NULL, NULL},
     };
     static const luaL_Reg init_methods[] = {
         {"partition", l_init_partition}, {"holds", l_init_holds}, {"gather", l_init_gather},

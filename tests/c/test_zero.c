@@ -1,6 +1,8 @@
 /* engine/zero through zlua/zero.h on one rank (the "self" communicator):
  * every stage steps the same bits, stage 3 empties and gathers parameters
- * around their use, the checkpoint walk reads and writes masters, zero.Init's
+ * around their use, DeepSpeed's state accessors read and write a
+ * parameter's gradient, master and state, the checkpoint walk reads and
+ * writes masters, zero.Init's
  * store hands its chunks over, a shard and a whole checkpoint resume at
  * another stage, memory
  * figures add up, a step without an ended backward is refused, and bad input
@@ -484,6 +486,101 @@ TEST(a_step_needs_an_ended_backward)
         zl_zero_free(z);
         free_net(&n);
     }
+    zl_comm_close(c);
+}
+
+/* Whether a and b hold the same n f32 values, bit for bit. */
+static bool same_f32(zl_tensor *a, zl_tensor *b, int64_t n)
+{
+    return a && b && zl_tensor_numel(a) == n && zl_tensor_numel(b) == n &&
+           memcmp(zl_tensor_data(a), zl_tensor_data(b), (size_t)n * sizeof(float)) == 0;
+}
+
+/* DeepSpeed's state accessors in C, at every stage: the full gradient after
+ * backward is the plain net's (bit for bit in f32), divided by the loss
+ * scale asked; the local forms are the whole at one rank; exp_avg after a
+ * step is (1 - beta1) g; a master and a state written read back and the
+ * working copy follows; and the errors name the parameter and why. */
+TEST(state_accessors_read_and_write_every_stage)
+{
+    zl_comm *c = self_comm();
+    zl_manual_seed(9);
+    zl_tensor *x = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 3}, NULL);
+    zl_tensor *t = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){8, 2}, NULL);
+    net plain;
+    make_net(&plain, 3);
+    zl_tensor *py = forward(&plain, x), *pl = zl_mse_loss(py, t, ZL_REDUCE_MEAN);
+    CHECK(zl_backward(pl, NULL, false) == ZL_OK);
+    for (int stage = 0; stage <= 3; stage++) {
+        net n;
+        make_net(&n, 3);
+        zl_zero_config cfg = zl_zero_config_defaults();
+        cfg.stage = stage;
+        cfg.reduce_bucket_size = 8;
+        zl_zero *z = engine(c, &n, &cfg);
+        if (!z) break;
+        zl_tensor *g = NULL, *out = NULL;
+        CHECK_ERR(zl_zero_full_grad(z, n.p[0], 1.0, &g), "safe_get_full_grad: w1: there is no gradient now");
+        CHECK(zl_zero_begin_forward(z) == ZL_OK);
+        zl_tensor *y = forward(&n, x), *loss = zl_mse_loss(y, t, ZL_REDUCE_MEAN);
+        CHECK(zl_backward(loss, NULL, false) == ZL_OK);
+        CHECK_ERR(zl_zero_full_grad(z, n.p[0], 1.0, &g), "still being reduced");
+        CHECK(zl_zero_end_backward(z) == ZL_OK);
+        for (int i = 0; i < NP; i++) {
+            int64_t numel = zl_tensor_numel(n.p[i]);
+            CHECK(zl_zero_full_grad(z, n.p[i], 1.0, &g) == ZL_OK);
+            CHECK(same_f32(g, zl_tensor_grad(plain.p[i]), numel));
+            CHECK(zl_zero_local_grad(z, n.p[i], 1.0, &out) == ZL_OK && same_f32(out, g, numel));
+            zl_tensor_release(out);
+            CHECK(zl_zero_full_grad(z, n.p[i], 4.0, &out) == ZL_OK);
+            for (int64_t k = 0; out && k < numel; k++) CHECK(zl_tensor_get(out, k) == zl_tensor_get(g, k) / 4);
+            zl_tensor_release(out);
+            zl_tensor_release(g);
+        }
+        CHECK(zl_zero_full_grad(z, n.p[2], 1.0, &g) == ZL_OK);
+        zl_zero_step_info info;
+        CHECK(zl_zero_step(z, 1.0, 0.0, false, &info) == ZL_OK);
+        zl_tensor *m = NULL;
+        CHECK(zl_zero_full_state(z, n.p[2], "exp_avg", &m) == ZL_OK);
+        for (int64_t k = 0; m && g && k < 10; k++)
+            CHECK_CLOSE(zl_tensor_get(m, k), (1 - 0.9) * zl_tensor_get(g, k), 1e-7);
+        CHECK(zl_zero_local_state(z, n.p[2], "exp_avg", &out) == ZL_OK && same_f32(out, m, 10));
+        zl_tensor_release(out);
+        /* Writes: a master (the working weight follows) and a state, whole and by part. */
+        zl_tensor *v = zl_tensor_randn(ZL_DTYPE_F32, 2, (int64_t[]){2, 5}, NULL);
+        CHECK(zl_zero_set_full_fp32(z, n.p[2], v) == ZL_OK);
+        CHECK(zl_zero_full_fp32(z, n.p[2], &out) == ZL_OK && same_f32(out, v, 10));
+        zl_tensor_release(out);
+        CHECK(zl_zero_gather(z, n.p[2]) == ZL_OK);
+        CHECK(same_f32(n.p[2], v, 10));
+        CHECK(zl_zero_release(z, n.p[2]) == ZL_OK);
+        zl_tensor *flat = zl_tensor_reshape(v, 1, (int64_t[]){10});
+        CHECK(zl_zero_set_local_state(z, n.p[2], "exp_avg_sq", flat) == ZL_OK);
+        CHECK(zl_zero_full_state(z, n.p[2], "exp_avg_sq", &out) == ZL_OK && same_f32(out, v, 10));
+        zl_tensor_release(out);
+        zl_tensor *half = zl_tensor_full(ZL_DTYPE_F32, 1, (int64_t[]){2}, 0.5);
+        CHECK(zl_zero_set_local_fp32(z, n.p[3], half) == ZL_OK);
+        CHECK(zl_zero_full_fp32(z, n.p[3], &out) == ZL_OK && same_f32(out, half, 2));
+        zl_tensor_release(out);
+        zl_tensor_release(half);
+        /* Errors. */
+        CHECK_ERR(zl_zero_full_state(z, n.p[2], "momentum_buffer", &out),
+                  "safe_get_full_optimizer_state: w2: the optimizer keeps no state 'momentum_buffer' (it keeps "
+                  "exp_avg, exp_avg_sq)");
+        CHECK_ERR(zl_zero_set_full_fp32(z, n.p[2], flat), "safe_set_full_fp32_param: w2: the value's shape [10] is "
+                                                          "not the parameter's [2, 5]");
+        CHECK_ERR(zl_zero_set_local_state(z, n.p[2], "exp_avg", v), "this rank's part is 1-d with 10 elements; the value's shape is [2, 5]");
+        CHECK_ERR(zl_zero_full_grad(z, n.p[2], 0.0, &out), "loss_scale must be finite and > 0");
+        CHECK_ERR(zl_zero_full_grad(z, n.p[2], 1.0, &out), "safe_get_full_grad: w2: there is no gradient now");
+        CHECK_ERR(zl_zero_local_fp32(z, x, &out), "not a parameter this engine trains");
+        zl_tensor *rel[] = {g, m, v, flat, y, loss};
+        for (int i = 0; i < 6; i++) zl_tensor_release(rel[i]);
+        zl_zero_free(z);
+        free_net(&n);
+    }
+    zl_tensor *rel[] = {x, t, py, pl};
+    for (int i = 0; i < 4; i++) zl_tensor_release(rel[i]);
+    free_net(&plain);
     zl_comm_close(c);
 }
 

@@ -147,6 +147,30 @@ ZL_API zl_status zl_zero_update_param(zl_zero *z, zl_tensor *p, int root);
 /* The whole f32 master of p, in p's shape (a new tensor). Collective. */
 ZL_API zl_status zl_zero_full_fp32(zl_zero *z, zl_tensor *p, zl_tensor **out);
 
+/* ---- one parameter's state, as DeepSpeed's safe_get/set_full_* and
+ * safe_get/set_local_* give it ----
+ * "full" is the whole parameter in its shape; "local" this rank's part of
+ * it, the `own` elements [lo, lo + own) of the flattened parameter
+ * (zl_zero_param_info), 1-d, possibly empty. Results are new f32 tensors in
+ * host memory. The gradient is the one the step will use, reduced over the
+ * ranks and accumulated, divided by loss_scale (what the step passes), not
+ * clipped; it exists from zl_zero_end_backward to the step (ZL_ESTATE
+ * outside). key is a name of zl_zero_state_keys ("exp_avg"); an unknown
+ * one is ZL_EINVAL naming those kept. Every rank calls the full getters
+ * (collective at stages 1-3, whose parts are spread over the ranks) and
+ * every setter (a master written gathers the working copies again); the
+ * local getters are not collective. Writing a master rounds it into the
+ * working copies; values are converted from any floating dtype. */
+ZL_API zl_status zl_zero_full_grad(zl_zero *z, zl_tensor *p, double loss_scale, zl_tensor **out);
+ZL_API zl_status zl_zero_local_grad(zl_zero *z, zl_tensor *p, double loss_scale, zl_tensor **out);
+ZL_API zl_status zl_zero_local_fp32(zl_zero *z, zl_tensor *p, zl_tensor **out);
+ZL_API zl_status zl_zero_full_state(zl_zero *z, zl_tensor *p, const char *key, zl_tensor **out);
+ZL_API zl_status zl_zero_local_state(zl_zero *z, zl_tensor *p, const char *key, zl_tensor **out);
+ZL_API zl_status zl_zero_set_full_fp32(zl_zero *z, zl_tensor *p, const zl_tensor *value);
+ZL_API zl_status zl_zero_set_local_fp32(zl_zero *z, zl_tensor *p, const zl_tensor *value);
+ZL_API zl_status zl_zero_set_full_state(zl_zero *z, zl_tensor *p, const char *key, const zl_tensor *value);
+ZL_API zl_status zl_zero_set_local_state(zl_zero *z, zl_tensor *p, const char *key, const zl_tensor *value);
+
 /* ---- what a checkpoint needs ---- */
 typedef struct zl_zero_param_info {
     const char *name;

@@ -87,6 +87,8 @@ function Engine.new(t, cfg, rank, world_size)
   if opt then
     self.zero = zero_state.new { optimizer = opt, module = self.module, config = cfg, rank = rank, world = world_size,
       half = self.precision.half, dist = self.dist }
+    -- zlua.utils' gradients are unscaled by the loss scale of the coming step.
+    self.zero.scale_of = function() return self.precision:loss_scale_value() end
   end
   -- Frozen parameters stay partitioned at stage 3 (gathered only while an op
   -- reads them); others zero.Init partitioned that nothing trains are gathered whole.

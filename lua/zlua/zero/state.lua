@@ -154,6 +154,36 @@ function Z:full_master(p)
   return self.c:full_fp32(p)
 end
 
+--- The loss scale the step will divide the gradients by (the engine's, set
+--- by it; 1 without one).
+function Z:loss_scale() return self.scale_of and self.scale_of() or 1.0 end
+
+--- One parameter's state, as DeepSpeed's deepspeed.utils gives it (the C
+--- engine's zl_zero_full_grad and the rest): what is 'grad', 'fp32' or a
+--- state key; whole is the full (collective) form, else this rank's part.
+function Z:get(p, what, whole)
+  local c = self.c
+  if what == 'grad' then
+    return whole and c:full_grad(p, self:loss_scale()) or c:local_grad(p, self:loss_scale())
+  elseif what == 'fp32' then
+    return whole and c:full_fp32(p) or c:local_fp32(p)
+  end
+  return whole and c:full_state(p, what) or c:local_state(p, what)
+end
+
+--- Writes one parameter's master ('fp32') or optimizer state (its key),
+--- whole or this rank's part; every rank calls it.
+function Z:set(p, what, value, whole)
+  local c = self.c
+  if what == 'fp32' then
+    if whole then c:set_full_fp32(p, value) else c:set_local_fp32(p, value) end
+  elseif whole then
+    c:set_full_state(p, what, value)
+  else
+    c:set_local_state(p, what, value)
+  end
+end
+
 --- Seconds spent in collectives.
 function Z:comm_time() return self.c:memory().comm_seconds end
 

@@ -63,19 +63,25 @@ static zl_status entry_of(zl_zero *z, zl_tensor *p, const char *fn, zz_entry **e
     return ZL_OK;
 }
 
+/* A gather held by the caller counts as a use in progress, so that the ops
+ * reading p meanwhile do not release it when they end. */
 zl_status zl_zero_gather(zl_zero *z, zl_tensor *p)
 {
     zz_entry *e = NULL;
     zl_status st = entry_of(z, p, "zl_zero_gather", &e);
     if (st || z->stage < 3) return st;
-    return zz_params_complete(z, e);
+    st = zz_params_complete(z, e);
+    if (!st) e->active++;
+    return st;
 }
 
 zl_status zl_zero_release(zl_zero *z, zl_tensor *p)
 {
     zz_entry *e = NULL;
     zl_status st = entry_of(z, p, "zl_zero_release", &e);
-    if (st || z->stage < 3 || e->persistent) return st;
+    if (st || z->stage < 3) return st;
+    if (e->active > 0) e->active--;
+    if (e->persistent || e->active > 0) return ZL_OK;
     return zz_params_release(z, e);
 }
 

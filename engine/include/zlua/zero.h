@@ -137,8 +137,10 @@ ZL_API zl_status zl_zero_step(zl_zero *z, double loss_scale, double max_norm, bo
                               zl_zero_step_info *info);
 ZL_API zl_status zl_zero_zero_grad(zl_zero *z);
 
-/* Stage 3: gather p whole (until zl_zero_release) / release it again. At
- * stages 0-2 parameters are always whole and these do nothing. Collective. */
+/* Stage 3: gather p whole and hold it (ops reading it meanwhile do not
+ * release it) until the matching zl_zero_release; a persistent parameter
+ * stays gathered. At stages 0-2 parameters are always whole and these do
+ * nothing. Collective. */
 ZL_API zl_status zl_zero_gather(zl_zero *z, zl_tensor *p);
 ZL_API zl_status zl_zero_release(zl_zero *z, zl_tensor *p);
 /* p (gathered) was changed on rank `root`: its values are broadcast and

@@ -68,10 +68,7 @@ local function scatter(p, r, modifier)
   end
   local z = r.state
   if modifier ~= nil then z.c:update_param(p, modifier) end
-  if z.stage == 3 then
-    z:release(r.entry)
-    if modifier ~= nil and r.entry.persistent then z:gather(r.entry) end
-  end
+  if z.stage == 3 then z:release(r.entry) end
 end
 
 function zero.GatheredParameters(params, fn, modifier_rank)

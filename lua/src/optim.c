@@ -50,11 +50,13 @@ static zl_optim_tensors *sets_of(lua_State *L, int *n, int *hp)
         *hp = 2;
         return t;
     }
-    zl_optim_tensors *t = lua_newuserdatauv(L, sizeof *t, 0);
-    *t = (zl_optim_tensors){.p = zlb_check_tensor_any(L, 1), .g = zlb_check_tensor_any(L, 2),
+    /* Read before the array's userdata is pushed, which would stand at index 6 when p_half is not given. */
+    zl_optim_tensors one = {.p = zlb_check_tensor_any(L, 1), .g = zlb_check_tensor_any(L, 2),
                             .m = zlb_opt_tensor_any(L, 3), .v = zlb_opt_tensor_any(L, 4)};
     luaL_checktype(L, 5, LUA_TTABLE);
-    t->p_half = zlb_opt_tensor_any(L, 6);
+    one.p_half = zlb_opt_tensor_any(L, 6);
+    zl_optim_tensors *t = lua_newuserdatauv(L, sizeof *t, 0);
+    *t = one;
     *n = 1;
     *hp = 5;
     return t;

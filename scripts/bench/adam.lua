@@ -1,7 +1,8 @@
 --[[ The Adam/AdamW benchmark: step time, params/s and GB/s of the fused CPU
   update, through the optimizer objects and through the raw kernel, against
   this machine's memory bandwidth measured in the same run and against
-  torch.optim.AdamW when PyTorch is installed. Run by hand, not in CI:
+  torch.optim.AdamW when PyTorch is installed. Run by hand (CTest's
+  bench.adam_quick runs it on 100K parameters only to see that it works):
     zlua scripts/bench/adam.lua [--threads N] [--sizes 10e6,100e6] [--repeat K]
         [--block SECONDS] [--wait SECONDS] [--tensors T] [--kernel NAME] [--no-torch]
 

@@ -265,4 +265,22 @@ test('a group steps as its parameters would alone', function()
   end
 end)
 
+-- The raw kernels' single-set form, core.optim_*(p, g, m, v, hp), steps as
+-- the list form does (it once took its own scratch for a missing p_half).
+test('raw_kernels_one_set_as_a_list', function()
+  local core = zl.core
+  for _, name in ipairs({ 'optim_adam', 'optim_lamb', 'optim_sgd' }) do
+    zl.manual_seed(3)
+    local p, g = zl.randn(37), zl.randn(37)
+    local a = { p:clone(), g:clone(), zl.zeros(37), zl.zeros(37) }
+    local b = { p:clone(), g:clone(), zl.zeros(37), zl.zeros(37) }
+    local hp = { lr = 0.01, momentum = 0.9, step = 1 }
+    core[name](a[1], a[2], a[3], a[4], hp)
+    core[name]({ b }, hp)
+    check(a[1]:eq(b[1]):sum():item() == 37 and a[3]:eq(b[3]):sum():item() == 37,
+      name .. ': one set steps as a list of it')
+    check(a[1]:ne(p):sum():item() > 0, name .. ': the parameter moved')
+  end
+end)
+
 H.done()

@@ -5,7 +5,7 @@
   achieved GFLOP/s, minor page faults per steady-state step (the most of any
   launch), and the ratio
   PyTorch ms / zlua ms (above 1: zlua is faster). Each run is its own process.
-  Run by hand, not in CI:
+  Run by hand (CTest runs a quick mode only to see that it works):
     zlua scripts/bench/gpt.lua [--configs anchor,l12] [--precision f32,bf16]
         [--threads 1,2] [--steps 10] [--warmup 8] [--repeat 3] [--device cpu|cuda]
         [--modes bare,engine] [--torch=false]

@@ -4,7 +4,8 @@
   same shapes and dtypes). Each figure is the median of --iters calls, each
   timed alone between two device synchronisations: forward, and forward plus
   backward. The ratio is PyTorch's forward+backward ms over zlua's (above 1:
-  zlua is faster). Run by hand or by scripts/gpu_check.sh, not in CI:
+  zlua is faster). Run by hand or by scripts/gpu_check.sh (CTest runs two
+  ops on the host only to see that it works):
     zlua scripts/bench/gpu_ops.lua [--dtypes f32,bf16] [--iters 20] [--ops layer_norm,linear,...] [--torch=false]
   The AdamW step (over GPT-2 124M's parameter shapes, f32 masters) is timed
   in f32 alone; its forward column is the step. ]]

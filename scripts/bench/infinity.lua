@@ -2,7 +2,8 @@
   state (16 bytes a parameter: the f32 master, Adam's two moments and the f32
   gradient) is --multiple times a memory limit, trained at stage 3 with the
   optimizer state and the parameters both on NVMe (max_in_cpu 0), inside a
-  memory cgroup of that limit. Run by hand, not in CI:
+  memory cgroup of that limit. Run by hand (CTest runs a tiny model only
+  to see that it works):
     zlua scripts/bench/infinity.lua --nvme_path DIR [--mem 400M] [--multiple 8]
         [--n_embd 1024] [--n_layer N] [--steps 3] [--batch 4] [--block_size 64]
         [--bf16] [--aio_block 1M] [--queue_depth 8] [--disk_size 256M] [--data FILE]

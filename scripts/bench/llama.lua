@@ -3,7 +3,8 @@
   positions, grouped-query attention, initialisation and AdamW), the two
   alternating in the same run: ms/step (median over the timed steps, then
   over --repeat launches), tokens/s and the ratio PyTorch ms / zlua ms
-  (above 1: zlua is faster). Each run is its own process. Run by hand:
+  (above 1: zlua is faster). Each run is its own process. Run by hand
+  (CTest runs one step only to see that it works):
     zlua scripts/bench/llama.lua [--precision f32,bf16] [--threads 2] [--steps 10]
         [--warmup 3] [--repeat 3] [--torch=false]
   The model: 4 layers, hidden 512, intermediate 1536, 8 query heads and 2

@@ -4,7 +4,8 @@
   for NVMe the bytes moved per step, the rate achieved over the optimizer
   step, and the ratio of the step time to the larger of the compute time (the
   step without offload) and the I/O time (bytes over the disk's own
-  bandwidth, measured with the same aio block in the same run). Run by hand:
+  bandwidth, measured with the same aio block in the same run). Run by
+  hand (CTest runs a tiny model only to see that it works):
     zlua scripts/bench/offload.lua --folder /nvme/dir [--steps 8] [--warmup 2]
         [--n_layer 4] [--n_embd 512] [--block_size 64] [--batch 8]
         [--sub_group_size 1e7] [--buffer_count 6] [--precision bf16|f32] [--disk_size 1G] ]]

@@ -6,7 +6,7 @@
   --anchor runs the ZeRO anchor instead; --compare EXE runs every row with
   a second zlua too (the engine before a change), for a before/after table;
   --repeat R launches each configuration R times and reports the median.
-  Run by hand, not in CI:
+  Run by hand (CTest runs a tiny model only to see that it works):
     zlua scripts/bench/zero.lua [--ranks 2] [--steps 20] [--warmup 3] [--n_layer 4]
         [--n_embd 256] [--n_head 4] [--vocab 96] [--block_size 64] [--batch 16]
         [--micro M] [--precision bf16|f32] [--offload none|cpu|nvme] [--threads T]

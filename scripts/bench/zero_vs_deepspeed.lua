@@ -6,7 +6,8 @@
   Prints ms/step (median of the timed steps, then of --repeat launches),
   tokens/s, DeepSpeed ms / zlua ms (above 1: zlua is faster), and the losses
   of rank 0 compared step by step (the largest absolute and relative
-  difference). Run by hand, not in CI:
+  difference). Run by hand (CTest runs a tiny model, zlua alone, only to
+  see that it works):
     zlua scripts/bench/zero_vs_deepspeed.lua [--stages 2,3] [--repeat 3] [--steps 10] [--warmup 3]
         [--ranks 2] [--threads 1] [--n_layer 4] [--n_embd 256] [--n_head 4] [--vocab 50257]
         [--block_size 128] [--micro 2] [--ds=false]

@@ -17,7 +17,9 @@
   --deepspeed_config's "auto" values.
   --output_dir saves the trained model in that layout (LoRA fused into the
   weights first, as DeepSpeed-Chat's convert_lora_to_linear_layer) with the
-  tokenizer, so a later run takes it as --model_name_or_path.
+  tokenizer, so a later run takes it as --model_name_or_path. --out DIR
+  saves checkpoints (every --save_every steps, and at the end) from which
+  --resume continues bit for bit.
   Output (rank 0): `eval perplexity <p>` before training and after each
   epoch, `step <n> loss <loss>` (the mean over ranks) every --print_loss
   steps, then one greedy answer per prompt of --generate. ]]
@@ -297,25 +299,41 @@ local function perplexity()
 end
 
 say(('eval perplexity %.4f'):format(perplexity()))
-local step = 0
-for epoch = 1, opt.num_train_epochs do
+-- Checkpoints (--out, --save_every, --resume) carry the step and the epoch;
+-- the engine keeps the loader's place in its epoch.
+local step, first_epoch = 0, 1
+if opt.resume then
+  if opt.out == '' then die('--resume needs --out DIR (the folder of the checkpoints)') end
+  local path, state = engine:load_checkpoint(opt.out)
+  if path then step, first_epoch = state.step, state.epoch end
+end
+local function save(epoch)
+  if opt.out ~= '' then engine:save_checkpoint(opt.out, nil, { step = step, epoch = epoch }) end
+end
+for epoch = first_epoch, opt.num_train_epochs do
   trainloader:set_epoch(epoch)
   local sum, count = 0, 0
   for ids, labels in trainloader() do
     local _, loss = engine(ids, labels)
     engine:backward(loss)
     engine:step()
-    if engine:is_gradient_accumulation_boundary() then step = step + 1 end
-    if opt.max_steps and step >= opt.max_steps then break end
+    local boundary = engine:is_gradient_accumulation_boundary()
+    if boundary then step = step + 1 end
     sum, count = sum + loss:float():item(), count + 1
-    if opt.print_loss > 0 and step % opt.print_loss == 0 and engine:is_gradient_accumulation_boundary() then
+    if boundary and opt.print_loss > 0 and step % opt.print_loss == 0 then
       local mean = dist.all_reduce(zl.tensor({ sum / count }, 'f32'), 'avg'):item()
       say(('step %d loss %.6f'):format(step, mean))
       sum, count = 0, 0
     end
+    if boundary and opt.save_every > 0 and step % opt.save_every == 0 then save(epoch) end
+    if opt.max_steps and step >= opt.max_steps then break end
   end
   say(('epoch %d eval perplexity %.4f'):format(epoch, perplexity()))
-  if opt.max_steps and step >= opt.max_steps then break end
+  if opt.max_steps and step >= opt.max_steps then
+    save(epoch)
+    break
+  end
+  if epoch == opt.num_train_epochs then save(epoch + 1) end
 end
 
 -- Greedy answers: every rank runs the model (at stage 3 each forward

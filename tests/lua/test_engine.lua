@@ -147,6 +147,16 @@ test('client_optimizer_and_scheduler_override_config', function()
   check(opt2.__name == 'Lamb' and s2 ~= nil and e2.lr_scheduler == s2, 'callables build the optimizer and scheduler')
   check_error(function() zl.initialize { model = model(7), config = cfg(), optimiser = mine } end,
     'zlua.initialize: unknown argument "optimiser"')
+  do
+    -- dist_init_required has no effect here, and says so in one line.
+    local notices, said = require 'zlua.engine.notices', {}
+    local write = notices.write
+    notices.write = function(line) said[#said + 1] = line end
+    local ok = pcall(zl.initialize, { model = model(7), config = cfg(), dist_init_required = false })
+    notices.write = write
+    check(ok and #said == 1 and said[1]:find('dist_init_required has no effect here', 1, true) ~= nil,
+      'dist_init_required gets its note')
+  end
   check_error(function() zl.initialize { model = model(7) } end,
     'zlua.initialize: no config: pass config= (a file or a table) or --deepspeed_config FILE')
   check_error(function() zl.initialize { model = model(7), config = cfg { zero_optimization = { stage = 4 } } } end,

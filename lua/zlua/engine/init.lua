@@ -15,7 +15,8 @@
              config_params= (DeepSpeed's other name for a dict config), args=,
              training_data=, collate_fn=, optimizer= (an optimizer, or a function(params)
              returning one; overrides the config's), lr_scheduler= (a scheduler or a
-             function(optimizer); overrides the config's)}
+             function(optimizer); overrides the config's), dist_init_required= (no
+             effect, said in a note: the communicator starts with the process)}
     -> engine, optimizer, dataloader (nil without training_data), lr_scheduler ]]
 
 local zl = require 'zlua'
@@ -52,6 +53,10 @@ function M.initialize(t)
   -- The ranks come from zlua.dist (one, without a launcher).
   local dist = require 'zlua.dist'
   local world_size, rank = dist.world_size(), dist.rank()
+  if t.dist_init_required ~= nil and rank == 0 then
+    require('zlua.engine.notices').write('zlua: note: zlua.initialize: dist_init_required has no effect here: '
+      .. 'each rank\'s communicator starts with its process (zlua --nprocs, mpirun)')
+  end
   local cfg = config.load(cfg_src, { args = args, world_size = world_size })
   local engine = Engine.new(t, cfg, rank, world_size)
   return engine, engine.optimizer, engine.training_dataloader, engine.lr_scheduler

@@ -102,8 +102,10 @@ local function accuracy(loader)
   return correct / total
 end
 
-engine:print(('digits: %d images, %d for training, %d held out; MLP 64 -> %d -> 10, AdamW lr %g; %d rank%s'):format(
-  n, ntrain, ntest, opt.hidden, opt.lr, world, world > 1 and 's' or ''))
+-- The optimizer as the config (the file's, or the one made here) set it.
+local oc = engine.config.optimizer or { type = '?', params = {} }
+engine:print(('digits: %d images, %d for training, %d held out; MLP 64 -> %d -> 10, %s lr %g; %d rank%s'):format(
+  n, ntrain, ntest, opt.hidden, oc.type, oc.params.lr or 0, world, world > 1 and 's' or ''))
 -- A checkpoint carries the epoch and the step; the engine keeps the loader's place.
 local step, first_epoch = 0, 1
 if opt.resume then

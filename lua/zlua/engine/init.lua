@@ -53,9 +53,9 @@ function M.initialize(t)
   -- The ranks come from zlua.dist (one, without a launcher).
   local dist = require 'zlua.dist'
   local world_size, rank = dist.world_size(), dist.rank()
-  if t.dist_init_required ~= nil and rank == 0 then
-    require('zlua.engine.notices').write('zlua: note: zlua.initialize: dist_init_required has no effect here: '
-      .. 'each rank\'s communicator starts with its process (zlua --nprocs, mpirun)')
+  if t.dist_init_required ~= nil then
+    require('zlua.engine.notices').once(rank, 'zlua.initialize: dist_init_required has no effect here: each '
+      .. 'rank\'s communicator starts with its process (zlua --nprocs, mpirun)')
   end
   local cfg = config.load(cfg_src, { args = args, world_size = world_size })
   local engine = Engine.new(t, cfg, rank, world_size)

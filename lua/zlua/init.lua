@@ -1272,4 +1272,18 @@ function zl.cuda.max_memory_allocated(i, category) return select(2, core.device_
 --- Bytes the caching allocator holds from the driver (in use and cached).
 function zl.cuda.memory_reserved(i) return core.device_reserved(cuda_name(i)) end
 
+-- ---------------------------------------------------------------------------
+-- The submodules as fields, loaded on first use: zl.nn.Linear as torch.nn.Linear
+-- (require 'zlua.nn' is the same table).
+
+local SUBMODULES = { nn = true, optim = true, lr = true, data = true, dist = true, tokenizer = true, lora = true,
+  utils = true, profiling = true, zero = true, config = true, monitor = true, json = true,
+  activation_checkpointing = true }
+setmetatable(zl, { __index = function(t, k)
+  if not SUBMODULES[k] then return nil end
+  local m = require('zlua.' .. k)
+  rawset(t, k, m)
+  return m
+end })
+
 return zl

@@ -522,6 +522,13 @@ test('decay_groups', function()
   check_error(function() nn.get_optimizer_grouped_parameters({}, 0.1) end, 'expected a module')
 end)
 
+test('submodules_are_fields_of_zl', function()
+  check(zl.nn == nn and zl.optim == require('zlua.optim') and zl.utils == require('zlua.utils'),
+    'zl.nn, zl.optim and zl.utils are the modules require gives')
+  check(zl.nn.Linear(2, 3).weight:size(1) == 3, 'zl.nn.Linear builds a layer')
+  check(zl.no_such_module == nil, 'another name is nil')
+end)
+
 test('generate', function()
   zl.manual_seed(7)
   local g = tiny_gpt{ dropout = 0.1 }

@@ -1279,7 +1279,8 @@ function zl.cuda.memory_reserved(i) return core.device_reserved(cuda_name(i)) en
 local SUBMODULES = { nn = true, optim = true, lr = true, data = true, dist = true, tokenizer = true, lora = true,
   utils = true, profiling = true, zero = true, config = true, monitor = true, json = true,
   activation_checkpointing = true }
-setmetatable(zl, { __index = function(t, k)
+-- __fields: the REPL's completion offers their names before they are loaded.
+setmetatable(zl, { __fields = SUBMODULES, __index = function(t, k)
   if not SUBMODULES[k] then return nil end
   local m = require('zlua.' .. k)
   rawset(t, k, m)

@@ -340,6 +340,11 @@ static void first_session(void)
     ok = ok && type_line(s, ":size()") && expect(s, "[1, 4]", TIMEOUT_MS) && expect_prompt(s, TIMEOUT_MS);
     check(s, ok, "net.he<TAB>.wei<TAB> completes a submodule and its parameter", mark);
     mark = s->seen;
+    send(s, "zl.profil\t");
+    ok = expect(s, "zl.profiling", TIMEOUT_MS);
+    ok = ok && type_line(s, ".FlopsProfiler ~= nil") && expect(s, "true", TIMEOUT_MS) && expect_prompt(s, TIMEOUT_MS);
+    check(s, ok, "zl.profil<TAB> completes a submodule not loaded yet", mark);
+    mark = s->seen;
     send(s, "net:named_para\t");
     ok = expect(s, "net:named_parameters", TIMEOUT_MS);
     ok = interrupt_prompt(s) && ok;

@@ -706,11 +706,15 @@ function methods.log_softmax(t, d) return core.log_softmax(t, D('log_softmax', d
 --- t:masked_fill(mask, value): value where mask (bool, broadcast to t) is true.
 function methods.masked_fill(t, mask, value) return core.masked_fill(t, mask, value) end
 
+-- A core error's message without the location Lua put before it (raise
+-- gives the script's own).
+local function bare(msg) return (tostring(msg):gsub('^[^\n]-:%d+: ', '', 1)) end
+
 -- core's call, its message's dimensions counted from 1 as the script counts them.
 local function dims_from_1(fn, ...)
   local ok, r = pcall(fn, ...)
   if ok then return r end
-  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('dimension (%d+)', function(n)
+  raise((bare(r):gsub('dimension (%d+)', function(n)
     return 'dimension ' .. (tointeger(n) + 1)
   end)))
 end
@@ -737,7 +741,7 @@ function methods.index_select(t, d, index)
   local ok, r = pcall(core.index_select, t, d0, index)
   if ok then return r end
   -- The engine counts dimensions from 0; the script from 1.
-  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('for dimension %d+ of size', 'for dimension ' .. d0 + 1
+  raise((bare(r):gsub('for dimension %d+ of size', 'for dimension ' .. d0 + 1
     .. ' of size', 1)))
 end
 
@@ -773,7 +777,7 @@ function methods.register_hook(t, fn)
   local ok, r = pcall(core.add_grad_ready_hook, t, fn)
   if ok then return r end
   -- The engine names its own function; the script called register_hook.
-  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('^add_grad_ready_hook:', 'register_hook:', 1)
+  raise((bare(r):gsub('^add_grad_ready_hook:', 'register_hook:', 1)
     :gsub("'zlua%.core%.add_grad_ready_hook'", "'register_hook'", 1)))
 end
 --- t:register_use_hook(fn): fn(t, event, op) runs around every op reading t;
@@ -839,7 +843,7 @@ end
 -- count) is raised with N counted from 1, as the script counts.
 local function positions_from_1(ok, r, ...)
   if ok then return r, ... end
-  raise((tostring(r):gsub('^[^\n]-:%d+: ', '', 1):gsub('at position (%d+)',
+  raise((bare(r):gsub('at position (%d+)',
     function(n) return 'at position ' .. math.tointeger(n) + 1 end, 1)))
 end
 

@@ -12,6 +12,7 @@ typedef enum zli_coll_kind {
     ZLI_COLL_ALLGATHER,
     ZLI_COLL_BROADCAST,
     ZLI_COLL_BARRIER,
+    ZLI_COLL_ALLGATHER_COALESCED,
 } zli_coll_kind;
 
 /* One collective on raw buffers. For a host backend reductions are always on
@@ -21,7 +22,9 @@ typedef enum zli_coll_kind {
  *  allreduce:      buf[count] dtype, in place
  *  reduce_scatter: send[size*count] dtype -> recv[count] dtype
  *  allgather:      send[count] bytes -> recv[size*count] bytes
- *  broadcast:      buf[count] bytes from root */
+ *  broadcast:      buf[count] bytes from root
+ *  allgather_coalesced: for i < parts, sends[i][counts[i]] bytes ->
+ *                  recvs[i][size*counts[i]] bytes, as one collective */
 typedef struct zli_coll {
     zli_coll_kind kind;
     zl_comm_op op;
@@ -31,6 +34,10 @@ typedef struct zli_coll {
     void *recv;
     size_t count;
     int root;
+    int parts;
+    const void *const *sends;
+    void *const *recvs;
+    const size_t *counts;
 } zli_coll;
 
 struct zl_comm;

@@ -5,6 +5,7 @@
  * collective that would never finish. */
 #include <errno.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,9 @@ struct zl_comm_request {
     void *pending;             /* the backend's handle; NULL once complete */
     double deadline;           /* monotonic seconds */
     zl_tensor *keep[2];        /* retained until the request ends */
+    zl_tensor **kept;          /* a coalesced collective's: nkept retained */
+    int nkept;
+    void *parts;               /* its pointer and count arrays, read by the backend until it completes */
     zl_tensor *dst;            /* receives the f32 result when it is widened */
     float *wide_in, *wide_out; /* f32 buffers of half types (ZL_MEM_COMM) */
     zl_context *ctx;           /* the caller's, which they are charged to */
@@ -106,6 +110,9 @@ static void request_free(zl_comm_request *r)
     zli_mem_free(r->ctx, r->wide_out, r->out_bytes, false, ZL_MEM_COMM);
     zl_tensor_release(r->keep[0]);
     zl_tensor_release(r->keep[1]);
+    for (int i = 0; i < r->nkept; i++) zl_tensor_release(r->kept[i]);
+    free(r->kept);
+    free(r->parts);
     free(r);
 }
 
@@ -381,23 +388,25 @@ zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_comm_op op
 }
 
 /* The in/out pair of reduce_scatter (in is the large one) and allgather (out
- * is): the same dtype, the large one size times the other, no shared storage. */
-static zl_status check_pair(zl_comm *c, const char *what, const zl_tensor *in, const zl_tensor *out, bool in_large)
+ * is): the same dtype, the large one size times the other, no shared storage.
+ * The messages call them in_name and out_name. */
+static zl_status check_pair(zl_comm *c, const char *what, const zl_tensor *in, const zl_tensor *out, bool in_large,
+                            const char *in_name, const char *out_name)
 {
     char a[96], b[96];
     zl_shape_str(zl_tensor_ndim(in), zl_tensor_shape(in), a, sizeof a);
     zl_shape_str(zl_tensor_ndim(out), zl_tensor_shape(out), b, sizeof b);
     if (zl_tensor_dtype(in) != zl_tensor_dtype(out))
-        return zl_error(ZL_EDTYPE, "%s on rank %d: in is %s %s but out is %s %s", what, c->rank,
-                        zl_dtype_name(zl_tensor_dtype(in)), a, zl_dtype_name(zl_tensor_dtype(out)), b);
+        return zl_error(ZL_EDTYPE, "%s on rank %d: %s is %s %s but %s is %s %s", what, c->rank, in_name,
+                        zl_dtype_name(zl_tensor_dtype(in)), a, out_name, zl_dtype_name(zl_tensor_dtype(out)), b);
     const zl_tensor *large = in_large ? in : out, *small = in_large ? out : in;
     size_t n = (size_t)zl_tensor_numel(small);
     if ((size_t)zl_tensor_numel(large) != n * (size_t)c->size)
         return zl_error(ZL_ESHAPE, "%s on rank %d: %s %s has %lld elements, expected size %d x %s %s = %zu", what,
-                        c->rank, in_large ? "in" : "out", in_large ? a : b, (long long)zl_tensor_numel(large),
-                        c->size, in_large ? "out" : "in", in_large ? b : a, n * (size_t)c->size);
+                        c->rank, in_large ? in_name : out_name, in_large ? a : b, (long long)zl_tensor_numel(large),
+                        c->size, in_large ? out_name : in_name, in_large ? b : a, n * (size_t)c->size);
     if (zl_tensor_shares_storage(in, out))
-        return zl_error(ZL_EINVAL, "%s on rank %d: in and out share storage", what, c->rank);
+        return zl_error(ZL_EINVAL, "%s on rank %d: %s and %s share storage", what, c->rank, in_name, out_name);
     return ZL_OK;
 }
 
@@ -407,7 +416,7 @@ zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, z
     if (check_comm(c, what) || check_tensor(c, what, "in", in, true) || check_tensor(c, what, "out", out, true) ||
         !check_op(c, what, op))
         return NULL;
-    if (check_pair(c, what, in, out, true)) return NULL;
+    if (check_pair(c, what, in, out, true, "in", "out")) return NULL;
     size_t n = (size_t)zl_tensor_numel(out);
     zl_comm_request *r = request_new(c, what);
     if (!r) return NULL;
@@ -440,7 +449,7 @@ zl_comm_request *zl_comm_allgather_async(zl_comm *c, const zl_tensor *in, zl_ten
     const char *what = "allgather";
     if (check_comm(c, what) || check_tensor(c, what, "in", in, false) || check_tensor(c, what, "out", out, false))
         return NULL;
-    if (check_pair(c, what, in, out, false)) return NULL;
+    if (check_pair(c, what, in, out, false, "in", "out")) return NULL;
     size_t n = (size_t)zl_tensor_numel(in);
     zl_comm_request *r = request_new(c, what);
     if (!r) return NULL;
@@ -448,6 +457,88 @@ zl_comm_request *zl_comm_allgather_async(zl_comm *c, const zl_tensor *in, zl_ten
     r->keep[1] = zl_tensor_retain(out);
     zli_coll coll = {.kind = ZLI_COLL_ALLGATHER, .count = n * zl_dtype_size(zl_tensor_dtype(in)),
                      .send = zl_tensor_data(in), .recv = zl_tensor_data(out)};
+    return request_start(r, &coll);
+}
+
+/* A tensor of an allgather_coalesced call: its storage, which list, its index. */
+typedef struct coalesced_arg {
+    const void *storage;
+    bool out;
+    int i;
+} coalesced_arg;
+
+static int by_storage(const void *a, const void *b)
+{
+    const coalesced_arg *x = a, *y = b;
+    if (x->storage != y->storage) return (uintptr_t)x->storage < (uintptr_t)y->storage ? -1 : 1;
+    /* within one storage the outputs first, then by index, so a clash names the first */
+    if (x->out != y->out) return x->out ? -1 : 1;
+    return x->i - y->i;
+}
+
+/* Every pair as allgather's, and no out sharing storage with another tensor
+ * of the call: sorted by storage, so that many tensors cost n log n. */
+static zl_status check_coalesced(zl_comm *c, const char *what, int n, const zl_tensor *const *in,
+                                 zl_tensor *const *out)
+{
+    for (int i = 0; i < n; i++) {
+        char role[2][32];
+        snprintf(role[0], sizeof role[0], "in[%d]", i);
+        snprintf(role[1], sizeof role[1], "out[%d]", i);
+        if (check_tensor(c, what, role[0], in[i], false) || check_tensor(c, what, role[1], out[i], false) ||
+            check_pair(c, what, in[i], out[i], false, role[0], role[1]))
+            return zli_last_code();
+    }
+    coalesced_arg *all = malloc(2 * (size_t)n * sizeof *all);
+    if (!all) return zl_error(ZL_ENOMEM, "%s on rank %d: out of memory", what, c->rank);
+    for (int i = 0; i < n; i++) {
+        all[2 * i] = (coalesced_arg){in[i]->storage, false, i};
+        all[2 * i + 1] = (coalesced_arg){out[i]->storage, true, i};
+    }
+    qsort(all, 2 * (size_t)n, sizeof *all, by_storage);
+    zl_status st = ZL_OK;
+    for (int j = 1; j < 2 * n && !st; j++)
+        if (all[j].storage == all[j - 1].storage && all[j - 1].out)
+            st = zl_error(ZL_EINVAL, "%s on rank %d: out[%d] and %s[%d] share storage", what, c->rank, all[j - 1].i,
+                          all[j].out ? "out" : "in", all[j].i);
+    free(all);
+    return st;
+}
+
+zl_comm_request *zl_comm_allgather_coalesced_async(zl_comm *c, int n, const zl_tensor *const *in,
+                                                   zl_tensor *const *out)
+{
+    const char *what = "allgather_coalesced";
+    if (check_comm(c, what)) return NULL;
+    if (n < 1 || !in || !out) {
+        zl_error(ZL_EINVAL, "%s on rank %d: %s", what, c->rank,
+                 n < 1 ? "n must be at least 1" : "in and out must not be NULL");
+        return NULL;
+    }
+    if (check_coalesced(c, what, n, in, out)) return NULL;
+    zl_comm_request *r = request_new(c, what);
+    if (!r) return NULL;
+    /* one allocation: sends, recvs, counts */
+    size_t un = (size_t)n;
+    r->parts = malloc(un * (2 * sizeof(void *) + sizeof(size_t)));
+    r->kept = calloc(2 * un, sizeof *r->kept);
+    if (!r->parts || !r->kept) {
+        request_free(r);
+        zl_error(ZL_ENOMEM, "%s on rank %d: out of memory", what, c->rank);
+        return NULL;
+    }
+    const void **sends = r->parts;
+    void **recvs = (void **)(sends + n);
+    size_t *counts = (size_t *)(recvs + n);
+    for (int i = 0; i < n; i++) {
+        r->kept[r->nkept++] = zl_tensor_retain((zl_tensor *)in[i]);
+        r->kept[r->nkept++] = zl_tensor_retain(out[i]);
+        sends[i] = zl_tensor_data(in[i]);
+        recvs[i] = zl_tensor_data(out[i]);
+        counts[i] = (size_t)zl_tensor_numel(in[i]) * zl_dtype_size(zl_tensor_dtype(in[i]));
+    }
+    zli_coll coll = {.kind = ZLI_COLL_ALLGATHER_COALESCED, .parts = n, .sends = sends, .recvs = recvs,
+                     .counts = counts};
     return request_start(r, &coll);
 }
 
@@ -494,6 +585,11 @@ zl_status zl_comm_reduce_scatter(zl_comm *c, const zl_tensor *in, zl_tensor *out
 zl_status zl_comm_allgather(zl_comm *c, const zl_tensor *in, zl_tensor *out)
 {
     return wait_or_error(zl_comm_allgather_async(c, in, out));
+}
+
+zl_status zl_comm_allgather_coalesced(zl_comm *c, int n, const zl_tensor *const *in, zl_tensor *const *out)
+{
+    return wait_or_error(zl_comm_allgather_coalesced_async(c, n, in, out));
 }
 
 zl_status zl_comm_broadcast(zl_comm *c, zl_tensor *t, int root)

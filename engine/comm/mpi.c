@@ -18,11 +18,31 @@ typedef struct mpi_state {
     zli_shm *shm;                /* NULL: every collective through MPI */
 } mpi_state;
 
-/* A started collective: MPI's request, or the shared-memory path's. */
+/* A started collective: MPI's request, or the shared-memory path's. A
+ * coalesced all-gather is an MPI_Iallgather per run of pieces: a piece of at
+ * least ALONE_BYTES as it lies (Open MPI moves it between processes with one
+ * copy), smaller ones packed together up to RUN_BYTES and unpacked once every
+ * run is done. With 294 pieces of 32 KiB on 2 ranks of one machine, one
+ * MPI_Ialltoallw over datatypes naming the pieces in place took 2.5 times as
+ * long as separate gathers, and packing them all 1.3 times; with 2 KiB pieces
+ * packing takes 0.7 times. */
+#define ALONE_BYTES ((size_t)16 << 10)
+#define RUN_BYTES ((size_t)256 << 10)
 typedef struct mpi_pending {
     MPI_Request req;
     zli_shm_op *shm;
+    MPI_Request *runs;         /* nruns started */
+    int nruns;
+    char *packed;              /* per packed run: this rank's pieces, then every rank's */
+    zli_coll coll;             /* the coalesced all-gather to unpack */
 } mpi_pending;
+
+static void pending_free(mpi_pending *p)
+{
+    free(p->runs);
+    free(p->packed);
+    free(p);
+}
 
 /* How many open communicators use MPI, and whether the first one initialised it. */
 static int g_open_count;
@@ -137,10 +157,80 @@ static MPI_Op op_of(zl_comm_op op)
     return MPI_SUM;
 }
 
+/* The end of the run that starts at piece i, cut alike on every rank. */
+static int run_end(const zli_coll *c, int i)
+{
+    if (c->counts[i] >= ALONE_BYTES) return i + 1;
+    size_t bytes = c->counts[i];
+    int j = i + 1;
+    while (j < c->parts && c->counts[j] < ALONE_BYTES && bytes + c->counts[j] <= RUN_BYTES) bytes += c->counts[j++];
+    return j;
+}
+
+static bool alone(const zli_coll *c, int i) { return c->counts[i] >= ALONE_BYTES; }
+
+static int start_coalesced(mpi_state *s, int size, const zli_coll *coll, mpi_pending *p)
+{
+    size_t P = (size_t)size, packed = 0;
+    int n = 0;
+    for (int i = 0; i < coll->parts; i = run_end(coll, i)) n++;
+    for (int i = 0; i < coll->parts; i++)
+        if (!alone(coll, i)) packed += coll->counts[i];
+    p->runs = malloc((size_t)n * sizeof *p->runs);
+    p->packed = malloc((1 + P) * (packed ? packed : 1));
+    if (!p->runs || !p->packed) return MPI_ERR_NO_MEM;
+    p->coll = *coll;
+    char *own = p->packed;
+    for (int i = 0; i < coll->parts;) {
+        int end = run_end(coll, i), rc;
+        if (alone(coll, i)) {
+            int count = (int)coll->counts[i];
+            rc = MPI_Iallgather(coll->sends[i], count, MPI_BYTE, coll->recvs[i], count, MPI_BYTE, s->comm,
+                                &p->runs[p->nruns]);
+            i = end;
+        } else {
+            size_t len = 0;
+            for (; i < end; i++) {
+                memcpy(own + len, coll->sends[i], coll->counts[i]);
+                len += coll->counts[i];
+            }
+            rc = MPI_Iallgather(own, (int)len, MPI_BYTE, own + len, (int)len, MPI_BYTE, s->comm, &p->runs[p->nruns]);
+            own += (1 + P) * len;
+        }
+        if (rc != MPI_SUCCESS) return rc;
+        p->nruns++;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Every rank's pieces out of the packed runs' gathered copies into their places. */
+static void unpack(const mpi_pending *p, int size)
+{
+    const zli_coll *c = &p->coll;
+    const char *own = p->packed;
+    for (int i = 0; i < c->parts;) {
+        int end = run_end(c, i);
+        if (alone(c, i)) {
+            i = end;
+            continue;
+        }
+        size_t len = 0;
+        for (int j = i; j < end; j++) len += c->counts[j];
+        const char *from = own + len;
+        for (int q = 0; q < size; q++)
+            for (int j = i; j < end; j++) {
+                memcpy((char *)c->recvs[j] + (size_t)q * c->counts[j], from, c->counts[j]);
+                from += c->counts[j];
+            }
+        own += (1 + (size_t)size) * len;
+        i = end;
+    }
+}
+
 static zl_status mpi_start(zl_comm *c, const zli_coll *coll, void **pending)
 {
     static const char *names[] = {"MPI_Iallreduce", "MPI_Ireduce_scatter_block", "MPI_Iallgather",
-                                  "MPI_Ibcast", "MPI_Ibarrier"};
+                                  "MPI_Ibcast", "MPI_Ibarrier", "MPI_Iallgather (coalesced)"};
     mpi_state *s = c->state;
     if (s->shm && zli_shm_carries(coll)) {
         mpi_pending *p = calloc(1, sizeof *p);
@@ -153,9 +243,11 @@ static zl_status mpi_start(zl_comm *c, const zli_coll *coll, void **pending)
         *pending = p;
         return ZL_OK;
     }
-    if (coll->count > INT_MAX)
+    size_t count = coll->count;
+    for (int i = 0; i < coll->parts; i++) count += coll->counts[i];
+    if (count > INT_MAX)
         return zl_error(ZL_EINVAL, "%s on rank %d: %zu elements exceed MPI's int count; split the buffer",
-                        names[coll->kind], c->rank, coll->count);
+                        names[coll->kind], c->rank, count);
     mpi_pending *p = calloc(1, sizeof *p);
     if (!p) return zl_error(ZL_ENOMEM, "comm mpi: out of memory");
     MPI_Request *req = &p->req;
@@ -176,9 +268,13 @@ static zl_status mpi_start(zl_comm *c, const zli_coll *coll, void **pending)
     case ZLI_COLL_BARRIER:
         rc = MPI_Ibarrier(s->comm, req);
         break;
+    case ZLI_COLL_ALLGATHER_COALESCED:
+        rc = start_coalesced(s, c->size, coll, p);
+        break;
     }
     if (rc != MPI_SUCCESS) {
-        free(p);
+        /* runs already started may still write into p, which is then left */
+        if (p->nruns == 0) pending_free(p);
         return zli_mpi_fail(rc, names[coll->kind], c->rank);
     }
     *pending = p;
@@ -198,13 +294,15 @@ static zl_status mpi_test(zl_comm *c, void *pending, bool *done)
     zl_status st = s->shm ? zli_shm_test(s->shm, NULL, NULL) : ZL_OK;
     if (st) return st;
     int flag = 0;
-    int rc = MPI_Test(&p->req, &flag, MPI_STATUS_IGNORE);
+    int rc = p->runs ? MPI_Testall(p->nruns, p->runs, &flag, MPI_STATUSES_IGNORE)
+                     : MPI_Test(&p->req, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
         *done = false;
         return zli_mpi_fail(rc, "MPI_Test", c->rank);
     }
     *done = flag != 0;
-    if (flag) free(p);
+    if (flag && p->runs) unpack(p, c->size);
+    if (flag) pending_free(p);
     return ZL_OK;
 }
 

@@ -42,11 +42,15 @@ enum { STAGE_QUEUED, STAGE_ARRIVED, STAGE_REDUCED, STAGE_LEFT, STAGE_DONE };
 /* Bytes of each rank's staging buffer from the start. */
 #define INITIAL_STAGING ((size_t)1 << 20)
 
+/* A collective, or one run of a coalesced all-gather. The runs of one are
+ * allocated together (block, of which the handle given out is the last). */
 struct zli_shm_op {
     zli_coll coll;
     uint64_t seq;
     int stage;
     zli_shm_op *next;
+    zli_shm_op *block;
+    bool last;                     /* of its block */
 };
 
 struct zli_shm {
@@ -203,7 +207,7 @@ void zli_shm_close(zli_shm *s, bool clean)
         }
     while (s->head) {
         zli_shm_op *next = s->head->next;
-        free(s->head);
+        if (s->head->last) free(s->head->block);
         s->head = next;
     }
     free(s->marks);
@@ -213,7 +217,8 @@ void zli_shm_close(zli_shm *s, bool clean)
 
 bool zli_shm_carries(const zli_coll *coll)
 {
-    return coll->kind == ZLI_COLL_ALLREDUCE || coll->kind == ZLI_COLL_REDUCE_SCATTER || coll->kind == ZLI_COLL_ALLGATHER;
+    return coll->kind == ZLI_COLL_ALLREDUCE || coll->kind == ZLI_COLL_REDUCE_SCATTER ||
+           coll->kind == ZLI_COLL_ALLGATHER || coll->kind == ZLI_COLL_ALLGATHER_COALESCED;
 }
 
 /* First element of rank q's share of an n-element all-reduce. */
@@ -225,6 +230,11 @@ static size_t staging_bytes(const zli_coll *c, int size)
     switch (c->kind) {
     case ZLI_COLL_ALLREDUCE: return c->count * sizeof(float);
     case ZLI_COLL_REDUCE_SCATTER: return (size_t)size * c->count * sizeof(float);
+    case ZLI_COLL_ALLGATHER_COALESCED: {
+        size_t n = 0;
+        for (int i = 0; i < c->parts; i++) n += c->counts[i];
+        return n;
+    }
     default: return c->count;
     }
 }
@@ -267,6 +277,12 @@ static zl_status arrive(zli_shm *s, zli_shm_op *op)
         memcpy(mine, send, me * c->count * sizeof(float));
         memcpy(mine + (me + 1) * c->count * sizeof(float), send + (me + 1) * c->count,
                (P - me - 1) * c->count * sizeof(float));
+    } else if (c->kind == ZLI_COLL_ALLGATHER_COALESCED) {
+        /* the pieces one after another */
+        for (int i = 0; i < c->parts; i++) {
+            memcpy(mine, c->sends[i], c->counts[i]);
+            mine += c->counts[i];
+        }
     } else {
         memcpy(mine, c->send, c->count);
     }
@@ -320,6 +336,17 @@ static zl_status work(zli_shm *s, zli_shm_op *op)
         for (int q = 0; q < P; q++)
             src[q] = (q == me ? (const float *)c->send : (const float *)s->seg[q]) + (size_t)me * c->count;
         fold(s, c->op, src, c->count, c->recv);
+    } else if (c->kind == ZLI_COLL_ALLGATHER_COALESCED) {
+        /* rank q's pieces straight into their places in the outputs */
+        for (int q = 0; q < P; q++) {
+            const char *from = s->seg[q];
+            for (int i = 0; i < c->parts; i++) {
+                char *to = (char *)c->recvs[i] + (size_t)q * c->counts[i];
+                if (q != me) memcpy(to, from, c->counts[i]);
+                else if (to != c->sends[i]) memmove(to, c->sends[i], c->counts[i]);
+                from += c->counts[i];
+            }
+        }
     } else {
         for (int q = 0; q < P; q++) {
             char *to = (char *)c->recv + (size_t)q * c->count;
@@ -367,17 +394,51 @@ static zl_status advance(zli_shm *s)
     return ZL_OK;
 }
 
+/* A coalesced all-gather runs as consecutive collectives over runs of its
+ * pieces of about this many bytes: each run is still in cache when the peers
+ * copy it out, as with separate small gathers, where one staging of a whole
+ * bucket would go through memory (294 pieces of 32 KiB on 2 ranks: 7.3 ms as
+ * one run, 5.4 ms as separate gathers). */
+#define RUN_BYTES ((size_t)256 << 10)
+
+/* The end of the run that starts at piece i: at most RUN_BYTES (a larger
+ * piece alone), cut alike on every rank. */
+static int run_end(const zli_coll *coll, int i)
+{
+    size_t bytes = coll->counts[i];
+    int j = i + 1;
+    while (j < coll->parts && bytes + coll->counts[j] <= RUN_BYTES) bytes += coll->counts[j++];
+    return j;
+}
+
 zl_status zli_shm_start(zli_shm *s, const zli_coll *coll, zli_shm_op **out)
 {
-    zli_shm_op *op = calloc(1, sizeof *op);
-    if (!op) return zl_error(ZL_ENOMEM, "comm mpi: out of memory");
-    op->coll = *coll;
-    op->seq = ++s->started;
-    op->stage = STAGE_QUEUED;
-    if (s->tail) s->tail->next = op;
-    else s->head = op;
-    s->tail = op;
-    *out = op;
+    bool coalesced = coll->kind == ZLI_COLL_ALLGATHER_COALESCED;
+    int n = 1;
+    if (coalesced)
+        for (int i = run_end(coll, 0); i < coll->parts; i = run_end(coll, i)) n++;
+    zli_shm_op *block = calloc((size_t)n, sizeof *block);
+    if (!block) return zl_error(ZL_ENOMEM, "comm mpi: out of memory");
+    for (int r = 0, i = 0; r < n; r++) {
+        zli_shm_op *op = &block[r];
+        op->coll = *coll;
+        if (coalesced) {
+            int end = run_end(coll, i);
+            op->coll.parts = end - i;
+            op->coll.sends = coll->sends + i;
+            op->coll.recvs = coll->recvs + i;
+            op->coll.counts = coll->counts + i;
+            i = end;
+        }
+        op->seq = ++s->started;
+        op->stage = STAGE_QUEUED;
+        op->block = block;
+        op->last = r == n - 1;
+        if (s->tail) s->tail->next = op;
+        else s->head = op;
+        s->tail = op;
+    }
+    *out = &block[n - 1];
     return advance(s);
 }
 
@@ -389,7 +450,7 @@ zl_status zli_shm_test(zli_shm *s, zli_shm_op *op, bool *done)
     if (st || !op) return st;
     *done = op->stage == STAGE_DONE;
     if (*done) {
-        free(op);
+        free(op->block);
     } else {
         /* Drives MPI's progress engine for this rank's MPI collectives, which
          * a peer may be waiting on while this rank waits here. */

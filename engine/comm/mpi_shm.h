@@ -25,7 +25,7 @@ zl_status zli_shm_open(MPI_Comm comm, zli_shm **out);
  * here, so no collective MPI call). NULL is a no-op. */
 void zli_shm_close(zli_shm *s, bool clean);
 
-/* Whether this path carries `coll` (allreduce, reduce-scatter, allgather). */
+/* Whether this path carries `coll` (allreduce, reduce-scatter, allgather, coalesced or not). */
 bool zli_shm_carries(const zli_coll *coll);
 
 /* Queues `coll` and starts it if nothing is ahead of it. Collectives complete

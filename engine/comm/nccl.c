@@ -315,7 +315,8 @@ static ncclRedOp_t op_of(zl_comm_op op)
 static ncclResult_t enqueue(nccl_state *s, const zli_coll *coll)
 {
     /* An empty tensor has nothing to move, and every rank's is empty alike. */
-    if (coll->count == 0 && coll->kind != ZLI_COLL_BARRIER) return ncclSuccess;
+    if (coll->count == 0 && coll->kind != ZLI_COLL_BARRIER && coll->kind != ZLI_COLL_ALLGATHER_COALESCED)
+        return ncclSuccess;
     switch (coll->kind) {
     case ZLI_COLL_ALLREDUCE:
         return ncclAllReduce(coll->buf, coll->buf, coll->count, dtype_of(coll->dtype), op_of(coll->op), s->comm,
@@ -331,6 +332,17 @@ static ncclResult_t enqueue(nccl_state *s, const zli_coll *coll)
         void *one = zl_tensor_data(s->scratch);
         return ncclAllReduce(one, one, 1, ncclFloat, ncclSum, s->comm, s->stream);
     }
+    case ZLI_COLL_ALLGATHER_COALESCED: {
+        /* NCCL fuses a group's collectives into one launch. The group is
+         * ended even after a failed call, which is then the result. */
+        ncclResult_t r = ncclGroupStart();
+        if (r != ncclSuccess) return r;
+        for (int i = 0; i < coll->parts && (r == ncclSuccess || r == ncclInProgress); i++)
+            if (coll->counts[i])
+                r = ncclAllGather(coll->sends[i], coll->recvs[i], coll->counts[i], ncclUint8, s->comm, s->stream);
+        ncclResult_t end = ncclGroupEnd();
+        return r == ncclSuccess || r == ncclInProgress ? end : r;
+    }
     }
     return ncclInvalidArgument;
 }
@@ -338,7 +350,7 @@ static ncclResult_t enqueue(nccl_state *s, const zli_coll *coll)
 static zl_status nccl_start(zl_comm *c, const zli_coll *coll, void **pending)
 {
     static const char *names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclBroadcast",
-                                  "ncclAllReduce (barrier)"};
+                                  "ncclAllReduce (barrier)", "ncclAllGather (grouped)"};
     nccl_state *s = c->state;
     *pending = NULL;
     cudaError_t e = cudaSetDevice(c->device_index);

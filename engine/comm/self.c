@@ -29,6 +29,10 @@ static zl_status self_start(zl_comm *c, const zli_coll *coll, void **pending)
     case ZLI_COLL_ALLGATHER:
         if (coll->count) memmove(coll->recv, coll->send, coll->count);
         return ZL_OK;
+    case ZLI_COLL_ALLGATHER_COALESCED:
+        for (int i = 0; i < coll->parts; i++)
+            if (coll->counts[i]) memmove(coll->recvs[i], coll->sends[i], coll->counts[i]);
+        return ZL_OK;
     case ZLI_COLL_ALLREDUCE:
     case ZLI_COLL_BROADCAST:
     case ZLI_COLL_BARRIER:

@@ -19,7 +19,7 @@ struct zz_req {
     void *copied;              /* the copy of the input on the copy stream, until the host waited for it */
 };
 
-static bool in_comm_memory(const zl_zero *z, const zl_tensor *t) { return zz_on_device(t) == z->comm_dev; }
+bool zz_in_comm_memory(const zl_zero *z, const zl_tensor *t) { return zz_on_device(t) == z->comm_dev; }
 
 /* A tensor like t (flat) in the communicator's memory. */
 static zl_tensor *staged(zl_zero *z, zl_tensor *t)
@@ -76,7 +76,7 @@ zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_com
     bool in_place = kind == ZZ_ALLREDUCE || kind == ZZ_BROADCAST;
     if (in_place) out = in;
     zl_status st = ZL_OK;
-    bool direct = in_comm_memory(z, in) && in_comm_memory(z, out);
+    bool direct = zz_in_comm_memory(z, in) && zz_in_comm_memory(z, out);
     if (!direct && z->world == 1) {
         st = local(z, r, kind, in, out);
         if (st) {
@@ -86,7 +86,7 @@ zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_com
         return r;
     }
     zl_tensor *cin = in, *cout = out;
-    if (!in_comm_memory(z, in)) {
+    if (!zz_in_comm_memory(z, in)) {
         /* A collective on the device (nccl) runs after the compute queued
          * before it, so the compute waits for the copy in, not the host; one
          * on the host reads the copy when it starts. */
@@ -95,7 +95,7 @@ zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_com
         if (!st) st = zz_event_wait(z, &r->copied, !z->comm_dev);
         if (in_place) cout = cin;
     }
-    if (!st && !in_comm_memory(z, cout)) {
+    if (!st && !zz_in_comm_memory(z, cout)) {
         if (!(cout = staged(z, out))) st = ZL_ENOMEM;
     }
     if (!st && cout != out) {
@@ -115,6 +115,24 @@ zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_com
     }
     z->comm_time += zz_now() - t0;
     if (st) {
+        req_free(z, r);
+        return NULL;
+    }
+    return r;
+}
+
+zz_req *zz_start_gathers(zl_zero *z, int n, zl_tensor *const *in, zl_tensor *const *out)
+{
+    z->collectives++;
+    zz_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        zl_error(ZL_ENOMEM, "ZeRO: out of memory starting a collective");
+        return NULL;
+    }
+    double t0 = zz_now();
+    r->req = zl_comm_allgather_coalesced_async(z->comm, n, (const zl_tensor *const *)in, out);
+    z->comm_time += zz_now() - t0;
+    if (!r->req) {
         req_free(z, r);
         return NULL;
     }

@@ -13,22 +13,27 @@
  * On several ranks the parameters gathered together go in a bucket with one
  * collective, as DeepSpeed's coalesced all-gather and FSDP2 do: those one
  * prefetch starts, and the persistent ones in runs of at most
- * stage3_prefetch_bucket_size elements. Their chunks are copied one after
- * another into a send buffer (with use_all_reduce_for_fetch_params, into this
- * rank's place of a zeroed receive buffer that is then summed) and
- * all-gathered into a receive buffer; when the first of them is needed each
- * one's P chunks are copied out into its own whole tensor, and the bucket's
- * buffers are dropped. While in flight the buffers stand in for the
- * parameters' tensors (charged to params, and counted live through the
- * parameters); the copy-out briefly holds both, about twice the bucket. A
- * parameter needed and not prefetched is gathered alone. A chunk on NVMe is
- * only read ahead when prefetched: the NVMe chunks of one prefetch form a
- * bucket of their own, started when its first parameter is needed, so that
- * every rank starts the same collectives in the same order (where the reads
- * ahead stop depends on which swap buffers are free, the same on every rank:
- * each runs the same acquires, releases and reads ahead on slots of the same
- * sizes, and writes are waited for at the same calls). Each chunk's swap
- * buffer is given back once copied into the bucket. On one rank nothing is
+ * stage3_prefetch_bucket_size elements. The collective reads each member's
+ * working chunk where it lies and writes its P chunks straight into the
+ * member's own whole tensor (zl_comm_allgather_coalesced), so a bucket costs
+ * the copies of a lone gather. Where the chunks or the whole tensors would
+ * have to be staged (the parameters on a device, the communicator on the
+ * host), for chunks on NVMe, and with use_all_reduce_for_fetch_params, the
+ * chunks are instead copied one after another into a send buffer (when
+ * summing, into this rank's place of a zeroed receive buffer that is then
+ * summed) and gathered into a receive buffer; when the first of them is
+ * needed each one's P chunks are copied out into its own whole tensor. While
+ * in flight those buffers stand in for the parameters' tensors (charged to
+ * params, and counted live through the parameters); the copy-out briefly
+ * holds both, about twice the bucket. A parameter needed and not prefetched
+ * is gathered alone. A chunk on NVMe is only read ahead when prefetched: the
+ * NVMe chunks of one prefetch form a bucket of their own, started when its
+ * first parameter is needed, so that every rank starts the same collectives
+ * in the same order (where the reads ahead stop depends on which swap buffers
+ * are free, the same on every rank: each runs the same acquires, releases
+ * and reads ahead on slots of the same sizes, and writes are waited for at
+ * the same calls); each chunk's swap buffer is given back once copied into
+ * the bucket, so that a bucket holds one at a time. On one rank nothing is
  * bucketed: a gather is a copy. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +50,7 @@ struct zz_fetch {
     zl_tensor *recv;           /* [P * len]: rank r's chunks from r * len */
     zz_req *req;
     bool issued;               /* its collective was started */
+    bool direct;               /* into the members' own tensors, without send and recv */
     int64_t len, bytes;
     int n, left;               /* members, and those still in it */
     zz_member m[];
@@ -136,41 +142,84 @@ static void fetch_free(zl_zero *z, zz_fetch *f)
     free(f);
 }
 
-/* Start the bucket's collective, its members' chunks copied into place. */
-static zl_status fetch_issue(zl_zero *z, zz_fetch *f)
+/* The bucket's collective through bucket buffers: the members' chunks
+ * copied one after another into a send buffer (when summing, into this
+ * rank's place of a zeroed receive buffer), gathered into a receive buffer,
+ * and copied out in fetch_finish. in[i]: member i's working chunk in memory,
+ * or NULL for one on NVMe, whose swap buffer is taken and given back in turn. */
+static zl_status issue_copied(zl_zero *z, zz_fetch *f, int m, zl_tensor *const *in, const zz_member *const *mem)
 {
-    f->issued = true;
-    int64_t len = 0;
-    const char *first = NULL;
-    for (int i = 0; i < f->n; i++) {
-        if (!f->m[i].e) continue;
-        if (!first) first = f->m[i].e->name;
-        f->m[i].at = len;
-        len += f->m[i].e->k;
-    }
-    f->len = len;
     bool by_sum = z->cfg.use_all_reduce_for_fetch_params;
+    int64_t len = f->len;
     if (!(f->recv = zz_new(z, true, z->wdtype, z->P * len, ZL_MEM_PARAMS, by_sum)) ||
         (!by_sum && !(f->send = zz_new(z, true, z->wdtype, len, ZL_MEM_PARAMS, false))))
-        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory for the gather bucket of %s (%lld elements)", first,
-                        (long long)len);
+        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory for the gather bucket of %s (%lld elements)",
+                        mem[0]->e->name, (long long)len);
     f->bytes = (by_sum ? z->P : z->P + 1) * len * (int64_t)zl_dtype_size(z->wdtype);
     z->fetch_bytes += f->bytes;
     zl_tensor *dst = by_sum ? f->recv : f->send;
     int64_t base = by_sum ? (int64_t)z->q * len : 0;
     zl_status st = ZL_OK;
-    for (int i = 0; i < f->n && !st; i++) {
-        zz_entry *e = f->m[i].e;
-        zl_tensor *src;
-        if (!e || (st = zz_working_chunk(z, e, &src))) continue;
-        st = zz_copy(dst, base + f->m[i].at, src, 0, e->k);
-        zl_tensor_release(src);
-        zz_working_done(z, e);
+    for (int i = 0; i < m && !st; i++) {
+        zz_entry *e = mem[i]->e;
+        zl_tensor *src = in[i];
+        if (!src && (st = zz_working_chunk(z, e, &src))) break;
+        st = zz_copy(dst, base + mem[i]->at, src, 0, e->k);
+        if (!in[i]) {
+            zl_tensor_release(src);
+            zz_working_done(z, e);
+        }
     }
     if (st) return st;
     f->req = by_sum ? zz_start(z, ZZ_ALLREDUCE, f->recv, NULL, ZL_COMM_SUM, 0)
                     : zz_start(z, ZZ_ALLGATHER, f->send, f->recv, ZL_COMM_SUM, 0);
     return f->req ? ZL_OK : zli_last_code();
+}
+
+/* Start the bucket's collective: straight from each member's working chunk
+ * into its own whole tensor when every chunk is in memory and both lie where
+ * the communicator works; else through bucket buffers (issue_copied), so
+ * that chunks on NVMe hold one swap buffer at a time. */
+static zl_status fetch_issue(zl_zero *z, zz_fetch *f)
+{
+    f->issued = true;
+    zl_tensor **in = calloc(2 * (size_t)f->n, sizeof *in);
+    const zz_member **mem = calloc((size_t)f->n, sizeof *mem);
+    if (!in || !mem) {
+        free(in);
+        free(mem);
+        return zl_error(ZL_ENOMEM, "ZeRO-3: out of memory for a gather bucket");
+    }
+    zl_tensor **out = in + f->n;
+    /* gathered tensors are made on the engine's device, if it has one */
+    bool direct = !z->cfg.use_all_reduce_for_fetch_params && (z->dev != NULL) == z->comm_dev;
+    int m = 0;
+    int64_t len = 0;
+    zl_status st = ZL_OK;
+    for (int i = 0; i < f->n && !st; i++) {
+        zz_entry *e = f->m[i].e;
+        if (!e) continue;
+        f->m[i].at = len;
+        len += e->k;
+        mem[m] = &f->m[i];
+        if (e->pslot >= 0) direct = false;
+        else if (!(st = zz_working_chunk(z, e, &in[m]))) direct = direct && zz_in_comm_memory(z, in[m]);
+        m++;
+    }
+    f->len = len;
+    f->direct = direct;
+    for (int i = 0; i < m && direct && !st; i++)
+        if (!(st = alloc_gathered(z, mem[i]->e))) out[i] = mem[i]->e->gathered;
+    if (!st && direct) {
+        f->req = zz_start_gathers(z, m, in, out);
+        if (!f->req) st = zli_last_code();
+    } else if (!st) {
+        st = issue_copied(z, f, m, in, mem);
+    }
+    for (int i = 0; i < m; i++) zl_tensor_release(in[i]);
+    free(in);
+    free(mem);
+    return st;
 }
 
 /* After a failure st: the bucket's members released and the bucket dropped. */
@@ -189,7 +238,8 @@ static zl_status fetch_fail(zl_zero *z, zz_fetch *f, zl_status st)
 }
 
 /* The bucket's collective done (started first if it was not), each member's
- * P chunks copied out into its own tensor, and the bucket dropped. */
+ * P chunks in its own tensor (copied out of the bucket unless received
+ * there), and the bucket dropped. */
 static zl_status fetch_finish(zl_zero *z, zz_fetch *f)
 {
     zl_status st = f->issued ? ZL_OK : fetch_issue(z, f);
@@ -199,7 +249,8 @@ static zl_status fetch_finish(zl_zero *z, zz_fetch *f)
     }
     for (int i = 0; i < f->n && !st; i++) {
         zz_entry *e = f->m[i].e;
-        if (!e || (st = alloc_gathered(z, e))) continue;
+        if (!e || f->direct) continue;
+        if ((st = alloc_gathered(z, e))) continue;
         for (int r = 0; r < z->P && !st; r++)
             st = zz_copy(e->gathered, (int64_t)r * e->k, f->recv, (int64_t)r * f->len + f->m[i].at, e->k);
     }
@@ -250,9 +301,16 @@ zl_status zz_params_complete(zl_zero *z, zz_entry *e)
 
 zl_status zz_params_settle(zl_zero *z)
 {
-    /* a bucket copied its members' chunks when it started */
     zl_status st = ZL_OK;
-    for (int i = 0; i < z->nent && !st; i++) st = zz_req_settle(z, z->ents[i].req);
+    for (int i = 0; i < z->nent && !st; i++) {
+        zz_entry *e = &z->ents[i];
+        st = zz_req_settle(z, e->req);
+        /* a bucket gathering straight from the working chunks reads them until it is done */
+        if (!st && e->fetch && e->fetch->direct) {
+            st = zz_wait(z, e->fetch->req);
+            e->fetch->req = NULL;
+        }
+    }
     return st;
 }
 

@@ -254,6 +254,11 @@ ZZ_HIDDEN int64_t zz_grads_bytes(const zl_zero *z);
  * the error; zz_wait frees the request (NULL: nothing to wait for). */
 typedef enum zz_coll { ZZ_ALLREDUCE, ZZ_REDUCE_SCATTER, ZZ_ALLGATHER, ZZ_BROADCAST } zz_coll;
 ZZ_HIDDEN zz_req *zz_start(zl_zero *z, zz_coll kind, zl_tensor *in, zl_tensor *out, zl_comm_op op, int root);
+/* Whether t lies where the communicator's collectives run. */
+ZZ_HIDDEN bool zz_in_comm_memory(const zl_zero *z, const zl_tensor *t);
+/* out[i] = every rank's in[i] for i < n, as one collective; every tensor in
+ * the communicator's memory (zz_start stages nothing here). */
+ZZ_HIDDEN zz_req *zz_start_gathers(zl_zero *z, int n, zl_tensor *const *in, zl_tensor *const *out);
 ZZ_HIDDEN zl_status zz_wait(zl_zero *z, zz_req *r);
 /* The host waits until r no longer reads its input (a copy on the copy
  * stream), so that the input may be written; r stays in flight. */

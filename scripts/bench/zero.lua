@@ -2,7 +2,8 @@
   example's model) at each stage, on 1 rank and on N ranks, with overlap_comm
   on and off, optionally with the optimizer (and at stage 3 the parameters)
   offloaded; the share of the step spent in collectives (engine:comm_time(),
-  which counts the time the engine waits in them); and the tokens per second.
+  which counts the time the engine waits in them); the collectives ZeRO
+  starts a step at N ranks; and the tokens per second.
   --anchor runs the ZeRO anchor instead; --compare EXE runs every row with
   a second zlua too (the engine before a change), for a before/after table;
   --repeat R launches each configuration R times and reports the median.
@@ -10,12 +11,14 @@
     zlua scripts/bench/zero.lua [--ranks 2] [--steps 20] [--warmup 3] [--n_layer 4]
         [--n_embd 256] [--n_head 4] [--vocab 96] [--block_size 64] [--batch 16]
         [--micro M] [--precision bf16|f32] [--offload none|cpu|nvme] [--threads T]
-        [--anchor] [--compare EXE] [--repeat R]
+        [--stages 0123] [--prefetch ELEMENTS] [--anchor] [--compare EXE] [--repeat R]
 
   --batch windows make one global batch at every world size, so the work per
   step is the same and 1 rank vs N ranks compares the same training; --micro M
   instead gives each rank M windows (the global batch is M x ranks), as in
-  the anchor. Each configuration runs in its own processes
+  the anchor. --stages keeps only the stages it lists; --prefetch sets
+  stage3_prefetch_bucket_size, the elements stage 3 gathers in one collective
+  (many small parameters, as with --n_layer 24 --n_embd 128, show its effect). Each configuration runs in its own processes
   (zlua --nprocs N this script --worker ...); threads are split evenly between
   the ranks of a run unless --threads gives the count per rank. The figure is
   the median step time after the warm-up steps. ]]
@@ -34,7 +37,8 @@ local ANCHOR_ROWS = { { 0, 'none' }, { 1, 'none' }, { 2, 'none' }, { 3, 'none' }
 -- (given, it keeps only that offload's rows). micro 0: batch // ranks.
 local defaults = { ranks = 2, steps = 20, warmup = 3, n_layer = 4, n_embd = 256, n_head = 4, vocab = 96,
   block_size = 64, batch = 16, micro = 0, precision = 'bf16', offload = '', threads = 0, anchor = false,
-  compare = '', ['repeat'] = 1, worker = false, stage = 0, overlap = 'default', folder = '' }
+  compare = '', ['repeat'] = 1, worker = false, stage = 0, overlap = 'default', folder = '', stages = '0123',
+  prefetch = -1 }
 -- The preset goes into the defaults before the command line is read, so an
 -- option given explicitly still wins over it.
 for _, a in ipairs(arg) do
@@ -58,6 +62,7 @@ if args.worker then
   local micro = args.micro > 0 and args.micro or args.batch // N
   local zc = { stage = args.stage }
   if args.overlap ~= 'default' then zc.overlap_comm = args.overlap == 'on' end
+  if args.prefetch >= 0 and args.stage == 3 then zc.stage3_prefetch_bucket_size = args.prefetch end
   -- Offload only where it applies (the config would warn and ignore the rest):
   -- the optimizer from stage 1, the parameters at stage 3.
   if args.stage >= 1 and (args.offload == 'cpu' or args.offload == 'nvme') then
@@ -80,7 +85,11 @@ if args.worker then
   engine:set_progress(false)
   local g = zl.Generator(7)
   local times, comms = {}, {}
+  -- An engine before the count was reported gives -1.
+  local function collectives() return engine:memory_report().collectives or -1 end
+  local started
   for s = 1, args.warmup + args.steps do
+    if s == args.warmup + 1 then started = collectives() end
     local ids = zl.tensor((function()
       local t = {}
       for i = 1, micro * (T + 1) do t[i] = g:randint(V) - 1 end
@@ -99,8 +108,9 @@ if args.worker then
     end
   end
   local rep = engine:memory_report()
+  local per_step = started >= 0 and (collectives() - started) / args.steps or -1
   if rank == 0 then
-    print(fmt('RESULT %.6f %.6f %d %d', median(times), median(comms), rep.model_states, params))
+    print(fmt('RESULT %.6f %.6f %d %d %.1f', median(times), median(comms), rep.model_states, params, per_step))
   end
   os.exit(0, true)
 end
@@ -146,21 +156,22 @@ local function run(with, ranks, stage, overlap, offload)
     zl.core.mkdirs(folder)
   end
   local cmd = fmt('%s%s %s --worker --stage %d --overlap %s --offload %s%s --threads %d --steps %d --warmup %d '
-    .. '--n_layer %d --n_embd %d --n_head %d --vocab %d --block_size %d --batch %d --micro %d --precision %s 2>&1',
+    .. '--n_layer %d --n_embd %d --n_head %d --vocab %d --block_size %d --batch %d --micro %d --precision %s '
+    .. '--prefetch %d 2>&1',
     with, ranks > 1 and (' --nprocs ' .. ranks) or '', script, stage, overlap, offload == '' and 'none' or offload,
     folder ~= '' and (' --folder ' .. folder) or '', threads_per_rank(ranks), args.steps, args.warmup, args.n_layer,
-    args.n_embd, args.n_head, args.vocab, args.block_size, args.batch, args.micro, args.precision)
+    args.n_embd, args.n_head, args.vocab, args.block_size, args.batch, args.micro, args.precision, args.prefetch)
   local p = io.popen(cmd)
   local out = p:read('a')
   p:close()
   if folder ~= '' then zl.core.remove_tree(folder) end
-  local step, comm, bytes = out:match('RESULT (%S+) (%S+) (%d+) %d+')
+  local step, comm, bytes, colls = out:match('RESULT (%S+) (%S+) (%d+) %d+ (%S+)')
   if not step then
     io.stderr:write('zero.lua: a run failed: ', cmd, '\n', out, '\n')
     failed = true
     return nil
   end
-  return { step = tonumber(step), comm = tonumber(comm), bytes = tonumber(bytes) }
+  return { step = tonumber(step), comm = tonumber(comm), bytes = tonumber(bytes), colls = tonumber(colls) }
 end
 
 -- The median run of several (by step time, comm time taken alike); nil when one failed.
@@ -168,7 +179,7 @@ local function median_run(runs)
   for _, r in ipairs(runs) do if not r then return nil end end
   local steps, comms = {}, {}
   for i, r in ipairs(runs) do steps[i], comms[i] = r.step, r.comm end
-  return { step = median(steps), comm = median(comms), bytes = runs[1].bytes }
+  return { step = median(steps), comm = median(comms), bytes = runs[1].bytes, colls = runs[1].colls }
 end
 
 -- A configuration with the running executable and, with --compare, the other
@@ -255,13 +266,21 @@ local function tokens(r)
 end
 cols[#cols + 1] = { 'comm ms', 10, '.1f', function(r) return ms(r.new, 'comm') end }
 cols[#cols + 1] = { 'comm %', 8, 's', share }
+-- Collectives a step at N ranks (one rank starts none); an engine that does
+-- not report them shows '-'.
+local function colls(r) return r and r.colls >= 0 and r.colls or nil end
+cols[#cols + 1] = { 'colls/step', 10, '.0f', function(r) return r.ranks > 1 and colls(r.new) or nil end }
+if compare then
+  cols[#cols + 1] = { 'old colls', 10, '.0f', function(r) return r.ranks > 1 and colls(r.old) or nil end }
+end
 cols[#cols + 1] = { 'tokens/s', 12, '.0f', tokens }
 cols[#cols + 1] = { 'states MB/rank', 14, '.2f', function(r) return mb(r.new) end }
 local row = printer(cols)
 local base = {}
 for _, ranks in ipairs({ 1, args.ranks }) do
   for stage = 0, 3 do
-    for _, overlap in ipairs(ranks > 1 and { 'off', 'on' } or { 'off' }) do
+    for _, overlap in ipairs(args.stages:find(tostring(stage), 1, true) and (ranks > 1 and { 'off', 'on' } or { 'off' })
+        or {}) do
       local new, old = measure(ranks, stage, overlap, args.offload)
       if ranks == 1 then base[stage] = new and new.step end
       local note = ranks > 1 and new and base[stage] and fmt('   (%.2fx the 1-rank step)', new.step / base[stage])

@@ -126,6 +126,16 @@ TEST(reduce_scatter_and_allgather_copy)
     zl_tensor *a = zl_tensor_arange(ZL_DTYPE_I64, 5), *b = zl_tensor_zeros(ZL_DTYPE_I64, SHAPE(5));
     CHECK(zl_comm_allgather(c, a, b) == ZL_OK);
     for (int64_t i = 0; i < 5; i++) CHECK(zl_tensor_get(b, i) == (double)i);
+    /* and so does the coalesced form, each pair into its own output */
+    zl_tensor *f = ramp(ZL_DTYPE_BF16, 24), *g = zl_tensor_zeros(ZL_DTYPE_BF16, SHAPE(24));
+    const zl_tensor *ins[2] = {a, f};
+    zl_tensor *outs[2] = {b, g};
+    zl_tensor_fill(b, 0);
+    CHECK(zl_comm_allgather_coalesced(c, 2, ins, outs) == ZL_OK);
+    for (int64_t i = 0; i < 5; i++) CHECK(zl_tensor_get(b, i) == (double)i);
+    check_ramp(g, 24, "allgather_coalesced");
+    zl_tensor_release(f);
+    zl_tensor_release(g);
     zl_tensor_release(a);
     zl_tensor_release(b);
     zl_comm_close(c);

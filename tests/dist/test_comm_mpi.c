@@ -125,6 +125,49 @@ TEST(allgather)
     }
 }
 
+/* Pieces of several sizes (an empty one, one element, one past the initial
+ * shared-memory staging, runs of small ones packed together and large ones
+ * alone on MPI's path, runs cut inside on the shared-memory one) and dtypes,
+ * each received into its own output, blocking and async, with a plain
+ * allgather started between. */
+TEST(allgather_coalesced)
+{
+    zl_comm *c = world();
+    int rank = zl_comm_rank(c), size = zl_comm_size(c);
+    enum { N = 11 };
+    const zl_dtype dt[N] = {ZL_DTYPE_F32, ZL_DTYPE_I64, ZL_DTYPE_BF16, ZL_DTYPE_U8, ZL_DTYPE_F16, ZL_DTYPE_F32,
+                            ZL_DTYPE_F32, ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F32, ZL_DTYPE_F32};
+    const int64_t len[N] = {13, 0, 1, 200, 7, 300000, 3000, 20000, 50000, 3000, 5};
+    for (int pass = 0; pass < 2; pass++) {
+        zl_tensor *in[N], *out[N];
+        for (int i = 0; i < N; i++) {
+            in[i] = zl_tensor_new(dt[i], 1, &len[i], ZL_MEM_OTHER);
+            for (int64_t j = 0; j < len[i]; j++) zl_tensor_set(in[i], j, (double)((rank * 31 + i * 7 + j) % 97));
+            out[i] = zl_tensor_full(dt[i], SHAPE(size * len[i]), 99.0);
+        }
+        zl_tensor *ag_in = filled(ZL_DTYPE_F32, 5, rank), *ag_out = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(size, 5));
+        if (pass == 0) {
+            CHECK(zl_comm_allgather_coalesced(c, N, (const zl_tensor *const *)in, out) == ZL_OK);
+        } else {
+            zl_comm_request *r = zl_comm_allgather_coalesced_async(c, N, (const zl_tensor *const *)in, out);
+            zl_comm_request *r2 = zl_comm_allgather_async(c, ag_in, ag_out);
+            CHECK(r && r2);
+            CHECK(zl_comm_wait(r2) == ZL_OK);
+            CHECK(zl_comm_wait(r) == ZL_OK);
+            for (int q = 0; q < size; q++) CHECK_CLOSE(zl_tensor_get(ag_out, q * 5 + 2), val(q, 2), 0);
+        }
+        for (int i = 0; i < N; i++) {
+            for (int q = 0; q < size; q++)
+                for (int64_t j = 0; j < len[i] && !zt_failures_in_current(); j++)
+                    CHECK_CLOSE(zl_tensor_get(out[i], q * len[i] + j), (double)((q * 31 + i * 7 + j) % 97), 0);
+            zl_tensor_release(in[i]);
+            zl_tensor_release(out[i]);
+        }
+        zl_tensor_release(ag_in);
+        zl_tensor_release(ag_out);
+    }
+}
+
 TEST(broadcast)
 {
     zl_comm *c = world();
@@ -253,6 +296,18 @@ TEST(errors_name_the_rank)
     CHECK_ERR(zl_comm_allgather(c, in, out), want);
     snprintf(want, sizeof want, "broadcast on rank %d: root %d out of range [0, %d)", rank, size, size);
     CHECK_ERR(zl_comm_broadcast(c, in, size), want);
+    zl_tensor *wide = zl_tensor_zeros(ZL_DTYPE_F32, SHAPE(size * 10));
+    const zl_tensor *ins[2] = {in, in};
+    zl_tensor *outs[2] = {wide, wide};
+    snprintf(want, sizeof want, "allgather_coalesced on rank %d: out[0] and out[1] share storage", rank);
+    CHECK_ERR(zl_comm_allgather_coalesced(c, 2, ins, outs), want);
+    outs[1] = out;
+    snprintf(want, sizeof want, "allgather_coalesced on rank %d: out[1] [4] has 4 elements, expected size %d x in[1] [10]",
+             rank, size);
+    CHECK_ERR(zl_comm_allgather_coalesced(c, 2, ins, outs), want);
+    snprintf(want, sizeof want, "allgather_coalesced on rank %d: n must be at least 1", rank);
+    CHECK_ERR(zl_comm_allgather_coalesced(c, 0, ins, outs), want);
+    zl_tensor_release(wide);
     zl_tensor_release(in);
     zl_tensor_release(out);
     CHECK(zl_comm_barrier(c) == ZL_OK);

@@ -109,12 +109,18 @@ ZL_API void zl_comm_note_failure(const char *message);
  *                  slice (elements [rank*n, (rank+1)*n)) of the reduction of in.
  *  allgather:      out (size * numel(in) elements, same dtype) receives every
  *                  rank's in, in rank order.
+ *  allgather_coalesced: for i < n, out[i] receives every rank's in[i] as
+ *                  allgather does, in one collective, so that many small
+ *                  tensors pay its latency once; pairs may differ in dtype
+ *                  and size, and no out may share storage with another
+ *                  tensor of the call.
  *  broadcast:      t on every rank receives root's t.
  * Tensors are borrowed by the blocking forms; the _async forms retain them until
  * the request is waited on, and the caller must not touch them before. */
 ZL_API zl_status zl_comm_allreduce(zl_comm *c, zl_tensor *t, zl_comm_op op);
 ZL_API zl_status zl_comm_reduce_scatter(zl_comm *c, const zl_tensor *in, zl_tensor *out, zl_comm_op op);
 ZL_API zl_status zl_comm_allgather(zl_comm *c, const zl_tensor *in, zl_tensor *out);
+ZL_API zl_status zl_comm_allgather_coalesced(zl_comm *c, int n, const zl_tensor *const *in, zl_tensor *const *out);
 ZL_API zl_status zl_comm_broadcast(zl_comm *c, zl_tensor *t, int root);
 ZL_API zl_status zl_comm_barrier(zl_comm *c);
 
@@ -124,6 +130,8 @@ ZL_API zl_comm_request *zl_comm_allreduce_async(zl_comm *c, zl_tensor *t, zl_com
 ZL_API zl_comm_request *zl_comm_reduce_scatter_async(zl_comm *c, const zl_tensor *in, zl_tensor *out,
                                                      zl_comm_op op);
 ZL_API zl_comm_request *zl_comm_allgather_async(zl_comm *c, const zl_tensor *in, zl_tensor *out);
+ZL_API zl_comm_request *zl_comm_allgather_coalesced_async(zl_comm *c, int n, const zl_tensor *const *in,
+                                                          zl_tensor *const *out);
 ZL_API zl_comm_request *zl_comm_broadcast_async(zl_comm *c, zl_tensor *t, int root);
 ZL_API zl_comm_request *zl_comm_barrier_async(zl_comm *c);
 /* Wait for the request to complete and free it; its status is the collective's.

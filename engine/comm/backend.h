@@ -63,7 +63,8 @@ typedef struct zli_comm_backend {
     /* Start `coll`. *pending is NULL when it completed at once. */
     zl_status (*start)(struct zl_comm *c, const zli_coll *coll, void **pending);
     /* Optional (NULL: start always completes at once). Set *done when `pending`
-     * has completed, and free it then. */
+     * has completed, and free it then. A collective done in several steps
+     * bumps c->progress at each, so that the wait keeps polling it briskly. */
     zl_status (*test)(struct zl_comm *c, void *pending, bool *done);
     /* Optional (NULL: losses are only found by the timeout). The rank of a peer
      * whose process is known to have ended, with the phrase that says so in
@@ -84,6 +85,7 @@ struct zl_comm {
     double timeout_s;
     void *state;                          /* the backend's */
     int live_requests;                    /* started, not yet waited on */
+    unsigned long progress;               /* bumped by the backend as collectives move on */
     bool closing;                         /* closed while requests were live */
     char broken[768];                     /* why it is unusable; "" while fine */
     bool peer_lost;                       /* broken because a rank's process ended */

@@ -302,6 +302,7 @@ zl_status zl_comm_wait(zl_comm_request *r)
     zl_comm *c = r->c;
     zl_status st = ZL_OK;
     unsigned spins = 0;
+    unsigned long seen = c->progress;
     double next_check = now_s() + LOST_CHECK_S;
     int lost = -1;
     char why[600] = "";
@@ -335,7 +336,14 @@ zl_status zl_comm_wait(zl_comm_request *r)
             st = timeout_error(r);
             break;
         }
-        /* Spin briefly for short collectives, then sleep so a stalled one costs no CPU. */
+        /* Spin while the collective moves on, then sleep so a stalled one
+         * costs no CPU. A collective in many steps (a coalesced all-gather's
+         * runs) would otherwise sleep between its steps once the first
+         * thousand polls had passed, as long as the whole takes. */
+        if (c->progress != seen) {
+            seen = c->progress;
+            spins = 0;
+        }
         if (++spins < 1000) {
             sched_yield();
         } else {

@@ -286,7 +286,9 @@ static zl_status mpi_test(zl_comm *c, void *pending, bool *done)
     mpi_state *s = c->state;
     mpi_pending *p = pending;
     if (p->shm) {
+        uint64_t before = zli_shm_completed();
         zl_status st = zli_shm_test(s->shm, p->shm, done);
+        if (zli_shm_completed() != before) c->progress++;
         if (!st && *done) free(p);
         return st;
     }

@@ -71,6 +71,8 @@ struct zli_shm {
  * one communicator must not hold up peers waiting for it on another (a
  * collective abandoned after a timeout still completes once the others join). */
 static zli_shm *g_open;
+/* Collectives (or runs of one) completed by this process, on every path. */
+static uint64_t g_completed;
 
 static _Atomic uint64_t *mark(const zli_shm *s, int rank, int m) { return s->marks[rank] + m * LINE_WORDS; }
 
@@ -388,6 +390,7 @@ static zl_status advance(zli_shm *s)
         }
         if (!all_marked(s, MARK_LEFT, op->seq)) return ZL_OK;
         op->stage = STAGE_DONE;
+        g_completed++;
         s->head = op->next;
         if (!s->head) s->tail = NULL;
     }
@@ -441,6 +444,8 @@ zl_status zli_shm_start(zli_shm *s, const zli_coll *coll, zli_shm_op **out)
     *out = &block[n - 1];
     return advance(s);
 }
+
+uint64_t zli_shm_completed(void) { return g_completed; }
 
 zl_status zli_shm_test(zli_shm *s, zli_shm_op *op, bool *done)
 {

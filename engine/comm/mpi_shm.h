@@ -42,4 +42,8 @@ zl_status zli_shm_start(zli_shm *s, const zli_coll *coll, zli_shm_op **op);
  * waiting there). */
 zl_status zli_shm_test(zli_shm *s, zli_shm_op *op, bool *done);
 
+/* How many collectives, or runs of a coalesced one, this process has seen
+ * complete on every path: a wait that sees it grow is making progress. */
+uint64_t zli_shm_completed(void);
+
 #endif

@@ -1,6 +1,7 @@
 /* The "nccl" backend: collectives on CUDA tensors through NCCL, queued on the
  * communicator's own stream so they overlap compute; a started collective is
- * an event comm.c polls. Rank 0's unique id reaches the others over MPI or a file. */
+ * an event comm.c polls. Rank 0's unique id reaches the others over MPI or a
+ * file. NCCL itself is opened with the first communicator (nccl_lib.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,9 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 #include "backend.h"
+#include "nccl_lib.h"
 #include "../cuda/cuda_impl.h"
+
+/* NCCL's functions, set by the first nccl_open that loaded them. */
+static const zli_nccl_api *N;
 
 typedef struct nccl_state {
     ncclComm_t comm;
@@ -36,8 +40,8 @@ static void nap(void)
 
 static zl_status nccl_fail(ncclComm_t comm, ncclResult_t r, const char *what, int rank)
 {
-    const char *detail = comm ? ncclGetLastError(comm) : NULL;
-    return zl_error(ZL_EIO, "comm nccl: %s failed on rank %d: %s%s%s", what, rank, ncclGetErrorString(r),
+    const char *detail = comm ? N->ncclGetLastError(comm) : NULL;
+    return zl_error(ZL_EIO, "comm nccl: %s failed on rank %d: %s%s%s", what, rank, N->ncclGetErrorString(r),
                     detail && *detail ? ": " : "", detail && *detail ? detail : "");
 }
 
@@ -161,7 +165,7 @@ static zl_status settle(zl_comm *c, ncclComm_t comm, const char *what)
     double deadline = now_s() + c->timeout_s;
     for (;;) {
         ncclResult_t a = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError(comm, &a);
+        ncclResult_t r = N->ncclCommGetAsyncError(comm, &a);
         if (r != ncclSuccess) return nccl_fail(comm, r, "ncclCommGetAsyncError", c->rank);
         if (a == ncclSuccess) return ZL_OK;
         if (a != ncclInProgress) return nccl_fail(comm, a, what, c->rank);
@@ -190,7 +194,7 @@ static void drop_mpi(nccl_state *s, bool clean)
 
 static zl_status open_fail(zl_comm *c, nccl_state *s, zl_status st)
 {
-    if (s->comm) ncclCommAbort(s->comm);
+    if (s->comm) N->ncclCommAbort(s->comm);
     if (s->stream) cudaStreamDestroy(s->stream);
     if (s->ready) cudaEventDestroy(s->ready);
     zl_tensor_release(s->scratch);
@@ -219,6 +223,11 @@ static zl_status nccl_open(zl_comm *c)
     }
     c->device_index = c->local_rank;
     if (zli_cuda_use(c->device_index)) return zli_last_code();
+    if (!N && !(N = zli_nccl_api_get())) {
+        char why[800];
+        snprintf(why, sizeof why, "%s", zl_last_error());
+        return zl_error(ZL_EDEVICE, "comm nccl: rank %d: %s", c->rank, why);
+    }
     nccl_state *s = calloc(1, sizeof *s);
     if (!s) return zl_error(ZL_ENOMEM, "comm nccl: out of memory");
     c->state = s;
@@ -226,7 +235,7 @@ static zl_status nccl_open(zl_comm *c)
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     ncclResult_t r = ncclSuccess;
-    if (c->rank == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess)
+    if (c->rank == 0 && (r = N->ncclGetUniqueId(&id)) != ncclSuccess)
         return open_fail(c, s, nccl_fail(NULL, r, "ncclGetUniqueId", c->rank));
     const char *file = getenv("ZLUA_NCCL_ID_FILE");
     zl_status st = ZL_OK;
@@ -236,7 +245,7 @@ static zl_status nccl_open(zl_comm *c)
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    r = ncclCommInitRankConfig(&s->comm, c->size, id, c->rank, &config);
+    r = N->ncclCommInitRankConfig(&s->comm, c->size, id, c->rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
         s->comm = NULL;
         return open_fail(c, s, nccl_fail(NULL, r, "ncclCommInitRankConfig", c->rank));
@@ -265,12 +274,12 @@ static void nccl_close(zl_comm *c, bool clean)
     nccl_state *s = c->state;
     bool flushed = false;
     if (clean) {
-        ncclResult_t r = ncclCommFinalize(s->comm);
+        ncclResult_t r = N->ncclCommFinalize(s->comm);
         flushed = (r == ncclSuccess || r == ncclInProgress) && !settle(c, s->comm, "ncclCommFinalize");
     }
     if (flushed) {
-        ncclResult_t r = ncclCommDestroy(s->comm);
-        if (r != ncclSuccess) fprintf(stderr, "zlua: warning: ncclCommDestroy failed: %s\n", ncclGetErrorString(r));
+        ncclResult_t r = N->ncclCommDestroy(s->comm);
+        if (r != ncclSuccess) fprintf(stderr, "zlua: warning: ncclCommDestroy failed: %s\n", N->ncclGetErrorString(r));
         zli_cuda_released("cudaStreamDestroy (the nccl stream)", (int)cudaStreamDestroy(s->stream));
         zli_cuda_released("cudaEventDestroy", (int)cudaEventDestroy(s->ready));
         zl_tensor_release(s->scratch);
@@ -279,8 +288,8 @@ static void nccl_close(zl_comm *c, bool clean)
         /* A collective was abandoned (or flushing failed): abort the kernels
          * rather than wait for ranks that may never come. The scratch value may
          * still be written by the aborted barrier, so it is leaked. */
-        ncclResult_t r = ncclCommAbort(s->comm);
-        if (r != ncclSuccess) fprintf(stderr, "zlua: warning: ncclCommAbort failed: %s\n", ncclGetErrorString(r));
+        ncclResult_t r = N->ncclCommAbort(s->comm);
+        if (r != ncclSuccess) fprintf(stderr, "zlua: warning: ncclCommAbort failed: %s\n", N->ncclGetErrorString(r));
         zli_cuda_released("cudaStreamDestroy (the nccl stream)", (int)cudaStreamDestroy(s->stream));
         zli_cuda_released("cudaEventDestroy", (int)cudaEventDestroy(s->ready));
         drop_mpi(s, false);
@@ -319,28 +328,28 @@ static ncclResult_t enqueue(nccl_state *s, const zli_coll *coll)
         return ncclSuccess;
     switch (coll->kind) {
     case ZLI_COLL_ALLREDUCE:
-        return ncclAllReduce(coll->buf, coll->buf, coll->count, dtype_of(coll->dtype), op_of(coll->op), s->comm,
+        return N->ncclAllReduce(coll->buf, coll->buf, coll->count, dtype_of(coll->dtype), op_of(coll->op), s->comm,
                              s->stream);
     case ZLI_COLL_REDUCE_SCATTER:
-        return ncclReduceScatter(coll->send, coll->recv, coll->count, dtype_of(coll->dtype), op_of(coll->op),
+        return N->ncclReduceScatter(coll->send, coll->recv, coll->count, dtype_of(coll->dtype), op_of(coll->op),
                                  s->comm, s->stream);
     case ZLI_COLL_ALLGATHER:
-        return ncclAllGather(coll->send, coll->recv, coll->count, ncclUint8, s->comm, s->stream);
+        return N->ncclAllGather(coll->send, coll->recv, coll->count, ncclUint8, s->comm, s->stream);
     case ZLI_COLL_BROADCAST:
-        return ncclBroadcast(coll->buf, coll->buf, coll->count, ncclUint8, coll->root, s->comm, s->stream);
+        return N->ncclBroadcast(coll->buf, coll->buf, coll->count, ncclUint8, coll->root, s->comm, s->stream);
     case ZLI_COLL_BARRIER: {
         void *one = zl_tensor_data(s->scratch);
-        return ncclAllReduce(one, one, 1, ncclFloat, ncclSum, s->comm, s->stream);
+        return N->ncclAllReduce(one, one, 1, ncclFloat, ncclSum, s->comm, s->stream);
     }
     case ZLI_COLL_ALLGATHER_COALESCED: {
         /* NCCL fuses a group's collectives into one launch. The group is
          * ended even after a failed call, which is then the result. */
-        ncclResult_t r = ncclGroupStart();
+        ncclResult_t r = N->ncclGroupStart();
         if (r != ncclSuccess) return r;
         for (int i = 0; i < coll->parts && (r == ncclSuccess || r == ncclInProgress); i++)
             if (coll->counts[i])
-                r = ncclAllGather(coll->sends[i], coll->recvs[i], coll->counts[i], ncclUint8, s->comm, s->stream);
-        ncclResult_t end = ncclGroupEnd();
+                r = N->ncclAllGather(coll->sends[i], coll->recvs[i], coll->counts[i], ncclUint8, s->comm, s->stream);
+        ncclResult_t end = N->ncclGroupEnd();
         return r == ncclSuccess || r == ncclInProgress ? end : r;
     }
     }
@@ -390,7 +399,7 @@ static zl_status nccl_test(zl_comm *c, void *pending, bool *done)
     if (e != cudaErrorNotReady) return cuda_fail(e, "cudaEventQuery", c->rank);
     /* A failed peer or network shows here, not on the event. */
     ncclResult_t a = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(s->comm, &a);
+    ncclResult_t r = N->ncclCommGetAsyncError(s->comm, &a);
     if (r != ncclSuccess) return nccl_fail(s->comm, r, "ncclCommGetAsyncError", c->rank);
     if (a != ncclSuccess && a != ncclInProgress) return nccl_fail(s->comm, a, "a collective", c->rank);
     return ZL_OK;

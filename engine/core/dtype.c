@@ -4,9 +4,9 @@
 #include <omp.h>
 #include <math.h>
 #include "zlua/dtype.h"
-#include "../cuda/math/convert.h"
+#include "../math/convert.h"
 
-/* The conversions are cuda/math/convert.h's, the kernels' own, inlined into
+/* The conversions are math/convert.h's, the kernels' own, inlined into
  * zl_convert's loops (the exported functions could be interposed, and a call
  * per element would not vectorize). */
 uint16_t zl_f32_to_bf16(float f) { return zlm_f32_to_bf16(f); }

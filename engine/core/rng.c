@@ -8,7 +8,7 @@
 #include "tensor_impl.h"
 #include "context_impl.h"
 /* The per-element draw, shared with the CUDA kernels: a libc-only header. */
-#include "../cuda/math/rng.h"
+#include "../math/rng.h"
 
 static zl_generator *gen(zl_generator *g) { return g ? g : &zl_context_current()->rng; }
 static const zl_generator *cgen(const zl_generator *g) { return g ? g : &zl_context_current()->rng; }

@@ -52,7 +52,7 @@ typedef struct zli_device_ops {
     /* dst (host memory, numel * dtype size bytes) = src (contiguous, on the device). */
     zl_status (*to_host)(void *dst, const zl_tensor *src);
     /* t (contiguous, a float dtype) = the generator's draws at counters
-     * offset + i under key seed (cuda/math/rng.h's zlm_rand_value: uniform
+     * offset + i under key seed (math/rng.h's zlm_rand_value: uniform
      * in [a, b), or normal with mean a, std b). NULL: the device draws none. */
     zl_status (*rand)(zl_tensor *t, bool normal, double a, double b, uint64_t seed, uint64_t offset);
     /* The ops layer's kernels on this device (ops/device_kernels.h); core

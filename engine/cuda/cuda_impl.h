@@ -5,7 +5,7 @@
 #define ZL_CUDA_IMPL_H
 
 #include "../core/tensor_impl.h"
-#include "math/strided.h"
+#include "../math/strided.h"
 
 /* Device indices the allocator keeps figures for; a higher one is refused. */
 #define ZLI_CUDA_MAX_DEVICES 64
@@ -46,7 +46,7 @@ ZLI_HIDDEN void zli_cuda_released(const char *what, int e);
  * ZLUA_CUDA_SYNC set the kernel's (waited for); ZL_EDEVICE naming `what`. */
 ZLI_HIDDEN zl_status zli_cuda_done(int index, const char *what, int launched);
 
-/* t's view as the kernels take it (cuda/math/strided.h). */
+/* t's view as the kernels take it (math/strided.h). */
 static inline zlm_view zli_cuda_view_of(const zl_tensor *t)
 {
     zlm_view v = {.ndim = t->ndim, .offset = t->offset};

@@ -1,6 +1,6 @@
 /* The optim layer's table for CUDA devices (optim/device_optim.h): the fused
  * multi-tensor optimizers of kernels/optim.cu and the gradient passes of
- * kernels/grad.cu, their constants made once on the host by cuda/math/optim.h,
+ * kernels/grad.cu, their constants made once on the host by math/optim.h,
  * scratch from the caching allocator. Launches go to the default stream;
  * what comes back to the host is copied after them, which waits. */
 #include <stdlib.h>

@@ -18,7 +18,7 @@ typedef struct zli_dev_window {
 } zli_dev_window;
 
 typedef struct zli_dev_kernels {
-    /* y[n] = f(x[n]); kind is unary.c's (and cuda/math/unary.h's) code. */
+    /* y[n] = f(x[n]); kind is unary.c's (and math/unary.h's) code. */
     zl_status (*unary)(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1);
     /* gx[n] = g * f'(x); y is the op's output, or NULL where f' does not need it;
      * p0, p1 the forward's. */

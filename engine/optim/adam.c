@@ -1,6 +1,6 @@
 /* Adam and AdamW (DeepSpeedCPUAdam's math): the scalar reference kernel, the
- * AVX2 and AVX-512 ones, and zl_optim_adam_step, which picks one and runs it
- * over fixed chunks on the OpenMP threads. */
+ * vector one (adam_vec.h, built for AVX2 and AVX-512), and zl_optim_adam_step,
+ * which picks one and runs it over fixed chunks on the OpenMP threads. */
 #include "optim_impl.h"
 
 /* The step's constants, rounded to f32 once from their double values.
@@ -41,57 +41,8 @@ static void adam_scalar(const adam_ctx *c, int64_t lo, int64_t hi)
     }
 }
 
-#ifdef ZLI_OPTIM_X86
-static ZLI_AVX512 void adam_avx512(const adam_ctx *c, int64_t lo, int64_t hi)
-{
-    float *restrict p = c->p, *restrict m = c->m, *restrict v = c->v;
-    const __m512 scale = _mm512_set1_ps(c->scale), l2 = _mm512_set1_ps(c->l2);
-    const __m512 omb1 = _mm512_set1_ps(c->omb1), omb2 = _mm512_set1_ps(c->omb2);
-    const __m512 bc2_rsqrt = _mm512_set1_ps(c->bc2_rsqrt), eps = _mm512_set1_ps(c->eps);
-    const __m512 decay = _mm512_set1_ps(c->decay), neg_step = _mm512_set1_ps(c->neg_step);
-    int64_t i = lo;
-    for (; i + 16 <= hi; i += 16) {
-        __m512 pi = _mm512_loadu_ps(p + i);
-        __m512 g = _mm512_mul_ps(zli_optim_load_g512(c->g, c->g_dtype, i), scale);
-        g = _mm512_fmadd_ps(l2, pi, g);
-        __m512 mi = _mm512_loadu_ps(m + i), vi = _mm512_loadu_ps(v + i);
-        mi = _mm512_fmadd_ps(omb1, _mm512_sub_ps(g, mi), mi);
-        vi = _mm512_fmadd_ps(omb2, _mm512_fmsub_ps(g, g, vi), vi);
-        __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(vi), bc2_rsqrt, eps);
-        pi = _mm512_add_ps(pi, _mm512_fmadd_ps(neg_step, _mm512_div_ps(mi, denom), _mm512_mul_ps(decay, pi)));
-        _mm512_storeu_ps(p + i, pi);
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        if (c->half) zli_optim_store_half512(c->half, c->half_dtype, i, pi);
-    }
-    adam_scalar(c, i, hi);
-}
-
-static ZLI_AVX2 void adam_avx2(const adam_ctx *c, int64_t lo, int64_t hi)
-{
-    float *restrict p = c->p, *restrict m = c->m, *restrict v = c->v;
-    const __m256 scale = _mm256_set1_ps(c->scale), l2 = _mm256_set1_ps(c->l2);
-    const __m256 omb1 = _mm256_set1_ps(c->omb1), omb2 = _mm256_set1_ps(c->omb2);
-    const __m256 bc2_rsqrt = _mm256_set1_ps(c->bc2_rsqrt), eps = _mm256_set1_ps(c->eps);
-    const __m256 decay = _mm256_set1_ps(c->decay), neg_step = _mm256_set1_ps(c->neg_step);
-    int64_t i = lo;
-    for (; i + 8 <= hi; i += 8) {
-        __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 g = _mm256_mul_ps(zli_optim_load_g256(c->g, c->g_dtype, i), scale);
-        g = _mm256_fmadd_ps(l2, pi, g);
-        __m256 mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
-        mi = _mm256_fmadd_ps(omb1, _mm256_sub_ps(g, mi), mi);
-        vi = _mm256_fmadd_ps(omb2, _mm256_fmsub_ps(g, g, vi), vi);
-        __m256 denom = _mm256_fmadd_ps(_mm256_sqrt_ps(vi), bc2_rsqrt, eps);
-        pi = _mm256_add_ps(pi, _mm256_fmadd_ps(neg_step, _mm256_div_ps(mi, denom), _mm256_mul_ps(decay, pi)));
-        _mm256_storeu_ps(p + i, pi);
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        if (c->half) zli_optim_store_half256(c->half, c->half_dtype, i, pi);
-    }
-    adam_scalar(c, i, hi);
-}
-#endif
+#define ZLI_VEC_KERNELS "adam_vec.h"
+#include "vec_each.h"
 
 typedef void (*adam_kernel)(const adam_ctx *, int64_t, int64_t);
 

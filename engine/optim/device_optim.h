@@ -17,7 +17,7 @@ typedef struct zli_dev_span {
 } zli_dev_span;
 
 /* The chunk of the gradient norm's partial sums, the host's and every
- * device's (cuda/math/grad.h's ZLM_SUMSQ_CHUNK; test_cuda_math checks). */
+ * device's (math/grad.h's ZLM_SUMSQ_CHUNK; test_cuda_math checks). */
 #define ZLI_GRAD_CHUNK 32768
 
 typedef struct zli_dev_optim {

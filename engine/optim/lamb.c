@@ -1,6 +1,7 @@
 /* Lamb (DeepSpeed's FusedLamb): pass one updates the moments and sums p^2 and
  * u^2 per fixed chunk in double, pass two applies the update scaled by the
- * trust ratio; scalar, AVX2 and AVX-512 kernels for both passes. */
+ * trust ratio; a scalar kernel for both passes, and a vector one (lamb_vec.h,
+ * built for AVX2 and AVX-512). */
 #include <stdlib.h>
 #include "optim_impl.h"
 
@@ -53,110 +54,8 @@ static void apply_scalar(const lamb_ctx *c, int64_t lo, int64_t hi)
     if (c->half) zli_optim_write_half(c->half, c->half_dtype, lo, p + lo, hi - lo);
 }
 
-#ifdef ZLI_OPTIM_X86
-/* acc + x*x for the 16 floats of x, widened to double. */
-static inline ZLI_AVX512 __m512d sq_acc512(__m512d acc, __m512 x)
-{
-    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
-    __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-    return _mm512_fmadd_pd(hi, hi, _mm512_fmadd_pd(lo, lo, acc));
-}
-
-static ZLI_AVX512 void moments_avx512(const lamb_ctx *c, int64_t lo, int64_t hi, double sq[2])
-{
-    float *restrict p = c->p, *restrict m = c->m, *restrict v = c->v;
-    const __m512 scale = _mm512_set1_ps(c->scale), omb1 = _mm512_set1_ps(c->omb1), omb2 = _mm512_set1_ps(c->omb2);
-    const __m512 eps = _mm512_set1_ps(c->eps), wd = _mm512_set1_ps(c->wd);
-    __m512d sp = _mm512_setzero_pd(), su = _mm512_setzero_pd();
-    int64_t i = lo;
-    for (; i + 16 <= hi; i += 16) {
-        __m512 pi = _mm512_loadu_ps(p + i);
-        __m512 g = _mm512_mul_ps(zli_optim_load_g512(c->g, c->g_dtype, i), scale);
-        __m512 mi = _mm512_loadu_ps(m + i), vi = _mm512_loadu_ps(v + i);
-        mi = _mm512_fmadd_ps(omb1, _mm512_sub_ps(g, mi), mi);
-        vi = _mm512_fmadd_ps(omb2, _mm512_fmsub_ps(g, g, vi), vi);
-        __m512 u = _mm512_fmadd_ps(wd, pi, _mm512_div_ps(mi, _mm512_add_ps(_mm512_sqrt_ps(vi), eps)));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        sp = sq_acc512(sp, pi);
-        su = sq_acc512(su, u);
-    }
-    sq[0] += _mm512_reduce_add_pd(sp);
-    sq[1] += _mm512_reduce_add_pd(su);
-    moments_scalar(c, i, hi, sq);
-}
-
-static ZLI_AVX512 void apply_avx512(const lamb_ctx *c, int64_t lo, int64_t hi)
-{
-    float *restrict p = c->p;
-    const float *restrict m = c->m, *restrict v = c->v;
-    const __m512 eps = _mm512_set1_ps(c->eps), wd = _mm512_set1_ps(c->wd), neg_rate = _mm512_set1_ps(c->neg_rate);
-    int64_t i = lo;
-    for (; i + 16 <= hi; i += 16) {
-        __m512 pi = _mm512_loadu_ps(p + i);
-        __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(_mm512_loadu_ps(v + i)), eps);
-        __m512 u = _mm512_fmadd_ps(wd, pi, _mm512_div_ps(_mm512_loadu_ps(m + i), denom));
-        pi = _mm512_fmadd_ps(neg_rate, u, pi);
-        _mm512_storeu_ps(p + i, pi);
-        if (c->half) zli_optim_store_half512(c->half, c->half_dtype, i, pi);
-    }
-    apply_scalar(c, i, hi);
-}
-
-static inline ZLI_AVX2 __m256d sq_acc256(__m256d acc, __m256 x)
-{
-    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    return _mm256_fmadd_pd(hi, hi, _mm256_fmadd_pd(lo, lo, acc));
-}
-
-static inline ZLI_AVX2 double sum256(__m256d x)
-{
-    double t[4];
-    _mm256_storeu_pd(t, x);
-    return (t[0] + t[1]) + (t[2] + t[3]);
-}
-
-static ZLI_AVX2 void moments_avx2(const lamb_ctx *c, int64_t lo, int64_t hi, double sq[2])
-{
-    float *restrict p = c->p, *restrict m = c->m, *restrict v = c->v;
-    const __m256 scale = _mm256_set1_ps(c->scale), omb1 = _mm256_set1_ps(c->omb1), omb2 = _mm256_set1_ps(c->omb2);
-    const __m256 eps = _mm256_set1_ps(c->eps), wd = _mm256_set1_ps(c->wd);
-    __m256d sp = _mm256_setzero_pd(), su = _mm256_setzero_pd();
-    int64_t i = lo;
-    for (; i + 8 <= hi; i += 8) {
-        __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 g = _mm256_mul_ps(zli_optim_load_g256(c->g, c->g_dtype, i), scale);
-        __m256 mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
-        mi = _mm256_fmadd_ps(omb1, _mm256_sub_ps(g, mi), mi);
-        vi = _mm256_fmadd_ps(omb2, _mm256_fmsub_ps(g, g, vi), vi);
-        __m256 u = _mm256_fmadd_ps(wd, pi, _mm256_div_ps(mi, _mm256_add_ps(_mm256_sqrt_ps(vi), eps)));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        sp = sq_acc256(sp, pi);
-        su = sq_acc256(su, u);
-    }
-    sq[0] += sum256(sp);
-    sq[1] += sum256(su);
-    moments_scalar(c, i, hi, sq);
-}
-
-static ZLI_AVX2 void apply_avx2(const lamb_ctx *c, int64_t lo, int64_t hi)
-{
-    float *restrict p = c->p;
-    const float *restrict m = c->m, *restrict v = c->v;
-    const __m256 eps = _mm256_set1_ps(c->eps), wd = _mm256_set1_ps(c->wd), neg_rate = _mm256_set1_ps(c->neg_rate);
-    int64_t i = lo;
-    for (; i + 8 <= hi; i += 8) {
-        __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_loadu_ps(v + i)), eps);
-        __m256 u = _mm256_fmadd_ps(wd, pi, _mm256_div_ps(_mm256_loadu_ps(m + i), denom));
-        pi = _mm256_fmadd_ps(neg_rate, u, pi);
-        _mm256_storeu_ps(p + i, pi);
-        if (c->half) zli_optim_store_half256(c->half, c->half_dtype, i, pi);
-    }
-    apply_scalar(c, i, hi);
-}
-#endif
+#define ZLI_VEC_KERNELS "lamb_vec.h"
+#include "vec_each.h"
 
 typedef void (*moments_kernel)(const lamb_ctx *, int64_t, int64_t, double[2]);
 typedef void (*apply_kernel)(const lamb_ctx *, int64_t, int64_t);

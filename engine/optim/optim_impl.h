@@ -1,6 +1,7 @@
 /* Private to engine/optim/: the kernel choice, argument checks, the chunking
  * every optimizer shares, and per-instruction-set helpers that read a gradient
- * of any supported dtype as f32 and write the half copy of p. */
+ * of any supported dtype as f32, write the half copy of p and sum squares in
+ * double (vec.h names them per vector width). */
 #ifndef ZL_OPTIM_IMPL_H
 #define ZL_OPTIM_IMPL_H
 
@@ -108,6 +109,14 @@ static inline ZLI_AVX512 void zli_optim_store_half512(void *h, zl_dtype dt, int6
     _mm256_storeu_si256(dst, _mm512_cvtepi32_epi16(r));
 }
 
+/* acc + x*x for the 16 floats of x, widened to double. */
+static inline ZLI_AVX512 __m512d zli_optim_sq_acc512(__m512d acc, __m512 x)
+{
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return _mm512_fmadd_pd(hi, hi, _mm512_fmadd_pd(lo, lo, acc));
+}
+
 static inline ZLI_AVX2 __m256 zli_optim_load_g256(const void *g, zl_dtype dt, int64_t i)
 {
     const uint16_t *h = (const uint16_t *)g + i;
@@ -136,6 +145,19 @@ static inline ZLI_AVX2 void zli_optim_store_half256(void *h, zl_dtype dt, int64_
     /* Pack the eight 16-bit values (packus works per 128-bit lane) into the low half. */
     __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
     _mm_storeu_si128(dst, _mm256_castsi256_si128(packed));
+}
+
+static inline ZLI_AVX2 __m256d zli_optim_sq_acc256(__m256d acc, __m256 x)
+{
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    return _mm256_fmadd_pd(hi, hi, _mm256_fmadd_pd(lo, lo, acc));
+}
+
+static inline ZLI_AVX2 double zli_optim_sum256(__m256d x)
+{
+    double t[4];
+    _mm256_storeu_pd(t, x);
+    return (t[0] + t[1]) + (t[2] + t[3]);
 }
 #endif
 

@@ -1,5 +1,6 @@
 /* SGD with momentum, dampening, Nesterov and weight decay (torch.optim.SGD's
- * update): the scalar, AVX2 and AVX-512 kernels and zl_optim_sgd_step. */
+ * update): the scalar kernel, the vector one (sgd_vec.h, built for AVX2 and
+ * AVX-512) and zl_optim_sgd_step. */
 #include "optim_impl.h"
 
 typedef struct sgd_ctx {
@@ -34,53 +35,8 @@ static void sgd_scalar(const sgd_ctx *c, int64_t lo, int64_t hi)
     }
 }
 
-#ifdef ZLI_OPTIM_X86
-static ZLI_AVX512 void sgd_avx512(const sgd_ctx *c, int64_t lo, int64_t hi)
-{
-    float *restrict p = c->p, *restrict buf = c->buf;
-    const __m512 scale = _mm512_set1_ps(c->scale), wd = _mm512_set1_ps(c->wd);
-    const __m512 momentum = _mm512_set1_ps(c->momentum), damp1 = _mm512_set1_ps(c->damp1);
-    const __m512 neg_lr = _mm512_set1_ps(c->neg_lr);
-    int64_t i = lo;
-    for (; i + 16 <= hi; i += 16) {
-        __m512 pi = _mm512_loadu_ps(p + i);
-        __m512 g = _mm512_mul_ps(zli_optim_load_g512(c->g, c->g_dtype, i), scale);
-        g = _mm512_fmadd_ps(wd, pi, g);
-        if (c->use_momentum) {
-            __m512 b = c->first ? g : _mm512_fmadd_ps(momentum, _mm512_loadu_ps(buf + i), _mm512_mul_ps(damp1, g));
-            _mm512_storeu_ps(buf + i, b);
-            g = c->nesterov ? _mm512_fmadd_ps(momentum, b, g) : b;
-        }
-        pi = _mm512_fmadd_ps(neg_lr, g, pi);
-        _mm512_storeu_ps(p + i, pi);
-        if (c->half) zli_optim_store_half512(c->half, c->half_dtype, i, pi);
-    }
-    sgd_scalar(c, i, hi);
-}
-
-static ZLI_AVX2 void sgd_avx2(const sgd_ctx *c, int64_t lo, int64_t hi)
-{
-    float *restrict p = c->p, *restrict buf = c->buf;
-    const __m256 scale = _mm256_set1_ps(c->scale), wd = _mm256_set1_ps(c->wd);
-    const __m256 momentum = _mm256_set1_ps(c->momentum), damp1 = _mm256_set1_ps(c->damp1);
-    const __m256 neg_lr = _mm256_set1_ps(c->neg_lr);
-    int64_t i = lo;
-    for (; i + 8 <= hi; i += 8) {
-        __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 g = _mm256_mul_ps(zli_optim_load_g256(c->g, c->g_dtype, i), scale);
-        g = _mm256_fmadd_ps(wd, pi, g);
-        if (c->use_momentum) {
-            __m256 b = c->first ? g : _mm256_fmadd_ps(momentum, _mm256_loadu_ps(buf + i), _mm256_mul_ps(damp1, g));
-            _mm256_storeu_ps(buf + i, b);
-            g = c->nesterov ? _mm256_fmadd_ps(momentum, b, g) : b;
-        }
-        pi = _mm256_fmadd_ps(neg_lr, g, pi);
-        _mm256_storeu_ps(p + i, pi);
-        if (c->half) zli_optim_store_half256(c->half, c->half_dtype, i, pi);
-    }
-    sgd_scalar(c, i, hi);
-}
-#endif
+#define ZLI_VEC_KERNELS "sgd_vec.h"
+#include "vec_each.h"
 
 typedef void (*sgd_kernel)(const sgd_ctx *, int64_t, int64_t);
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "zero_impl.h"
-#include "../cuda/math/convert.h"
+#include "../math/convert.h"
 
 int64_t zz_chunk(int64_t n, int P)
 {

@@ -5,9 +5,9 @@
 #include "stand_in.h"
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
-#include "cuda/math/grad.h"
-#include "cuda/math/optim.h"
-#include "cuda/math/rng.h"
+#include "math/grad.h"
+#include "math/optim.h"
+#include "math/rng.h"
 #include "optim/device_optim.h"
 
 static int64_t charged[ZL_MEM_COUNT];

@@ -1,6 +1,6 @@
 /* A stand-in device for the CPU test suite: its memory is the
  * host's, and its tables run the CUDA kernels' element functions
- * (engine/cuda/math) in plain loops, so every path that sends a tensor to a
+ * (engine/math) in plain loops, so every path that sends a tensor to a
  * device runs without a GPU and is compared with the host. Core's primitives
  * and the optimizer table are here; a test hands in the ops' kernels it has. */
 #ifndef ZL_TEST_STAND_IN_H

@@ -1,28 +1,28 @@
-/* The CUDA kernels' math (engine/cuda/math) built for the host and run over the
+/* The CUDA kernels' math (engine/math) built for the host and run over the
  * same inputs as the CPU ops, forward and backward, in f32, bf16 and f16: f32
  * to 1e-6 relative (bit for bit where the expression is the CPU's), halves to
  * one unit in the last place of the storage type. */
 #include <float.h>
 #include <stdlib.h>
 #include "harness.h"
-#include "cuda/math/attention.h"
-#include "cuda/math/binary.h"
-#include "cuda/math/binary_int.h"
-#include "cuda/math/conv.h"
-#include "cuda/math/cross_entropy.h"
-#include "cuda/math/dropout.h"
-#include "cuda/math/embedding.h"
-#include "cuda/math/erf.h"
-#include "cuda/math/grad.h"
-#include "cuda/math/index_select.h"
-#include "cuda/math/layer_norm.h"
-#include "cuda/math/mse.h"
-#include "cuda/math/optim.h"
-#include "cuda/math/reduce.h"
-#include "cuda/math/select.h"
-#include "cuda/math/pool.h"
-#include "cuda/math/softmax.h"
-#include "cuda/math/unary.h"
+#include "math/attention.h"
+#include "math/binary.h"
+#include "math/binary_int.h"
+#include "math/conv.h"
+#include "math/cross_entropy.h"
+#include "math/dropout.h"
+#include "math/embedding.h"
+#include "math/erf.h"
+#include "math/grad.h"
+#include "math/index_select.h"
+#include "math/layer_norm.h"
+#include "math/mse.h"
+#include "math/optim.h"
+#include "math/reduce.h"
+#include "math/select.h"
+#include "math/pool.h"
+#include "math/softmax.h"
+#include "math/unary.h"
 #include "optim/device_optim.h"
 
 /* ---- data ---- */

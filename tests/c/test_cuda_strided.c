@@ -1,10 +1,10 @@
-/* The device's copy, fill, add and sum-to-shape math (engine/cuda/math/
+/* The device's copy, fill, add and sum-to-shape math (engine/math/
  * strided.h, sum_to.h) built for the host: offsets of permuted, narrowed and
  * broadcast views, and every dtype conversion, against core's own copy and
  * element access, bit for bit. */
 #include "harness.h"
-#include "cuda/math/strided.h"
-#include "cuda/math/sum_to.h"
+#include "math/strided.h"
+#include "math/sum_to.h"
 
 static zlm_view view_of(const zl_tensor *t)
 {

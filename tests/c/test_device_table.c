@@ -1,6 +1,6 @@
 /* Core's device table (zli_device_ops) driven by the stand-in device
  * (stand_in.c), whose memory is the host's and whose primitives are the CUDA
- * kernels' element functions (engine/cuda/math) in plain loops: every path that
+ * kernels' element functions (engine/math) in plain loops: every path that
  * routes a device tensor through core and autograd (to, clone, fill, copy_,
  * add_, views, backward accumulation) runs here without a GPU and must give
  * the host's results bit for bit. tests/gpu repeats the checks on a GPU. */
@@ -8,23 +8,23 @@
 #include "stand_in.h"
 #include "core/tensor_impl.h"
 #include "cuda/cuda_impl.h"
-#include "cuda/math/attention.h"
-#include "cuda/math/binary.h"
-#include "cuda/math/convert.h"
-#include "cuda/math/binary_int.h"
-#include "cuda/math/conv.h"
-#include "cuda/math/cross_entropy.h"
-#include "cuda/math/dropout.h"
-#include "cuda/math/embedding.h"
-#include "cuda/math/index_select.h"
-#include "cuda/math/layer_norm.h"
-#include "cuda/math/reduce.h"
-#include "cuda/math/select.h"
-#include "cuda/math/mse.h"
-#include "cuda/math/pool.h"
-#include "cuda/math/softmax.h"
-#include "cuda/math/sum_to.h"
-#include "cuda/math/unary.h"
+#include "math/attention.h"
+#include "math/binary.h"
+#include "math/convert.h"
+#include "math/binary_int.h"
+#include "math/conv.h"
+#include "math/cross_entropy.h"
+#include "math/dropout.h"
+#include "math/embedding.h"
+#include "math/index_select.h"
+#include "math/layer_norm.h"
+#include "math/reduce.h"
+#include "math/select.h"
+#include "math/mse.h"
+#include "math/pool.h"
+#include "math/softmax.h"
+#include "math/sum_to.h"
+#include "math/unary.h"
 #include "ops/device_kernels.h"
 
 /* reduce.c's kinds and chunk are the math header's. */

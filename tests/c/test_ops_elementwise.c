@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include "gradcheck.h"
 #include "stand_in.h"
-#include "cuda/math/convert.h"
-#include "cuda/math/reduce.h"
-#include "cuda/math/unary.h"
+#include "math/convert.h"
+#include "math/reduce.h"
+#include "math/unary.h"
 #include "ops/device_kernels.h"
 
 static zl_tensor *leaf_of(int nd, const int64_t *shape, const float *v)

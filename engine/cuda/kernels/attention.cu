@@ -3,7 +3,7 @@
  * their query's position, and its backward from dP to dS. f32 sums, as the
  * CPU's attention takes them. */
 #include "common.cuh"
-#include "../math/attention.h"
+#include "../../math/attention.h"
 
 struct zlk_att_max {
     __device__ float operator()(float a, float b) const { return b > a ? b : a; }

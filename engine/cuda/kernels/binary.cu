@@ -1,10 +1,10 @@
 /* Binary elementwise kernels: forward with numpy broadcasting through
  * per-operand strides (float operands in f32, integer ones in double), and
- * the per-element gradients of cuda/math/binary.h. */
+ * the per-element gradients of math/binary.h. */
 #include "common.cuh"
-#include "../math/binary.h"
-#include "../math/binary_int.h"
-#include "../math/convert.h"
+#include "../../math/binary.h"
+#include "../../math/binary_int.h"
+#include "../../math/convert.h"
 
 __global__ void binary_forward(int kind, zlk_bcast bc, int64_t n, const void *a, int adt, const void *b, int bdt,
                                void *out, int odt)

@@ -3,7 +3,7 @@
  * atomics), and the bias gradient one thread block per output channel, its
  * double sum reduced in a fixed tree (the same bits every run). */
 #include "common.cuh"
-#include "../math/conv.h"
+#include "../../math/conv.h"
 
 __global__ void im2col(zlm_window g, int64_t total, const float *x, float *col)
 {

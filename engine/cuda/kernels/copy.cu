@@ -1,10 +1,10 @@
 /* The device's own copy, fill and add (core's primitives for a storage on a
- * CUDA device): grid-stride loops over cuda/math/strided.h, any view, any
+ * CUDA device): grid-stride loops over math/strided.h, any view, any
  * dtype. A copy into a contiguous destination coalesces the source's view
  * first; a contiguous source is then a plain copy (same dtype) or a
  * conversion between float dtypes with no offset arithmetic. */
 #include "common.cuh"
-#include "../math/strided.h"
+#include "../../math/strided.h"
 
 __global__ void convert_dense(int64_t n, const void *src, int sdt, void *dst, int ddt)
 {

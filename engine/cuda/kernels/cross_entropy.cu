@@ -3,7 +3,7 @@
  * shared memory (the [N, C] softmax is never stored), and the backward that
  * rebuilds it from lse. */
 #include "common.cuh"
-#include "../math/cross_entropy.h"
+#include "../../math/cross_entropy.h"
 
 struct zlk_ce_max {
     __device__ float operator()(float a, float b) const { return zlm_softmax_max(a, b); }

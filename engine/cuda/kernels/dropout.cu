@@ -1,8 +1,8 @@
 /* dropout on a device: the keep mask drawn from the generator's counters
- * (cuda/math/dropout.h) as the output is written, and the backward through
+ * (math/dropout.h) as the output is written, and the backward through
  * the saved mask; the host's mask, bit for bit. */
 #include "common.cuh"
-#include "../math/dropout.h"
+#include "../../math/dropout.h"
 
 __global__ void dropout_forward(int64_t n, uint64_t seed, uint64_t offset, float p, float scale, const float *x,
                                 uint8_t *keep, float *y)

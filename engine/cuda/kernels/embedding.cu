@@ -1,10 +1,10 @@
 /* embedding: forward gathers rows, one thread per element; backward zeroes
  * the [V, D] gradient, then a block per position, when it is the first of its
  * index, adds the rows of every position with that index in position order
- * (cuda/math/embedding.h), the block's threads over the columns: repeated
+ * (math/embedding.h), the block's threads over the columns: repeated
  * indices sum the way the CPU sums them and no atomics decide the bits. */
 #include "common.cuh"
-#include "../math/embedding.h"
+#include "../../math/embedding.h"
 
 __global__ void embedding_backward(int64_t n, int64_t d, const int64_t *idx, const void *g, int gdt, float *gw)
 {

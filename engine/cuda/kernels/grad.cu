@@ -3,7 +3,7 @@
  * host's chunks, lanes and order (so the norm has the host's bits), and
  * scaling in place. */
 #include "common.cuh"
-#include "../math/grad.h"
+#include "../../math/grad.h"
 
 __global__ void nonfinite_kernel(const void *x, int dt, int64_t n, int *flag)
 {

@@ -2,7 +2,7 @@
  * they are; backward one thread per column of each outer slice, adding the
  * selected rows in index order (no atomics decide the bits). */
 #include "common.cuh"
-#include "../math/index_select.h"
+#include "../../math/index_select.h"
 
 __global__ void index_select_forward(int64_t total, int64_t len, int64_t m, int64_t inner, int es,
                                      const int64_t *idx, const void *x, void *out)

@@ -1,6 +1,6 @@
 /* C-callable launchers of the CUDA kernels in the .cu files beside this. Every
  * pointer is device memory unless said otherwise; sizes are elements; dtypes
- * are zl_dtype values (f32, f16, bf16: the ZLM_* codes of cuda/math/hd.h);
+ * are zl_dtype values (f32, f16, bf16: the ZLM_* codes of math/hd.h);
  * the stream is a cudaStream_t passed as void * (NULL: the default stream);
  * each returns the launch's cudaError_t as an int (0 is cudaSuccess). */
 #ifndef ZL_CUDA_KERNELS_H
@@ -8,11 +8,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "../math/grad.h"
-#include "../math/optim.h"
-#include "../math/select.h"
-#include "../math/strided.h"
-#include "../math/window.h"
+#include "../../math/grad.h"
+#include "../../math/optim.h"
+#include "../../math/select.h"
+#include "../../math/strided.h"
+#include "../../math/window.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,7 +21,7 @@ extern "C" {
 /* zl_dtype's bool, the output dtype of comparisons (one byte, 0 or 1). */
 #define ZLK_BOOL 6
 
-/* ---- elementwise: kind is a ZLM_U_* / ZLM_B_* code (cuda/math/unary.h, binary.h) ---- */
+/* ---- elementwise: kind is a ZLM_U_* / ZLM_B_* code (math/unary.h, binary.h) ---- */
 /* y [n] (ydt) = f(x [n] (xdt)); p0, p1 as zlm_unary_forward takes them. */
 int zlk_cuda_unary_forward(int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1,
                            void *stream);
@@ -102,7 +102,7 @@ int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *
                                 float *gw, void *stream);
 
 /* ---- the generator and dropout: element i takes counter offset + i under
- * key seed (cuda/math/rng.h), as core's host fill does ---- */
+ * key seed (math/rng.h), as core's host fill does ---- */
 /* out [n] (dt, a float dtype) = uniform in [a, b), or normal (mean a, std b). */
 int zlk_cuda_rand(int64_t n, bool normal, double a, double b, uint64_t seed, uint64_t offset, void *out, int dt,
                   void *stream);
@@ -112,7 +112,7 @@ int zlk_cuda_dropout_forward(int64_t n, uint64_t seed, uint64_t offset, float p,
 /* gx [n] = keep ? g * scale : 0. */
 int zlk_cuda_dropout_backward(int64_t n, const uint8_t *keep, const float *g, float scale, float *gx, void *stream);
 
-/* ---- reductions in the CPU's order (cuda/math/reduce.h); kind is ZLM_R_* ---- */
+/* ---- reductions in the CPU's order (math/reduce.h); kind is ZLM_R_* ---- */
 /* out [outer, inner] = x [outer, d, inner] reduced over d; idx [outer, inner]
  * (max and argmax; NULL: not wanted) the max's position. d >= 1 for max. */
 int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out, int64_t *idx,
@@ -124,7 +124,7 @@ int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner
                              float *gx, void *stream);
 
 /* out [s->shape] (contiguous, es bytes an element) = cond ? a : b, each read
- * through its strides in s (cuda/math/select.h). */
+ * through its strides in s (math/select.h). */
 int zlk_cuda_select(const zlm_select *s, const uint8_t *cond, const void *a, const void *b, int es, void *out,
                     void *stream);
 
@@ -138,7 +138,7 @@ int zlk_cuda_index_select_forward(int64_t outer, int64_t len, int64_t m, int64_t
 int zlk_cuda_index_select_backward(int64_t outer, int64_t len, int64_t m, int64_t inner, const int64_t *idx,
                                    const float *g, float *gx, void *stream);
 
-/* ---- 2-d windows over planes (cuda/math/window.h), f32 ---- */
+/* ---- 2-d windows over planes (math/window.h), f32 ---- */
 /* y, arg [planes, oh, ow] [out]: each window's max over x [planes, h, w] and
  * the flat position in its plane of its first maximum. */
 int zlk_cuda_max_pool_forward(const zlm_window *g, int64_t planes, const float *x, float *y, int64_t *arg,
@@ -191,7 +191,7 @@ int zlk_cuda_add_view(int64_t n, const zlm_view *d, void *dst, int ddt, const zl
                       float alpha, void *stream);
 
 /* out [nout] f32 = g [shape] (f32, contiguous, nd dims) summed over the dims
- * where red[d] is nonzero (cuda/math/sum_to.h): leading dims away, trailing
+ * where red[d] is nonzero (math/sum_to.h): leading dims away, trailing
  * kept, in lanes of double sums; any other shape in the CPU's order. */
 int zlk_cuda_sum_to(int nd, const int64_t *shape, const int *red, const float *g, float *out, int64_t nout,
                     void *stream);
@@ -201,7 +201,7 @@ int zlk_cuda_sum_to(int nd, const int64_t *shape, const int *red, const float *g
  * gathers a list of tensors (zero it first). */
 int zlk_cuda_nonfinite(const void *x, int dt, int64_t n, int *flag, void *stream);
 /* part [ZLK_SUMSQ_CHUNKS(n)] = the sums of squares of x [n] in double per
- * chunk of ZLM_SUMSQ_CHUNK, each in the host's order (cuda/math/grad.h), for
+ * chunk of ZLM_SUMSQ_CHUNK, each in the host's order (math/grad.h), for
  * the caller to add in order; lanes holds ZLM_SUMSQ_LANES doubles a chunk. */
 #define ZLK_SUMSQ_CHUNKS(n) (((int64_t)(n) + ZLM_SUMSQ_CHUNK - 1) / ZLM_SUMSQ_CHUNK)
 int zlk_cuda_sumsq(const void *x, int dt, int64_t n, double *lanes, double *part, void *stream);

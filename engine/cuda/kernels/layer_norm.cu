@@ -1,10 +1,10 @@
 /* layer_norm over the last dimension: forward and the x gradient a thread
  * block per row (rows in a grid-stride loop; double sums reduced in shared
  * memory), the weight and bias gradients a block per 32 columns whose 32
- * rows of threads each add every 32nd row in double (cuda/math/layer_norm.h's
+ * rows of threads each add every 32nd row in double (math/layer_norm.h's
  * lanes), added in lane order. */
 #include "common.cuh"
-#include "../math/layer_norm.h"
+#include "../../math/layer_norm.h"
 
 __device__ void ln_forward_row(int64_t r, int64_t m, const void *x, int xdt, const void *w, int wdt, const void *b,
                                int bdt, double eps, void *y, int ydt, float *mean, float *rstd)

@@ -1,6 +1,6 @@
 /* mse_loss, forward and backward: one thread per element (grid-stride). */
 #include "common.cuh"
-#include "../math/mse.h"
+#include "../../math/mse.h"
 
 __global__ void mse_forward(int64_t n, const float *x, const float *t, float *sq)
 {

@@ -1,10 +1,10 @@
 /* The fused multi-tensor optimizers: up to ZLK_PACK tensors per launch passed
  * by value, blockIdx.y picking the tensor and a grid-stride loop over it, each
- * element stepped by cuda/math/optim.h. Lamb's sums go through fixed per-block
+ * element stepped by math/optim.h. Lamb's sums go through fixed per-block
  * partials added in order, so the trust ratio has the same bits every run. */
 #include "common.cuh"
-#include "../math/convert.h"
-#include "../math/optim.h"
+#include "../../math/convert.h"
+#include "../../math/optim.h"
 
 #define ZLK_PACK 16
 #define ZLK_OPTIM_BLOCKS 256

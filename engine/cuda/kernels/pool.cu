@@ -2,7 +2,7 @@
  * argmax for backward; backward one thread per input element, gathering the
  * gradients of the windows it was the maximum of (no atomics, the CPU's order). */
 #include "common.cuh"
-#include "../math/pool.h"
+#include "../../math/pool.h"
 
 __global__ void pool_forward(zlm_window g, int64_t total, const float *x, float *y, int64_t *arg)
 {

@@ -1,10 +1,10 @@
-/* sum, mean, max and argmax on a device in the CPU's order (cuda/math/
+/* sum, mean, max and argmax on a device in the CPU's order (math/
  * reduce.h): a sum over a dim is one thread per output adding its inputs in
  * order; a max over a long last dim is one block per output, split by the
  * scan-equivalent rule zlm_max_prefer; a sum over everything is one thread
  * per 4096-element chunk (double) and one thread adding the chunks in order. */
 #include "common.cuh"
-#include "../math/reduce.h"
+#include "../../math/reduce.h"
 
 __global__ void reduce_sum_dim(bool mean, int64_t outer, int64_t d, int64_t inner, const float *x, float *out)
 {

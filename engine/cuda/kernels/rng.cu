@@ -1,9 +1,9 @@
 /* The generator's draws straight into a device tensor (core's rand primitive
- * on a CUDA device): one counter per element, cuda/math/rng.h's value, so a
+ * on a CUDA device): one counter per element, math/rng.h's value, so a
  * uniform tensor holds the host's bits for the same seed and offset. */
 #include "common.cuh"
-#include "../math/convert.h"
-#include "../math/rng.h"
+#include "../../math/convert.h"
+#include "../../math/rng.h"
 
 __global__ void rand_fill(int64_t n, bool normal, double a, double b, uint64_t seed, uint64_t offset, void *out,
                           int dt)

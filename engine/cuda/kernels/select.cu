@@ -1,7 +1,7 @@
 /* where and masked_fill on a device: one thread an output element, the
- * bytes of the source its condition picks (cuda/math/select.h), any dtype. */
+ * bytes of the source its condition picks (math/select.h), any dtype. */
 #include "common.cuh"
-#include "../math/select.h"
+#include "../../math/select.h"
 
 __global__ void select_elems(int64_t n, zlm_select s, const uint8_t *cond, const void *a, const void *b, int es,
                              void *out)

@@ -1,12 +1,12 @@
 /* softmax and log_softmax over any dimension, forward and backward. Over the
  * last one, a thread block per row (rows in a grid-stride loop), the max and
  * the double sums reduced in shared memory between the steps of
- * cuda/math/softmax.h; over another, rows whose elements lie `inner` apart,
+ * math/softmax.h; over another, rows whose elements lie `inner` apart,
  * one thread per row running the row functions as the CPU does: neighbouring
  * threads read neighbouring elements. */
 #include "common.cuh"
-#include "../math/softmax.h"
-#include "../math/strided.h"
+#include "../../math/softmax.h"
+#include "../../math/strided.h"
 
 struct zlk_softmax_max {
     __device__ float operator()(float a, float b) const { return zlm_softmax_max(a, b); }

@@ -1,10 +1,10 @@
 /* A gradient summed down to a broadcast operand's shape. Leading dims summed
  * away and trailing ones kept, dims of size 1 aside (a bias's gradient:
  * [rows, cols] to [cols]), is a column sum, a block per 32 columns whose 32 rows of threads each add every
- * 32nd row (cuda/math/sum_to.h's lanes); any other shape one thread per
+ * 32nd row (math/sum_to.h's lanes); any other shape one thread per
  * output element in the CPU's order. */
 #include "common.cuh"
-#include "../math/sum_to.h"
+#include "../../math/sum_to.h"
 
 #define ZLK_COL_LANES 32
 

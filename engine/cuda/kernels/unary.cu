@@ -1,8 +1,8 @@
 /* Unary elementwise kernels, forward and backward: grid-stride loops over
- * cuda/math/unary.h, reading any float storage dtype and computing in f32. */
+ * math/unary.h, reading any float storage dtype and computing in f32. */
 #include "common.cuh"
-#include "../math/convert.h"
-#include "../math/unary.h"
+#include "../../math/convert.h"
+#include "../../math/unary.h"
 
 __global__ void unary_forward(int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1)
 {

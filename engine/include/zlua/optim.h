@@ -139,7 +139,7 @@ ZL_API zl_status zl_optim_sgd_step(const zl_optim_sgd *hp, const zl_optim_buf *b
  * of the list lives in one place. In host memory each set is stepped by
  * zl_optim_*_step, so the results are those bits. On a device the device's
  * fused multi-tensor kernels step the whole list (CUDA: kernels/optim.cu,
- * whose per-element math, cuda/math/optim.h, is the host's AVX2/AVX-512
+ * whose per-element math, math/optim.h, is the host's AVX2/AVX-512
  * kernels' bit for bit). Errors name the set, the role and the device;
  * a device without optimizer kernels is ZL_EDEVICE. Argument errors write
  * nothing. */

@@ -12,7 +12,7 @@
 #include <string.h>
 #include "gemm.h"
 #include "../device_kernels.h"
-#include "../../cuda/math/attention.h"
+#include "../../math/attention.h"
 
 /* Rows per block of a causal product on the host: a square causal attention
  * then skips (1 - 1/blocks) / 2 of the work above the diagonal. */

@@ -1,7 +1,7 @@
 /* dropout: zero each element with probability p and scale the survivors by
  * 1/(1-p). The mask comes from the counter-based generator (one uniform draw per
  * element), so it depends on the seed and offset only, never on thread count
- * or device: a device draws the same counters (cuda/math/dropout.h) and
+ * or device: a device draws the same counters (math/dropout.h) and
  * advances the generator as the host does. It is kept as one byte per element
  * for the backward. */
 #include <math.h>

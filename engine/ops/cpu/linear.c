@@ -9,7 +9,7 @@
 #include "gemm.h"
 #include "gemm_bf16.h"
 #include "../device_kernels.h"
-#include "../../cuda/math/convert.h"
+#include "../../math/convert.h"
 
 /* t as a contiguous tensor of dtype dt: t itself when it is one, else a copy. */
 static zl_tensor *operand(zl_tensor *t, zl_dtype dt)

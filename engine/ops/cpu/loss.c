@@ -7,8 +7,8 @@
 #include <string.h>
 #include <omp.h>
 #include "../device_kernels.h"
-#include "../../cuda/math/convert.h"
-#include "../../cuda/math/cross_entropy.h"
+#include "../../math/convert.h"
+#include "../../math/cross_entropy.h"
 
 static zl_status check_reduction(const char *op, zl_reduction red)
 {
@@ -104,7 +104,7 @@ static void ce_row_backward_ex(const ce_ex *ex, int64_t ncls, const float *restr
 
 /* x [n, ncls] contiguous; target [n]; lse, loss [n] [out]. Ignored rows get
  * loss 0. Without options the rows are the CUDA kernels'
- * (cuda/math/cross_entropy.h): a row's bits do not depend on the thread
+ * (math/cross_entropy.h): a row's bits do not depend on the thread
  * count or the vector width. */
 static void ce_forward_kernel(int64_t n, int64_t ncls, const float *restrict x, const int64_t *restrict target,
                               int64_t ignore, const ce_ex *ex, float *restrict lse, float *restrict loss)

@@ -1,48 +1,17 @@
-/* max_pool2d and avg_pool2d over x [N, C, H, W], on the host or a device.
+/* max_pool2d and avg_pool2d over x [N, C, H, W], on the host or a device,
+ * per element in math/pool.h's formulas, which the device's kernels share.
  * max: padding counts as -inf, so a window is the max of its part inside the
  * image; forward keeps the position of each window's first maximum and
- * backward scatters the gradient there, one plane per thread (on a device,
- * the table's kernels). avg: the mean of each window, padding counted as
- * zeros or left out, per element with cuda/math/pool.h's math (a device's
- * tensors go through the host: the table has no kernel for it). */
+ * backward gathers at each input the gradients of the windows whose maximum
+ * it was (on a device, the table's kernels). avg: the mean of each window,
+ * padding counted as zeros or left out (a device's tensors go through the
+ * host: the table has no kernel for it). */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 #include "../device_kernels.h"
-#include "../../cuda/math/pool.h"
+#include "../../math/pool.h"
 
 typedef zli_dev_window pool_geom;
-
-/* y [planes, oh, ow] [out] and arg [planes, oh, ow] [out] (flat position in
- * the plane) from x [planes, H, W]. */
-static void pool_forward(const pool_geom *g, int64_t planes, const float *restrict x, float *restrict y,
-                         int64_t *restrict arg)
-{
-    int64_t len = g->oh * g->ow;
-    #pragma omp parallel for schedule(static) if (planes * len * g->kh * g->kw > ZLI_PAR_MIN && planes > 1)
-    for (int64_t p = 0; p < planes; p++) {
-        const float *xp = x + p * g->h * g->w;
-        for (int64_t oi = 0; oi < g->oh; oi++) {
-            int64_t h0 = oi * g->sh - g->ph, h1 = h0 + g->kh;
-            if (h0 < 0) h0 = 0;
-            if (h1 > g->h) h1 = g->h;
-            for (int64_t oj = 0; oj < g->ow; oj++) {
-                int64_t w0 = oj * g->sw - g->pw, w1 = w0 + g->kw;
-                if (w0 < 0) w0 = 0;
-                if (w1 > g->w) w1 = g->w;
-                int64_t bi = h0 * g->w + w0;
-                float best = xp[bi];
-                for (int64_t ih = h0; ih < h1; ih++)
-                    for (int64_t iw = w0; iw < w1; iw++) {
-                        float v = xp[ih * g->w + iw];
-                        if (v > best || (isnan(v) && !isnan(best))) { best = v; bi = ih * g->w + iw; }
-                    }
-                y[p * len + oi * g->ow + oj] = best;
-                arg[p * len + oi * g->ow + oj] = bi;
-            }
-        }
-    }
-}
 
 /* The geometry a pooling node recorded (i[0..3]: stride and padding). */
 static pool_geom geom_of(const zl_node *n)
@@ -70,23 +39,39 @@ static zl_status pool_backward_device(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return ZL_OK;
 }
 
+/* The geometry as the math header takes it. */
+static zlm_window math_window(const pool_geom *g)
+{
+    return (zlm_window){.c = g->c, .h = g->h, .w = g->w, .kh = g->kh, .kw = g->kw, .oh = g->oh, .ow = g->ow,
+                        .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = 1, .dw = 1};
+}
+
+/* y [planes, oh, ow] [out] and arg [planes, oh, ow] [out] (flat position in
+ * the plane of each window's first maximum) from x [planes, H, W]. */
+static void max_forward(const zlm_window *g, int64_t planes, const float *restrict x, float *restrict y,
+                        int64_t *restrict arg)
+{
+    int64_t n = planes * g->oh * g->ow;
+    #pragma omp parallel for schedule(static) if (n * g->kh * g->kw > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) zlm_pool_max(g, x, i, y, arg);
+}
+
+/* Each input element gathers the gradients of the windows whose maximum it
+ * was (math/pool.h), in the order a scatter would add them. */
 static zl_status pool_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0];
     if (x->storage->dev) return pool_backward_device(n, g, gin);
     const int64_t *arg = n->ctx;
-    int64_t planes = x->shape[0] * x->shape[1], hw = x->shape[2] * x->shape[3];
-    int64_t len = n->out_shape[2] * n->out_shape[3];
+    pool_geom geo = geom_of(n);
+    zlm_window mw = math_window(&geo);
+    int64_t total = x->shape[0] * x->shape[1] * x->shape[2] * x->shape[3];
     zl_tensor *gx = zli_new_f32(4, x->shape);
     if (!gx) return ZL_ENOMEM;
     float *px = zl_tensor_data(gx);
     const float *pg = zl_tensor_data(g);
-    #pragma omp parallel for schedule(static) if (planes * (hw + len) > ZLI_PAR_MIN && planes > 1)
-    for (int64_t p = 0; p < planes; p++) {
-        float *dst = px + p * hw;
-        memset(dst, 0, (size_t)hw * sizeof *dst);
-        for (int64_t j = 0; j < len; j++) dst[arg[p * len + j]] += pg[p * len + j];
-    }
+    #pragma omp parallel for schedule(static) if (total * mw.kh * mw.kw > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < total; i++) px[i] = zlm_pool_grad(&mw, arg, pg, i);
     gin[0] = gx;
     return ZL_OK;
 }
@@ -156,7 +141,8 @@ zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_
         arg = xf ? malloc((size_t)(nout ? nout : 1) * sizeof *arg) : NULL;
         y = arg ? zli_new_f32(4, (int64_t[]){x->shape[0], x->shape[1], geo.oh, geo.ow}) : NULL;
         if (xf && !arg) zl_error(ZL_ENOMEM, "max_pool2d: out of memory");
-        if (y) pool_forward(&geo, planes, zl_tensor_data(xf), zl_tensor_data(y), arg);
+        zlm_window mw = math_window(&geo);
+        if (y) max_forward(&mw, planes, zl_tensor_data(xf), zl_tensor_data(y), arg);
         zl_tensor_release(xf);
     }
     y = zli_cast_result(y, x->dtype);
@@ -202,13 +188,6 @@ static zl_tensor *to_home(zl_tensor *r, const zl_tensor *like)
     zl_tensor *d = zli_copy_as_like(r, r->dtype, like);
     zl_tensor_release(r);
     return d;
-}
-
-/* The geometry as the math header takes it. */
-static zlm_window math_window(const pool_geom *g)
-{
-    return (zlm_window){.c = g->c, .h = g->h, .w = g->w, .kh = g->kh, .kw = g->kw, .oh = g->oh, .ow = g->ow,
-                        .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = 1, .dw = 1};
 }
 
 /* y [planes, oh, ow] [out] from x [planes, H, W]. */

@@ -4,13 +4,13 @@
  * Order of summation is fixed: a full reduction adds fixed ZLI_SUM_CHUNK chunks
  * in double and then the chunk sums in order, so the result does not depend on
  * the thread count at all. A device keeps every one of these orders
- * (cuda/math/reduce.h), so its results are the host's bits. */
+ * (math/reduce.h), so its results are the host's bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../device_kernels.h"
 
-/* The first four are cuda/math/reduce.h's kinds; a device runs min and
+/* The first four are math/reduce.h's kinds; a device runs min and
  * argmin as max and argmax of -x (min_on_device). */
 enum { R_SUM, R_MEAN, R_MAX, R_ARGMAX, R_MIN, R_ARGMIN };
 static const char *const names[] = {"sum", "mean", "max", "argmax", "min", "argmin"};

@@ -3,41 +3,42 @@
  * handled by one thread from start to end, so results never depend on thread count. */
 #include <math.h>
 #include "../device_kernels.h"
+#include "../../math/softmax.h"
 
-/* One row of d elements, s apart. Subtracting the row's max keeps exp in range;
- * a row holding NaN, or only -inf, gives NaN, as in PyTorch. */
+/* One row of d elements, s apart, in math/softmax.h's formulas, each
+ * exponential computed once. A row holding NaN, or only -inf, gives NaN, as
+ * in PyTorch. */
 static inline void row_forward(bool is_log, int64_t d, int64_t s, const float *restrict x, float *restrict y)
 {
     float m = -INFINITY;
-    for (int64_t k = 0; k < d; k++) m = fmaxf(m, x[k * s]);
+    for (int64_t k = 0; k < d; k++) m = zlm_softmax_max(m, x[k * s]);
     double sum = 0;
     for (int64_t k = 0; k < d; k++) {
-        float e = expf(x[k * s] - m);
+        float e = zlm_softmax_exp(x[k * s], m);
         if (!is_log) y[k * s] = e;
         sum += e;
     }
     if (is_log) {
-        float ls = (float)log(sum);
-        for (int64_t k = 0; k < d; k++) y[k * s] = (x[k * s] - m) - ls;
+        float shift = zlm_log_softmax_shift(sum);
+        for (int64_t k = 0; k < d; k++) y[k * s] = zlm_log_softmax_out(x[k * s], m, shift);
     } else {
-        float inv = (float)(1.0 / sum);
-        for (int64_t k = 0; k < d; k++) y[k * s] *= inv;
+        float inv = zlm_softmax_inv(sum);
+        for (int64_t k = 0; k < d; k++) y[k * s] = zlm_softmax_scale(y[k * s], inv);
     }
 }
 
-/* softmax: gx = y * (g - <g, y>).  log_softmax: gx = g - exp(y) * sum(g). */
 static inline void row_backward(bool is_log, int64_t d, int64_t s, const float *restrict y, const float *restrict g,
                                 float *restrict gx)
 {
     double acc = 0;
     if (is_log) {
         for (int64_t k = 0; k < d; k++) acc += g[k * s];
-        float sg = (float)acc;
-        for (int64_t k = 0; k < d; k++) gx[k * s] = g[k * s] - expf(y[k * s]) * sg;
+        float gsum = (float)acc;
+        for (int64_t k = 0; k < d; k++) gx[k * s] = zlm_log_softmax_grad(y[k * s], g[k * s], gsum);
     } else {
-        for (int64_t k = 0; k < d; k++) acc += (double)g[k * s] * y[k * s];
+        for (int64_t k = 0; k < d; k++) acc += zlm_softmax_dot_term(y[k * s], g[k * s]);
         float dot = (float)acc;
-        for (int64_t k = 0; k < d; k++) gx[k * s] = y[k * s] * (g[k * s] - dot);
+        for (int64_t k = 0; k < d; k++) gx[k * s] = zlm_softmax_grad(y[k * s], g[k * s], dot);
     }
 }
 
@@ -49,7 +50,7 @@ static void softmax_kernel(bool is_log, int64_t outer, int64_t d, int64_t inner,
     int64_t rows = outer * inner;
     #pragma omp parallel for schedule(static) if (rows * d > ZLI_PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
-        int64_t base = (r / inner) * d * inner + r % inner;
+        int64_t base = zlm_softmax_row_base(r, d, inner);
         if (inner == 1) row_forward(is_log, d, 1, x + base, y + base);
         else row_forward(is_log, d, inner, x + base, y + base);
     }
@@ -61,7 +62,7 @@ static void softmax_backward_kernel(bool is_log, int64_t outer, int64_t d, int64
     int64_t rows = outer * inner;
     #pragma omp parallel for schedule(static) if (rows * d > ZLI_PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
-        int64_t base = (r / inner) * d * inner + r % inner;
+        int64_t base = zlm_softmax_row_base(r, d, inner);
         if (inner == 1) row_backward(is_log, d, 1, y + base, g + base, gx + base);
         else row_backward(is_log, d, inner, y + base, g + base, gx + base);
     }

@@ -3,9 +3,9 @@
 #include <math.h>
 #include <string.h>
 #include "../device_kernels.h"
-#include "../../cuda/math/unary.h"
+#include "../../math/unary.h"
 
-/* The per-element math is the CUDA kernels' (cuda/math/unary.h), whose
+/* The per-element math is the CUDA kernels' (math/unary.h), whose
  * enum is this file's kinds. The exact GELU gets a loop of its own: with the
  * kind a constant the switch folds away and the loop vectorizes (its erf and
  * exp are branch-free arithmetic); the other kinds share one loop. */

@@ -5,10 +5,24 @@
  * CPU's scatter adds them in. avg_pool2d: each window's mean, and backward
  * as a gather of the covering windows' gradients over their divisors; the
  * host runs these per element (a device goes through it). */
-#ifndef ZL_CUDA_MATH_POOL_H
-#define ZL_CUDA_MATH_POOL_H
+#ifndef ZL_MATH_POOL_H
+#define ZL_MATH_POOL_H
 
 #include "window.h"
+
+/* Window (oi, oj)'s rows [h0, h1) and columns [w0, w1) inside the image. */
+static inline ZL_HD void zlm_pool_clip(const zlm_window *g, int64_t oi, int64_t oj, int64_t *h0, int64_t *h1,
+                                       int64_t *w0, int64_t *w1)
+{
+    *h0 = oi * g->sh - g->ph;
+    *h1 = *h0 + g->kh;
+    *w0 = oj * g->sw - g->pw;
+    *w1 = *w0 + g->kw;
+    if (*h0 < 0) *h0 = 0;
+    if (*h1 > g->h) *h1 = g->h;
+    if (*w0 < 0) *w0 = 0;
+    if (*w1 > g->w) *w1 = g->w;
+}
 
 /* Output element i of y, arg [planes, oh, ow] [out] from x [planes, h, w];
  * padding reads as -inf, so only the part inside the image counts. */
@@ -16,11 +30,8 @@ static inline ZL_HD void zlm_pool_max(const zlm_window *g, const float *x, int64
 {
     int64_t len = g->oh * g->ow, oi = i % len / g->ow, oj = i % g->ow;
     const float *xp = x + i / len * g->h * g->w;
-    int64_t h0 = oi * g->sh - g->ph, h1 = h0 + g->kh, w0 = oj * g->sw - g->pw, w1 = w0 + g->kw;
-    if (h0 < 0) h0 = 0;
-    if (h1 > g->h) h1 = g->h;
-    if (w0 < 0) w0 = 0;
-    if (w1 > g->w) w1 = g->w;
+    int64_t h0, h1, w0, w1;
+    zlm_pool_clip(g, oi, oj, &h0, &h1, &w0, &w1);
     int64_t bi = h0 * g->w + w0;
     float best = xp[bi];
     for (int64_t ih = h0; ih < h1; ih++)
@@ -58,11 +69,8 @@ static inline ZL_HD float zlm_pool_grad(const zlm_window *g, const int64_t *arg,
 static inline ZL_HD double zlm_avg_pool_divisor(const zlm_window *g, int64_t oi, int64_t oj, bool count_pad)
 {
     if (count_pad) return (double)(g->kh * g->kw);
-    int64_t h0 = oi * g->sh - g->ph, h1 = h0 + g->kh, w0 = oj * g->sw - g->pw, w1 = w0 + g->kw;
-    if (h0 < 0) h0 = 0;
-    if (h1 > g->h) h1 = g->h;
-    if (w0 < 0) w0 = 0;
-    if (w1 > g->w) w1 = g->w;
+    int64_t h0, h1, w0, w1;
+    zlm_pool_clip(g, oi, oj, &h0, &h1, &w0, &w1);
     return (double)((h1 - h0) * (w1 - w0));
 }
 
@@ -72,11 +80,8 @@ static inline ZL_HD float zlm_avg_pool(const zlm_window *g, const float *x, int6
 {
     int64_t len = g->oh * g->ow, oi = i % len / g->ow, oj = i % g->ow;
     const float *xp = x + i / len * g->h * g->w;
-    int64_t h0 = oi * g->sh - g->ph, h1 = h0 + g->kh, w0 = oj * g->sw - g->pw, w1 = w0 + g->kw;
-    if (h0 < 0) h0 = 0;
-    if (h1 > g->h) h1 = g->h;
-    if (w0 < 0) w0 = 0;
-    if (w1 > g->w) w1 = g->w;
+    int64_t h0, h1, w0, w1;
+    zlm_pool_clip(g, oi, oj, &h0, &h1, &w0, &w1);
     double s = 0.0;
     for (int64_t ih = h0; ih < h1; ih++)
         for (int64_t iw = w0; iw < w1; iw++) s += xp[ih * g->w + iw];

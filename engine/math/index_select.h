@@ -2,8 +2,8 @@
  * out [outer, m, inner] holds the rows idx [m] names along the middle dim.
  * Each outer slice is an embedding lookup, forward and backward, so the
  * gradient sums repeated indices in index order, as the CPU does. */
-#ifndef ZL_CUDA_MATH_INDEX_SELECT_H
-#define ZL_CUDA_MATH_INDEX_SELECT_H
+#ifndef ZL_MATH_INDEX_SELECT_H
+#define ZL_MATH_INDEX_SELECT_H
 
 #include "embedding.h"
 

@@ -1,8 +1,8 @@
 /* where and masked_fill's element (engine/ops/cpu/select.c): one of two
  * sources picked by a bool/u8 condition, each read through its strides (0 on
  * broadcast dims), copied as raw bytes, so every dtype keeps its bits. */
-#ifndef ZL_CUDA_MATH_SELECT_H
-#define ZL_CUDA_MATH_SELECT_H
+#ifndef ZL_MATH_SELECT_H
+#define ZL_MATH_SELECT_H
 
 #include "hd.h"
 

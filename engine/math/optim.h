@@ -4,8 +4,8 @@
  * shape of the CPU's AVX2/AVX-512 kernels, so host, those kernels and a GPU
  * (where fmaf is one instruction) give the same bits; the CPU's scalar kernel
  * rounds some products separately and agrees to float rounding. */
-#ifndef ZL_CUDA_MATH_OPTIM_H
-#define ZL_CUDA_MATH_OPTIM_H
+#ifndef ZL_MATH_OPTIM_H
+#define ZL_MATH_OPTIM_H
 
 #include "hd.h"
 

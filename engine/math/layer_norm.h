@@ -2,8 +2,8 @@
  * biased variance in double (two passes, as the CPU takes them), rstd = 1 /
  * sqrt(var + eps) rounded to f32, y = (x - mean) * rstd, then * w, then + b,
  * each rounded; backward for x per row, for w and b per column over rows. */
-#ifndef ZL_CUDA_MATH_LAYER_NORM_H
-#define ZL_CUDA_MATH_LAYER_NORM_H
+#ifndef ZL_MATH_LAYER_NORM_H
+#define ZL_MATH_LAYER_NORM_H
 
 #include "convert.h"
 

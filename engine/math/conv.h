@@ -2,8 +2,8 @@
  * element, col2im as a gather per pixel adding its entries in the order the
  * CPU's scatter adds them (kernel row, then column), and the bias gradient's
  * double sum over images and positions. */
-#ifndef ZL_CUDA_MATH_CONV_H
-#define ZL_CUDA_MATH_CONV_H
+#ifndef ZL_MATH_CONV_H
+#define ZL_MATH_CONV_H
 
 #include "window.h"
 

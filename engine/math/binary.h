@@ -3,8 +3,8 @@
  * of whole-tensor ops (each result rounded to f32), so each factor here rounds
  * at the same steps; summing a broadcast operand's gradient down to its shape
  * is a reduction, not part of this math. */
-#ifndef ZL_CUDA_MATH_BINARY_H
-#define ZL_CUDA_MATH_BINARY_H
+#ifndef ZL_MATH_BINARY_H
+#define ZL_MATH_BINARY_H
 
 #include "hd.h"
 

@@ -2,8 +2,8 @@
  * [V, D] is the sum of the output gradient's rows into the rows their indices
  * name, added in position order in f32, so a repeated index sums the same way
  * on every device. Forward copies rows, bytes as they are. */
-#ifndef ZL_CUDA_MATH_EMBEDDING_H
-#define ZL_CUDA_MATH_EMBEDDING_H
+#ifndef ZL_MATH_EMBEDDING_H
+#define ZL_MATH_EMBEDDING_H
 
 #include "convert.h"
 

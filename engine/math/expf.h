@@ -2,8 +2,8 @@
  * call, so a loop of it vectorizes on the host at whatever width the CPU has
  * (libm's expf is a scalar call per element) and gives the same bits at every
  * width, on the host and in a kernel. Within 2 ulp of expf over the range. */
-#ifndef ZL_CUDA_MATH_EXPF_H
-#define ZL_CUDA_MATH_EXPF_H
+#ifndef ZL_MATH_EXPF_H
+#define ZL_MATH_EXPF_H
 
 #include "hd.h"
 

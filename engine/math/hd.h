@@ -1,8 +1,9 @@
-/* The ground of the CUDA kernels' math: ZL_HD (host and device under nvcc,
- * nothing in C), bit casts, the storage dtype codes, and f32/f16/bf16 element
- * loads and stores. Plain C11 that also compiles as CUDA C++. */
-#ifndef ZL_CUDA_MATH_HD_H
-#define ZL_CUDA_MATH_HD_H
+/* The ground of engine/math, the per-element math the host and the CUDA
+ * kernels share: ZL_HD (host and device under nvcc, nothing in C), bit
+ * casts, the storage dtype codes, and f32/f16/bf16 element loads and stores.
+ * Plain C11 that also compiles as CUDA C++. */
+#ifndef ZL_MATH_HD_H
+#define ZL_MATH_HD_H
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,8 +1,8 @@
 /* Mixed precision's per-element checks (engine/optim/grad.c): the loss
  * scaler's overflow test (an all-ones exponent field: inf or NaN), the
  * squares behind the global gradient norm, summed in double, and scaling. */
-#ifndef ZL_CUDA_MATH_GRAD_H
-#define ZL_CUDA_MATH_GRAD_H
+#ifndef ZL_MATH_GRAD_H
+#define ZL_MATH_GRAD_H
 
 #include "convert.h"
 

@@ -2,8 +2,8 @@
  * the gradient k * g * (x - t) (the target's is its negation), written as
  * the CPU writes them, so both round the same way. The sum over elements for
  * mean and sum is taken on the host, in the CPU's order. */
-#ifndef ZL_CUDA_MATH_MSE_H
-#define ZL_CUDA_MATH_MSE_H
+#ifndef ZL_MATH_MSE_H
+#define ZL_MATH_MSE_H
 
 #include "hd.h"
 

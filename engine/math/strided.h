@@ -1,8 +1,8 @@
 /* Views and every dtype as the copy, fill and add kernels read them: the
  * element offset of logical index i in a strided view, and any zl_dtype
  * element as a double and back, saturating as engine/core/dtype.c does. */
-#ifndef ZL_CUDA_MATH_STRIDED_H
-#define ZL_CUDA_MATH_STRIDED_H
+#ifndef ZL_MATH_STRIDED_H
+#define ZL_MATH_STRIDED_H
 
 #include "convert.h"
 

@@ -2,8 +2,8 @@
  * when the generator's uniform draw at its counter is at least p, and a kept
  * one is scaled by 1/(1-p); backward routes the gradient through the same
  * mask. Draw and comparison are exact, so every device keeps the host's mask. */
-#ifndef ZL_CUDA_MATH_DROPOUT_H
-#define ZL_CUDA_MATH_DROPOUT_H
+#ifndef ZL_MATH_DROPOUT_H
+#define ZL_MATH_DROPOUT_H
 
 #include "rng.h"
 

@@ -2,8 +2,8 @@
  * value at counter `offset + i` under key `seed` is a pure function of the
  * three, so core's host fill (core/rng.c) and a device kernel give the same
  * numbers for the same generator state. libc only, so core can include it. */
-#ifndef ZL_CUDA_MATH_RNG_H
-#define ZL_CUDA_MATH_RNG_H
+#ifndef ZL_MATH_RNG_H
+#define ZL_MATH_RNG_H
 
 #include "hd.h"
 

@@ -5,8 +5,8 @@
  * ignore_index has loss 0 and gradient 0. Class weights and label smoothing
  * are not here: the host computes them in its own rows, and on a device the
  * op composes them of other ops (loss.c). */
-#ifndef ZL_CUDA_MATH_CROSS_ENTROPY_H
-#define ZL_CUDA_MATH_CROSS_ENTROPY_H
+#ifndef ZL_MATH_CROSS_ENTROPY_H
+#define ZL_MATH_CROSS_ENTROPY_H
 
 #include "softmax.h"
 #include "expf.h"

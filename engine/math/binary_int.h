@@ -2,8 +2,8 @@
  * computed in double, exact for values up to 2^53, and stored in the result's
  * dtype as core converts (saturating; bool is nonzero; a true division gives
  * f32). Each operand is read through its own broadcast view. */
-#ifndef ZL_CUDA_MATH_BINARY_INT_H
-#define ZL_CUDA_MATH_BINARY_INT_H
+#ifndef ZL_MATH_BINARY_INT_H
+#define ZL_MATH_BINARY_INT_H
 
 #include "binary.h"
 #include "strided.h"

@@ -5,8 +5,8 @@
  * made for this file: below 1, erf(a)/a as a polynomial in a^2 (fit error
  * 1.4e-9); from 1 to 9.5, erfc(a) e^(a^2) as a polynomial in 1/(1 + a/2)
  * (7e-9). Beyond 9.5 erfc is below FLT_MIN and flushes to 0. */
-#ifndef ZL_CUDA_MATH_ERF_H
-#define ZL_CUDA_MATH_ERF_H
+#ifndef ZL_MATH_ERF_H
+#define ZL_MATH_ERF_H
 
 #include "expf.h"
 

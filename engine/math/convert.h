@@ -2,8 +2,8 @@
  * overflow goes to inf), the engine's conversions on the host too (core's
  * zl_convert and zl_f32_to_f16 and kin are these), and element loads and
  * stores through a storage dtype: every kernel widens to f32 and narrows once. */
-#ifndef ZL_CUDA_MATH_CONVERT_H
-#define ZL_CUDA_MATH_CONVERT_H
+#ifndef ZL_MATH_CONVERT_H
+#define ZL_MATH_CONVERT_H
 
 #include "hd.h"
 

@@ -1,13 +1,14 @@
-/* softmax and log_softmax over a row (engine/ops/cpu/softmax.c): max-subtracted,
- * the sum of exponentials and the backward dot products accumulated in double.
- * The pieces are separate so a kernel can put a block reduction between them;
- * the row functions chain them with plain loops, which is what the host runs.
+/* softmax and log_softmax over a row: max-subtracted, the sum of exponentials
+ * and the backward dot products accumulated in double. The pieces are
+ * separate so a kernel can put a block reduction between them, and the host
+ * (engine/ops/cpu/softmax.c) keep each exponential between its two uses; the
+ * row functions chain them with plain loops.
  *
  * Why double: the CPU op sums in double, so a GPU summing in another order
  * still agrees with it to the last f32 bit but for rare ties; the row kernels
  * are bound by memory, and sm_80/sm_90 add doubles at half the f32 rate. */
-#ifndef ZL_CUDA_MATH_SOFTMAX_H
-#define ZL_CUDA_MATH_SOFTMAX_H
+#ifndef ZL_MATH_SOFTMAX_H
+#define ZL_MATH_SOFTMAX_H
 
 #include "convert.h"
 
@@ -18,7 +19,9 @@ static inline ZL_HD float zlm_softmax_exp(float x, float m) { return expf(x - m)
 /* From the row's sum of exponentials: the softmax's factor, log_softmax's shift. */
 static inline ZL_HD float zlm_softmax_inv(double sum) { return (float)(1.0 / sum); }
 static inline ZL_HD float zlm_log_softmax_shift(double sum) { return (float)log(sum); }
-static inline ZL_HD float zlm_softmax_out(float x, float m, float inv) { return expf(x - m) * inv; }
+/* softmax's output from its exponential e (zlm_softmax_exp), which a kernel may have kept */
+static inline ZL_HD float zlm_softmax_scale(float e, float inv) { return e * inv; }
+static inline ZL_HD float zlm_softmax_out(float x, float m, float inv) { return zlm_softmax_scale(zlm_softmax_exp(x, m), inv); }
 static inline ZL_HD float zlm_log_softmax_out(float x, float m, float shift) { return (x - m) - shift; }
 
 /* Backward, from the stored output y and its gradient g:

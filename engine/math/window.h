@@ -2,8 +2,8 @@
  * image, for conv): kernel kh x kw, stride sh, sw, zero (conv) or -inf (pool)
  * padding ph, pw, output oh x ow, dilation dh, dw (conv's; at least 1), as
  * engine/ops/cpu/conv.c and pool.c take it. */
-#ifndef ZL_CUDA_MATH_WINDOW_H
-#define ZL_CUDA_MATH_WINDOW_H
+#ifndef ZL_MATH_WINDOW_H
+#define ZL_MATH_WINDOW_H
 
 #include "hd.h"
 

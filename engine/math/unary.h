@@ -1,8 +1,8 @@
 /* The unary elementwise ops of engine/ops/cpu/unary.c, one element at a time:
  * forward y = f(x) and backward gx = g * f'(x), with the CPU's formulas (the
  * derivative from the saved output y where the CPU uses it). */
-#ifndef ZL_CUDA_MATH_UNARY_H
-#define ZL_CUDA_MATH_UNARY_H
+#ifndef ZL_MATH_UNARY_H
+#define ZL_MATH_UNARY_H
 
 #include "erf.h"
 

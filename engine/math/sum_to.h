@@ -2,8 +2,8 @@
  * element, in exactly the order and precision of the CPU's zli_sum_to_shape
  * (ops/cpu/reduce.c): rows in row-major order, a reduced last dimension
  * summed along the row first, all in f32. */
-#ifndef ZL_CUDA_MATH_SUM_TO_H
-#define ZL_CUDA_MATH_SUM_TO_H
+#ifndef ZL_MATH_SUM_TO_H
+#define ZL_MATH_SUM_TO_H
 
 #include "hd.h"
 

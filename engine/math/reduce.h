@@ -3,8 +3,8 @@
  * after) and max scans them first to last; over all elements, fixed 4096-
  * element chunks summed in double, then the chunk sums in order. The host
  * build gives the CPU's bits; so does a kernel that keeps these orders. */
-#ifndef ZL_CUDA_MATH_REDUCE_H
-#define ZL_CUDA_MATH_REDUCE_H
+#ifndef ZL_MATH_REDUCE_H
+#define ZL_MATH_REDUCE_H
 
 #include "hd.h"
 

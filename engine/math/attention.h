@@ -9,8 +9,8 @@
  * bit for bit, while a kernel's tree reduction changes only the f32 rounding
  * of the sum (a few ulp for rows of a few thousand keys). exp is zlm_expf's,
  * on the host and in a kernel. */
-#ifndef ZL_CUDA_MATH_ATTENTION_H
-#define ZL_CUDA_MATH_ATTENTION_H
+#ifndef ZL_MATH_ATTENTION_H
+#define ZL_MATH_ATTENTION_H
 
 #include "hd.h"
 #include "expf.h"

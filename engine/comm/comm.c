@@ -499,13 +499,16 @@ static zl_status check_coalesced(zl_comm *c, const char *what, int n, const zl_t
     }
     coalesced_arg *all = malloc(2 * (size_t)n * sizeof *all);
     if (!all) return zl_error(ZL_ENOMEM, "%s on rank %d: out of memory", what, c->rank);
+    /* empty tensors hold no bytes to overlap */
+    int m = 0;
     for (int i = 0; i < n; i++) {
-        all[2 * i] = (coalesced_arg){in[i]->storage, false, i};
-        all[2 * i + 1] = (coalesced_arg){out[i]->storage, true, i};
+        if (zl_tensor_numel(in[i]) == 0) continue;
+        all[m++] = (coalesced_arg){in[i]->storage, false, i};
+        all[m++] = (coalesced_arg){out[i]->storage, true, i};
     }
-    qsort(all, 2 * (size_t)n, sizeof *all, by_storage);
+    qsort(all, (size_t)m, sizeof *all, by_storage);
     zl_status st = ZL_OK;
-    for (int j = 1; j < 2 * n && !st; j++)
+    for (int j = 1; j < m && !st; j++)
         if (all[j].storage == all[j - 1].storage && all[j - 1].out)
             st = zl_error(ZL_EINVAL, "%s on rank %d: out[%d] and %s[%d] share storage", what, c->rank, all[j - 1].i,
                           all[j].out ? "out" : "in", all[j].i);

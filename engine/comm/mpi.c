@@ -243,8 +243,10 @@ static zl_status mpi_start(zl_comm *c, const zli_coll *coll, void **pending)
         *pending = p;
         return ZL_OK;
     }
+    /* a coalesced all-gather's runs are its larger pieces and packs of a few hundred KiB */
     size_t count = coll->count;
-    for (int i = 0; i < coll->parts; i++) count += coll->counts[i];
+    for (int i = 0; i < coll->parts; i++)
+        if (coll->counts[i] > count) count = coll->counts[i];
     if (count > INT_MAX)
         return zl_error(ZL_EINVAL, "%s on rank %d: %zu elements exceed MPI's int count; split the buffer",
                         names[coll->kind], c->rank, count);

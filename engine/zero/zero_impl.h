@@ -129,7 +129,7 @@ struct zl_zero {
     int64_t fetch_bytes;       /* the gather buckets' buffers */
 
     double comm_time, io_time;
-    int64_t collectives;       /* started by zz_start */
+    int64_t collectives;       /* started by zz_start and zz_start_gathers */
 };
 
 /* layout.c */

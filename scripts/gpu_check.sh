@@ -132,7 +132,7 @@ if [ $st -ne 0 ] || [ ! -x "$zlua" ]; then
   exit 1
 fi
 nccl=no
-grep -q 'ZLUA_HAVE_NCCL' "$build"/engine/CMakeFiles/zlua_objects.dir/flags.make 2>/dev/null && nccl=yes
+grep -q 'ZLUA_HAVE_NCCL' "$build"/engine/CMakeFiles/zlua_floor_comm.dir/flags.make 2>/dev/null && nccl=yes
 grep -q 'ZLUA_HAVE_NCCL' "$build/build.ninja" 2>/dev/null && nccl=yes
 phase build ok "sm_90, nccl: $nccl; build.log"
 

@@ -46,14 +46,25 @@ static inline ZL_HD void zlm_pool_max(const zlm_window *g, const float *x, int64
     arg[i] = bi;
 }
 
+/* The windows covering input element i of [planes, h, w]: rows [ilo, ihi]
+ * and columns [jlo, jhi] of the outputs, which start at base in
+ * [planes, oh, ow]; pos is i's place in its plane. */
+static inline ZL_HD void zlm_pool_covering(const zlm_window *g, int64_t i, int64_t *pos, int64_t *base, int64_t *ilo,
+                                           int64_t *ihi, int64_t *jlo, int64_t *jhi)
+{
+    int64_t hw = g->h * g->w;
+    *pos = i % hw;
+    *base = i / hw * (g->oh * g->ow);
+    zlm_window_cover(*pos / g->w, g->kh, g->sh, g->ph, g->oh, ilo, ihi);
+    zlm_window_cover(*pos % g->w, g->kw, g->sw, g->pw, g->ow, jlo, jhi);
+}
+
 /* Input element i of gx [planes, h, w]: the sum, from 0 in f32, of gy
  * [planes, oh, ow] over the windows covering it whose arg is it. */
 static inline ZL_HD float zlm_pool_grad(const zlm_window *g, const int64_t *arg, const float *gy, int64_t i)
 {
-    int64_t hw = g->h * g->w, len = g->oh * g->ow, pos = i % hw, base = i / hw * len;
-    int64_t ilo, ihi, jlo, jhi;
-    zlm_window_cover(pos / g->w, g->kh, g->sh, g->ph, g->oh, &ilo, &ihi);
-    zlm_window_cover(pos % g->w, g->kw, g->sw, g->pw, g->ow, &jlo, &jhi);
+    int64_t pos, base, ilo, ihi, jlo, jhi;
+    zlm_pool_covering(g, i, &pos, &base, &ilo, &ihi, &jlo, &jhi);
     float s = 0.0f;
     for (int64_t oi = ilo; oi <= ihi; oi++)
         for (int64_t oj = jlo; oj <= jhi; oj++) {
@@ -92,10 +103,8 @@ static inline ZL_HD float zlm_avg_pool(const zlm_window *g, const float *x, int6
  * covering window's divisor, summed in double in window order. */
 static inline ZL_HD float zlm_avg_pool_grad(const zlm_window *g, const float *gy, int64_t i, bool count_pad)
 {
-    int64_t hw = g->h * g->w, len = g->oh * g->ow, pos = i % hw, base = i / hw * len;
-    int64_t ilo, ihi, jlo, jhi;
-    zlm_window_cover(pos / g->w, g->kh, g->sh, g->ph, g->oh, &ilo, &ihi);
-    zlm_window_cover(pos % g->w, g->kw, g->sw, g->pw, g->ow, &jlo, &jhi);
+    int64_t pos, base, ilo, ihi, jlo, jhi;
+    zlm_pool_covering(g, i, &pos, &base, &ilo, &ihi, &jlo, &jhi);
     double s = 0.0;
     for (int64_t oi = ilo; oi <= ihi; oi++)
         for (int64_t oj = jlo; oj <= jhi; oj++)

@@ -1,9 +1,8 @@
 /* NCCL's functions looked up at run time (nccl_lib.h says why): the library
  * the build found (ZLUA_NCCL_FILE), else the loader's search for the major
  * version the header describes (LD_LIBRARY_PATH, as with PyTorch's wheel). */
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
+#include "../core/dl.h"
 #include "../core/tensor_impl.h"
 #include "nccl_lib.h"
 
@@ -25,19 +24,10 @@ static void open_nccl(void)
         NULL,
 #endif
         NCCL_SONAME};
-    void *lib = NULL;
-    size_t used = 0;
-    for (int i = 0; i < 2 && !lib; i++) {
-        if (!tried[i] || (lib = dlopen(tried[i], RTLD_NOW | RTLD_LOCAL))) continue;
-        int n = snprintf(g_why + used, sizeof g_why - used, "%s%s", used ? "; " : "", dlerror());
-        if (n > 0) used += (size_t)n < sizeof g_why - used ? (size_t)n : sizeof g_why - used - 1;
-    }
+    void *lib = zli_dl_open_first(tried, 2, g_why, sizeof g_why);
     if (!lib) return;
-#define NCCL_LOOKUP(f)                                                                    \
-    if (!(*(void **)&g_api.f = dlsym(lib, #f))) {                                         \
-        snprintf(g_why, sizeof g_why, "%s has no %s: %s", NCCL_SONAME, #f, dlerror()); \
-        return;                                                                           \
-    }
+#define NCCL_LOOKUP(f) \
+    if (!zli_dl_sym(lib, NCCL_SONAME, #f, (void **)&g_api.f, g_why, sizeof g_why)) return;
     ZLI_NCCL_FUNCTIONS(NCCL_LOOKUP)
 #undef NCCL_LOOKUP
     g_ok = true;

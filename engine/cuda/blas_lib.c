@@ -1,9 +1,8 @@
 /* cuBLASLt's functions looked up at run time (blas_lib.h says why): the
  * library the build found (ZLUA_CUBLASLT_FILE), else the loader's search for
  * the major version the headers describe. */
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
+#include "../core/dl.h"
 #include "../core/tensor_impl.h"
 #include "blas_lib.h"
 
@@ -25,16 +24,10 @@ static void open_lt(void)
         NULL,
 #endif
         LT_SONAME};
-    void *lib = NULL;
-    for (int i = 0; i < 2 && !lib; i++)
-        if (tried[i] && !(lib = dlopen(tried[i], RTLD_NOW | RTLD_LOCAL)))
-            snprintf(g_why, sizeof g_why, "%s", dlerror());
+    void *lib = zli_dl_open_first(tried, 2, g_why, sizeof g_why);
     if (!lib) return;
-#define LT_LOOKUP(f)                                                                    \
-    if (!(*(void **)&g_api.f = dlsym(lib, #f))) {                                       \
-        snprintf(g_why, sizeof g_why, "%s has no %s: %s", LT_SONAME, #f, dlerror()); \
-        return;                                                                         \
-    }
+#define LT_LOOKUP(f) \
+    if (!zli_dl_sym(lib, LT_SONAME, #f, (void **)&g_api.f, g_why, sizeof g_why)) return;
     ZLI_LT_FUNCTIONS(LT_LOOKUP)
 #undef LT_LOOKUP
     g_ok = true;

@@ -121,14 +121,14 @@ typedef struct zli_dev_kernels {
     /* gx [n] = keep ? g * scale : 0. */
     zl_status (*dropout_backward)(int index, int64_t n, const uint8_t *keep, const float *g, float scale, float *gx);
     /* out [outer, inner] = x [outer, d, inner] reduced over d in reduce.c's
-     * order (kind: reduce.c's); idx [outer, inner] (i64) the max's position,
-     * NULL for sum and mean. */
+     * order (kind: reduce.c's); idx [outer, inner] (i64) the max's or min's
+     * position, NULL for sum and mean. */
     zl_status (*reduce_dim)(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out,
                             int64_t *idx);
     /* out [1] = the sum (or mean) of x [n] as zli_sum_fixed adds it; work
      * holds one double per 4096-element chunk. */
     zl_status (*reduce_all)(int index, bool mean, int64_t n, const float *x, double *work, float *out);
-    /* gx [outer, len, inner] from g [outer, inner] (and idx for max). */
+    /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
     zl_status (*reduce_backward)(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
                                  const int64_t *idx, float *gx);
     /* out [shape] (contiguous, es bytes an element) = cond ? a : b, each read

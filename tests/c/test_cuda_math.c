@@ -971,8 +971,9 @@ TEST(dropout_mask)
 
 /* ---- reductions ---- */
 
-/* x [4, 300, 5] with ties and a NaN, each dim: sum, mean, max and argmax
- * forward and backward bit for bit with the CPU, whose order they keep. */
+/* x [4, 300, 5] with ties and a NaN, each dim: sum, mean, max, argmax, min
+ * and argmin forward and backward bit for bit with the CPU, whose order
+ * they keep. */
 TEST(reductions_in_the_cpu_order)
 {
     const int64_t shape[3] = {4, 300, 5}, n = 6000;
@@ -981,7 +982,7 @@ TEST(reductions_in_the_cpu_order)
     for (int64_t i = 0; i < n; i++) x[i] = floorf(normal() * 4.0f) * 0.37f;
     x[1234] = NAN;
     for (int d = 0; d < 3; d++)
-        for (int kind = ZLM_R_SUM; kind <= ZLM_R_ARGMAX; kind++) {
+        for (int kind = ZLM_R_SUM; kind <= ZLM_R_ARGMIN; kind++) {
             int64_t outer = 1, len = shape[d], inner = 1;
             for (int i = 0; i < d; i++) outer *= shape[i];
             for (int i = d + 1; i < 3; i++) inner *= shape[i];
@@ -989,14 +990,15 @@ TEST(reductions_in_the_cpu_order)
                 for (int64_t i = 0; i < inner; i++) {
                     int64_t j = o * inner + i;
                     if (kind == ZLM_R_SUM || kind == ZLM_R_MEAN) out[j] = zlm_reduce_sum(x, len, inner, o, i, kind);
-                    else out[j] = zlm_reduce_max(x, len, inner, o, i, &idx[j]);
+                    else out[j] = zlm_reduce_pick(x, len, inner, o, i, zlm_reduce_lowest(kind), &idx[j]);
                 }
             zl_tensor *tx = leaf_of(ZL_DTYPE_F32, 3, shape, x);
             zl_tensor *ty = kind == ZLM_R_SUM ? zl_sum(tx, d, false) : kind == ZLM_R_MEAN ? zl_mean(tx, d, false)
-                            : kind == ZLM_R_MAX ? zl_max(tx, d, false) : zl_argmax(tx, d, false);
+                            : kind == ZLM_R_MAX ? zl_max(tx, d, false) : kind == ZLM_R_ARGMAX ? zl_argmax(tx, d, false)
+                            : kind == ZLM_R_MIN ? zl_min(tx, d, false) : zl_argmin(tx, d, false);
             char what[48];
             snprintf(what, sizeof what, "reduction %d over dim %d", kind, d);
-            if (kind == ZLM_R_ARGMAX) {
+            if (kind == ZLM_R_ARGMAX || kind == ZLM_R_ARGMIN) {
                 CHECK(ty && memcmp(zl_tensor_data(ty), idx, (size_t)(outer * inner) * 8) == 0);
             } else {
                 same_bits(what, out, ty);
@@ -1029,9 +1031,10 @@ TEST(reductions_in_the_cpu_order)
 }
 
 /* A row split over any number of threads, each scanning its stride, then
- * the winners combined pairwise in a random order, picks the scan's element:
- * ties go to the first, a NaN beats every number, the first NaN wins. */
-TEST(max_split_is_the_scan)
+ * the winners combined pairwise in a random order, picks the scan's element
+ * for max and for min: ties go to the first, a NaN beats every number, the
+ * first NaN wins. */
+TEST(max_and_min_split_is_the_scan)
 {
     const int64_t d = 777;
     float x[777];
@@ -1040,20 +1043,21 @@ TEST(max_split_is_the_scan)
         for (int64_t k = 0; k < d; k++) x[k] = (float)(int64_t)(next_u64() % 9) - 4.0f;
         if (trial % 3 == 1) x[next_u64() % d] = NAN, x[next_u64() % d] = NAN;
         if (trial % 5 == 2) x[0] = -0.0f, x[1] = 0.0f;
+        bool lowest = trial % 2;
         int64_t want;
-        float best = zlm_reduce_max(x, d, 1, 0, 0, &want);
+        float best = zlm_reduce_pick(x, d, 1, 0, 0, lowest, &want);
         int nt = 1 + (int)(next_u64() % 300);
         float v[300];
         int64_t at[300];
         for (int t = 0; t < nt; t++) {
             v[t] = x[0], at[t] = 0;
             for (int64_t k = t; k < d; k += nt)
-                if (zlm_max_prefer(x[k], k, v[t], at[t])) v[t] = x[k], at[t] = k;
+                if (zlm_pick_prefer(x[k], k, v[t], at[t], lowest)) v[t] = x[k], at[t] = k;
         }
         for (int left = nt; left > 1; left--) {   /* merge two random winners */
             int a = (int)(next_u64() % (uint64_t)left), b = (int)(next_u64() % (uint64_t)(left - 1));
             if (b >= a) b++;
-            if (zlm_max_prefer(v[b], at[b], v[a], at[a])) v[a] = v[b], at[a] = at[b];
+            if (zlm_pick_prefer(v[b], at[b], v[a], at[a], lowest)) v[a] = v[b], at[a] = at[b];
             v[b] = v[left - 1], at[b] = at[left - 1];
         }
         bad += at[0] != want || zlm_f32_bits(v[0]) != zlm_f32_bits(best);

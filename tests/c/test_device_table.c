@@ -5,485 +5,14 @@
  * add_, views, backward accumulation) runs here without a GPU and must give
  * the host's results bit for bit. tests/gpu repeats the checks on a GPU. */
 #include <stdlib.h>
-#include "stand_in.h"
-#include "core/tensor_impl.h"
-#include "cuda/cuda_impl.h"
-#include "math/attention.h"
-#include "math/binary.h"
-#include "math/convert.h"
-#include "math/binary_int.h"
-#include "math/conv.h"
-#include "math/cross_entropy.h"
-#include "math/dropout.h"
-#include "math/embedding.h"
-#include "math/index_select.h"
-#include "math/layer_norm.h"
+#include "stand_in_kernels.h"
 #include "math/reduce.h"
-#include "math/select.h"
-#include "math/mse.h"
-#include "math/pool.h"
-#include "math/softmax.h"
-#include "math/sum_to.h"
-#include "math/unary.h"
-#include "ops/device_kernels.h"
 
 /* reduce.c's kinds and chunk are the math header's. */
 _Static_assert(ZLI_SUM_CHUNK == ZLM_SUM_CHUNK, "the full sum's chunk differs between the host and the kernels");
 
-
-/* The ops' kernels: what each CUDA kernel computes per element, in a loop. */
-/* Calls of a kernel with an operand in bf16 or f16, which the ops should
- * hand over as they are. */
-static int half_operands;
-
-static void count_half(int n, const int *dts)
-{
-    for (int i = 0; i < n; i++)
-        if (dts[i] == ZLM_BF16 || dts[i] == ZLM_F16) {
-            half_operands++;
-            return;
-        }
-}
-
-static zl_status fake_unary(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0,
-                            float p1)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(2, (int[]){xdt, ydt});
-    for (int64_t i = 0; i < n; i++) zlm_store(y, ydt, i, zlm_unary_forward(kind, zlm_load(x, xdt, i), p0, p1));
-    return ZL_OK;
-}
-
-static zl_status fake_unary_backward(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
-                                     const void *g, int gdt, float *gx, float p0, float p1)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(3, (int[]){xdt, y ? ydt : ZLM_F32, gdt});
-    for (int64_t i = 0; i < n; i++)
-        gx[i] = zlm_unary_backward(kind, zlm_load(x, xdt, i), y ? zlm_load(y, ydt, i) : 0.0f, zlm_load(g, gdt, i), p0,
-                                   p1);
-    return ZL_OK;
-}
-
-/* The operands' broadcast views over the output's shape; returns its element count. */
-static int64_t views_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb, zlm_view *va,
-                        zlm_view *vb)
-{
-    int64_t n = 1;
-    *va = (zlm_view){.ndim = ndim};
-    *vb = (zlm_view){.ndim = ndim};
-    for (int i = 0; i < ndim; i++) {
-        va->shape[i] = vb->shape[i] = shape[i];
-        va->stride[i] = sa[i];
-        vb->stride[i] = sb[i];
-        n *= shape[i];
-    }
-    return n;
-}
-
-static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
-                             const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(3, (int[]){adt, bdt, odt});
-    zlm_view va, vb;
-    int64_t n = views_of(ndim, shape, sa, sb, &va, &vb);
-    for (int64_t i = 0; i < n; i++)
-        zlm_store(out, odt, i,
-                  zlm_binary_forward(kind, zlm_load(a, adt, zlm_view_offset(&va, i)),
-                                     zlm_load(b, bdt, zlm_view_offset(&vb, i))));
-    return ZL_OK;
-}
-
-/* A plain triple loop over A and B stored as dt (ZLM_*): the order differs
- * from OpenBLAS's, so GEMM results are compared to a tolerance, not bit for
- * bit. alpha and beta as BLAS applies them: alpha times the product, plus
- * beta times C. */
-static void loop_gemm(int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
-                      int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, float beta, float *C,
-                      int64_t ldc, int64_t sc, int64_t batch)
-{
-    for (int64_t b = 0; b < batch; b++) {
-        float *Cb = C + b * sc;
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                double s = 0;
-                for (int64_t p = 0; p < K; p++)
-                    s += (double)zlm_load(A, dt, b * sa + (ta ? p * lda + i : i * lda + p)) *
-                         zlm_load(B, dt, b * sb + (tb ? j * ldb + p : p * ldb + j));
-                float v = alpha * (float)s;
-                Cb[i * ldc + j] = beta == 0.0f ? v : v + beta * Cb[i * ldc + j];
-            }
-    }
-}
-
-/* Calls of more than one GEMM at once. */
-static int batched_gemms;
-
-static zl_status fake_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                                   const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
-                                   float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
-{
-    CHECK(index == FAKE_INDEX);
-    batched_gemms += batch > 1;
-    loop_gemm(ZLM_F32, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
-    return ZL_OK;
-}
-
-/* Calls of the half-precision GEMM, by ZLM_* dtype: the ops that should take
- * it are checked to have. */
-static int half_gemms[3];
-
-static zl_status fake_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                                const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
-                                float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
-{
-    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
-    if (dt != ZLM_BF16 && dt != ZLM_F16) return zl_error(ZL_EINVAL, "gemm_half: dtype %d", dt);
-    half_gemms[dt]++;
-    loop_gemm(dt, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
-    return ZL_OK;
-}
-
-/* linear's one-pass forward: the half GEMM into f32, plus the bias, rounded
- * once. While linear_half_declines, it says it has no kernel, as a GPU's may
- * for some shapes, and linear goes the other way. */
-static int linear_halfs;
-static bool linear_half_declines;
-
-static zl_status fake_linear_half(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
-                                  const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done)
-{
-    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
-    *done = false;
-    if (linear_half_declines) return ZL_OK;
-    float *acc = malloc((size_t)(M * N > 0 ? M * N : 1) * sizeof *acc);
-    if (!acc) return zl_error(ZL_ENOMEM, "linear_half: out of memory");
-    loop_gemm(dt, false, true, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, acc, N, 0, 1);
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) zlm_store(D, dt, m * ldd + n, acc[m * N + n] + (bias ? bias[n] : 0.0f));
-    free(acc);
-    linear_halfs++;
-    *done = true;
-    return ZL_OK;
-}
-
-static zl_status fake_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                           const float *B, int64_t ldb, float *C, int64_t ldc)
-{
-    return fake_gemm_batched(index, ta, tb, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, C, ldc, 0, 1);
-}
-
-static zl_status fake_att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t r = 0; r < rows; r++)
-        zlm_attention_softmax_row(s + r * tk, zlm_attention_limit(r, tq, tk, causal), tk);
-    return ZL_OK;
-}
-
-static zl_status fake_att_softmax_backward(int index, int64_t rows, int64_t tk, float *dp, const float *p)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t r = 0; r < rows; r++) zlm_attention_softmax_row_backward(dp + r * tk, p + r * tk, tk);
-    return ZL_OK;
-}
-
-static zl_status fake_dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale,
-                              const float *x, uint8_t *keep, float *y)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n; i++) {
-        keep[i] = zlm_dropout_keep(seed, offset + (uint64_t)i, p);
-        y[i] = zlm_dropout_apply(keep[i], x[i], scale);
-    }
-    return ZL_OK;
-}
-
-static zl_status fake_dropout_backward(int index, int64_t n, const uint8_t *keep, const float *g, float scale,
-                                       float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n; i++) gx[i] = zlm_dropout_apply(keep[i], g[i], scale);
-    return ZL_OK;
-}
-
-static zl_status fake_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
-                                 float *out, int64_t *idx)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t j = 0; j < outer * inner; j++) {
-        int64_t at = 0;
-        if (kind == ZLM_R_SUM || kind == ZLM_R_MEAN) out[j] = zlm_reduce_sum(x, d, inner, j / inner, j % inner,
-                                                                             kind == ZLM_R_MEAN);
-        else out[j] = zlm_reduce_max(x, d, inner, j / inner, j % inner, &at);
-        if (idx) idx[j] = at;
-    }
-    return ZL_OK;
-}
-
-static zl_status fake_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
-{
-    CHECK(index == FAKE_INDEX);
-    int64_t nc = zlm_sum_chunks(n);
-    for (int64_t c = 0; c < nc; c++) work[c] = zlm_chunk_sum(x, n, c);
-    out[0] = zlm_sum_finish(work, nc, n, mean);
-    return ZL_OK;
-}
-
-static zl_status fake_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
-                                      const int64_t *idx, float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t j = 0; j < outer * len * inner; j++) gx[j] = zlm_reduce_backward(kind, g, idx, len, inner, j);
-    return ZL_OK;
-}
-
-static zl_status fake_select(int index, int ndim, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
-                             const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es, void *out)
-{
-    CHECK(index == FAKE_INDEX);
-    zlm_select s = {.ndim = ndim};
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        s.shape[i] = shape[i];
-        s.sc[i] = sc[i];
-        s.sa[i] = sa[i];
-        s.sb[i] = sb[i];
-        n *= shape[i];
-    }
-    for (int64_t i = 0; i < n; i++) zlm_select_elem(&s, cond, a, b, es, out, i);
-    return ZL_OK;
-}
-
-static zl_status fake_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
-                             int64_t nout)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t j = 0; j < nout; j++) out[j] = zlm_sum_to_elem(g, nd, shape, red, j);
-    return ZL_OK;
-}
-
-/* Element i of buffer p in dtype dt, as a byte address (the math headers take rows so). */
-static void *at(const void *p, int dt, int64_t i) { return (char *)p + i * (int64_t)zl_dtype_size((zl_dtype)dt); }
-
-static zl_status fake_softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x,
-                              int xdt, void *y, int ydt)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(2, (int[]){xdt, ydt});
-    for (int64_t r = 0; r < outer * inner; r++) {
-        int64_t b = zlm_softmax_row_base(r, d, inner);
-        zlm_softmax_row(is_log, d, inner, at(x, xdt, b), xdt, at(y, ydt, b), ydt);
-    }
-    return ZL_OK;
-}
-
-static zl_status fake_softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner,
-                                       const void *y, int ydt, const void *g, int gdt, float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(2, (int[]){ydt, gdt});
-    for (int64_t r = 0; r < outer * inner; r++) {
-        int64_t b = zlm_softmax_row_base(r, d, inner);
-        zlm_softmax_row_backward(is_log, d, inner, at(y, ydt, b), ydt, at(g, gdt, b), gdt, gx + b);
-    }
-    return ZL_OK;
-}
-
-/* Row r of x [rows, ncls] (xdt) in f32, as the kernel loads each element. */
-static float *row_f32(const void *x, int xdt, int64_t ncls, int64_t r)
-{
-    float *row = malloc((size_t)(ncls ? ncls : 1) * sizeof *row);
-    CHECK(row != NULL);
-    for (int64_t c = 0; row && c < ncls; c++) row[c] = zlm_load(x, xdt, r * ncls + c);
-    return row;
-}
-
-static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                                 int64_t ignore, float *lse, float *loss)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(1, &xdt);
-    for (int64_t r = 0; r < rows; r++) {
-        float *row = row_f32(x, xdt, ncls, r);
-        zlm_ce_row(ncls, row, target[r], ignore, lse + r, loss + r);
-        free(row);
-    }
-    return ZL_OK;
-}
-
-static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
-                                  const int64_t *target, int64_t ignore, const float *lse, const float *g,
-                                  int64_t g_stride, float k, float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(1, &xdt);
-    for (int64_t r = 0; r < rows; r++) {
-        float *row = row_f32(x, xdt, ncls, r);
-        zlm_ce_row_backward(ncls, row, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k), gx + r * ncls);
-        free(row);
-    }
-    return ZL_OK;
-}
-
-static zl_status fake_ln_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
-                                 const void *b, int bdt, double eps, void *y, int ydt, float *mean, float *rstd)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(4, (int[]){xdt, w ? wdt : ZLM_F32, b ? bdt : ZLM_F32, ydt});
-    for (int64_t r = 0; r < rows; r++)
-        zlm_ln_row(m, at(x, xdt, r * m), xdt, w, wdt, b, bdt, eps, at(y, ydt, r * m), ydt, mean + r, rstd + r);
-    return ZL_OK;
-}
-
-static zl_status fake_ln_backward_x(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w,
-                                    int wdt, const float *mean, const float *rstd, const void *g, int gdt, float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(3, (int[]){xdt, w ? wdt : ZLM_F32, gdt});
-    for (int64_t r = 0; r < rows; r++)
-        zlm_ln_row_backward(m, at(x, xdt, r * m), xdt, w, wdt, mean[r], rstd[r], at(g, gdt, r * m), gdt, gx + r * m);
-    return ZL_OK;
-}
-
-static zl_status fake_ln_backward_wb(int index, int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
-                                     const float *rstd, const void *g, int gdt, float *gw, float *gb)
-{
-    CHECK(index == FAKE_INDEX);
-    count_half(2, (int[]){xdt, gdt});
-    for (int64_t j = 0; j < m; j++) zlm_ln_column_backward(rows, m, j, x, xdt, mean, rstd, g, gdt, gw, gb);
-    return ZL_OK;
-}
-
-static zl_status fake_emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w,
-                                  void *out)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n * d; i++) zlm_embedding_gather(i, d, es, idx, w, out);
-    return ZL_OK;
-}
-
-static zl_status fake_emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
-                                   float *gw)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t j = 0; j < d; j++) zlm_embedding_backward_columns(n, v, d, j, j + 1, idx, g, ZLM_F32, gw);
-    return ZL_OK;
-}
-
-static zl_status fake_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
-                                   const int64_t *idx, const void *x, void *out)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < outer * m * inner; i++) zlm_index_select_gather(i, len, m, inner, es, idx, x, out);
-    return ZL_OK;
-}
-
-static zl_status fake_index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
-                                            const int64_t *idx, const float *g, float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t t = 0; t < outer * inner; t++) zlm_index_select_backward_column(t, len, m, inner, idx, g, gx);
-    return ZL_OK;
-}
-
-static zl_status fake_mse_forward(int index, int64_t n, const float *x, const float *t, float *sq)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n; i++) sq[i] = zlm_mse_sq(x[i], t[i]);
-    return ZL_OK;
-}
-
-static zl_status fake_mse_backward(int index, int64_t n, const float *x, const float *t, const float *g,
-                                   int64_t g_stride, float k, float *gx, float *gt)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n; i++) {
-        float v = zlm_mse_grad(x[i], t[i], g[i * g_stride], k);
-        if (gx) gx[i] = v;
-        if (gt) gt[i] = -v;
-    }
-    return ZL_OK;
-}
-
-static zlm_window window_of(const zli_dev_window *w)
-{
-    return (zlm_window){.c = w->c, .h = w->h, .w = w->w, .kh = w->kh, .kw = w->kw, .oh = w->oh, .ow = w->ow,
-                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw, .dh = w->dh, .dw = w->dw};
-}
-
-static zl_status fake_pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
-                                   int64_t *arg)
-{
-    CHECK(index == FAKE_INDEX);
-    zlm_window g = window_of(w);
-    for (int64_t i = 0; i < planes * g.oh * g.ow; i++) zlm_pool_max(&g, x, i, y, arg);
-    return ZL_OK;
-}
-
-static zl_status fake_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
-                                    const float *gy, float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    zlm_window g = window_of(w);
-    for (int64_t i = 0; i < planes * g.h * g.w; i++) gx[i] = zlm_pool_grad(&g, arg, gy, i);
-    return ZL_OK;
-}
-
-static zl_status fake_im2col(int index, const zli_dev_window *w, const float *x, float *col)
-{
-    CHECK(index == FAKE_INDEX);
-    zlm_window g = window_of(w);
-    for (int64_t i = 0; i < g.c * g.kh * g.kw * g.oh * g.ow; i++) col[i] = zlm_im2col_elem(&g, x, i);
-    return ZL_OK;
-}
-
-static zl_status fake_col2im(int index, const zli_dev_window *w, const float *col, float *gx)
-{
-    CHECK(index == FAKE_INDEX);
-    zlm_window g = window_of(w);
-    for (int64_t i = 0; i < g.c * g.h * g.w; i++) gx[i] = zlm_col2im_elem(&g, col, i);
-    return ZL_OK;
-}
-
-static zl_status fake_conv_bias_backward(int index, int64_t n, int64_t nout, int64_t len, const float *g, float *gb)
-{
-    CHECK(index == FAKE_INDEX);
-    for (int64_t o = 0; o < nout; o++) gb[o] = zlm_conv_bias_grad(g, n, nout, len, o);
-    return ZL_OK;
-}
-
-static zl_status fake_binary_int(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
-                                 const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
-{
-    CHECK(index == FAKE_INDEX);
-    zlm_view va, vb;
-    int64_t n = views_of(ndim, shape, sa, sb, &va, &vb);
-    for (int64_t i = 0; i < n; i++) zlm_binary_int_elem(kind, &va, a, adt, &vb, b, bdt, out, odt, i);
-    return ZL_OK;
-}
-
-static const zli_dev_kernels fake_kernels = {
-    .binary_int = fake_binary_int,
-    .pool_forward = fake_pool_forward, .pool_backward = fake_pool_backward, .im2col = fake_im2col,
-    .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
-    .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
-    .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
-    .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward,
-    .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
-    .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
-    .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
-    .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
-    .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .gemm_half = fake_gemm_half, .linear_half = fake_linear_half,
-    .att_softmax = fake_att_softmax,
-    .att_softmax_backward = fake_att_softmax_backward, .dropout = fake_dropout,
-    .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
-    .reduce_backward = fake_reduce_backward, .select = fake_select,
-};
-
 /* The stand-in runs these kernels in this program. */
-__attribute__((constructor(200))) static void use_kernels(void) { fake_use_kernels(&fake_kernels); }
+__attribute__((constructor(200))) static void use_kernels(void) { fake_use_kernels(&stand_in_kernels); }
 
 TEST(to_and_clone_of_views_run_on_the_device)
 {
@@ -618,7 +147,7 @@ TEST(elementwise_ops_and_their_backward_on_the_device)
     for (int k = 0; k < 3; k++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             zl_tensor *out[2] = {0}, *ga[2] = {0}, *gb[2] = {0};
-            int halves = half_operands;
+            int halves = stand_in_calls.half_operands;
             for (int dev = 0; dev < 2; dev++) {
                 zl_tensor *a0 = zl_tensor_to(cases[c].f == pow_ ? pa : ah, dts[k]), *b0 = zl_tensor_to(bh, dts[k]);
                 zl_tensor *g0 = zl_tensor_to(gh, dts[k]);
@@ -637,9 +166,9 @@ TEST(elementwise_ops_and_their_backward_on_the_device)
                 zl_tensor *objs[] = {g, b, a, g0, b0, a0};
                 release_all(objs, 6);
             }
-            if ((half_operands > halves) != (k > 0))
+            if ((stand_in_calls.half_operands > halves) != (k > 0))
                 zt_fail(__FILE__, __LINE__, "%s (%s): %d kernel calls took bf16/f16 operands", cases[c].name,
-                        zl_dtype_name(dts[k]), half_operands - halves);
+                        zl_dtype_name(dts[k]), stand_in_calls.half_operands - halves);
             if (out[0] && out[1]) check_bits(out[0], out[1], cases[c].name);
             if (ga[0] && ga[1]) check_bits(ga[0], ga[1], cases[c].name);
             if (gb[0] && gb[1] && cases[c].f != tanh_ && cases[c].f != sigmoid_ && cases[c].f != affine_ &&
@@ -699,7 +228,7 @@ TEST(matmul_and_its_backward_on_the_device)
         zl_tensor_normal_(br, 0, 1, NULL);
         zl_tensor *ah = zl_tensor_to(ar, cases[c].dt), *bh = zl_tensor_to(br, cases[c].dt);
         zl_tensor *y[2] = {0}, *ga[2] = {0}, *gb[2] = {0};
-        int halves = half_gemms[ZLM_BF16] + half_gemms[ZLM_F16], batched = batched_gemms;
+        int halves = stand_in_calls.half_gemms[ZLM_BF16] + stand_in_calls.half_gemms[ZLM_F16], batched = stand_in_calls.batched_gemms;
         for (int dev = 0; dev < 2; dev++) {
             zl_tensor *a = dev ? to_fake(ah) : zl_tensor_clone(ah), *b = dev ? to_fake(bh) : zl_tensor_clone(bh);
             zl_tensor_set_requires_grad(a, true);
@@ -717,9 +246,9 @@ TEST(matmul_and_its_backward_on_the_device)
             for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
         }
         /* forward and the two gradients */
-        CHECK(half_gemms[ZLM_BF16] + half_gemms[ZLM_F16] - halves >= (cases[c].dt != ZL_DTYPE_F32 ? 3 : 0));
-        CHECK(half_gemms[ZLM_BF16] + half_gemms[ZLM_F16] == halves || cases[c].dt != ZL_DTYPE_F32);
-        if (cases[c].one_call) CHECK(batched_gemms - batched >= 3);
+        CHECK(stand_in_calls.half_gemms[ZLM_BF16] + stand_in_calls.half_gemms[ZLM_F16] - halves >= (cases[c].dt != ZL_DTYPE_F32 ? 3 : 0));
+        CHECK(stand_in_calls.half_gemms[ZLM_BF16] + stand_in_calls.half_gemms[ZLM_F16] == halves || cases[c].dt != ZL_DTYPE_F32);
+        if (cases[c].one_call) CHECK(stand_in_calls.batched_gemms - batched >= 3);
         /* the host's bf16 GEMM (f32 for f16) and the device's half one agree to bf16's rounding */
         double tol = cases[c].dt != ZL_DTYPE_F32 ? 1e-2 : 1e-5;
         if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "matmul");
@@ -741,7 +270,7 @@ TEST(cross_entropy_on_the_device)
     /* bf16 logits are read by the kernels as they are */
     for (int r = 0; r < 4; r++) {
         zl_tensor *loss[2] = {0}, *grad[2] = {0}, *xh = zl_tensor_to(xr, r == 3 ? ZL_DTYPE_BF16 : ZL_DTYPE_F32);
-        int halves = half_operands;
+        int halves = stand_in_calls.half_operands;
         for (int dev = 0; dev < 2; dev++) {
             zl_tensor *x = dev ? to_fake(xh) : zl_tensor_clone(xh), *t = dev ? to_fake(th) : zl_tensor_retain(th);
             zl_tensor_set_requires_grad(x, true);
@@ -755,7 +284,7 @@ TEST(cross_entropy_on_the_device)
             zl_tensor *objs[] = {g, gh, t, x};
             for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
         }
-        CHECK((half_operands > halves) == (r == 3));
+        CHECK((stand_in_calls.half_operands > halves) == (r == 3));
         if (loss[0] && loss[1]) check_bits(loss[0], loss[1], "cross_entropy");
         if (grad[0] && grad[1]) check_bits(grad[0], grad[1], "cross_entropy's gradient");
         for (int d = 0; d < 2; d++) {
@@ -786,7 +315,7 @@ TEST(layer_norm_on_the_device)
         zl_dtype dt = c == 2 ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
         zl_tensor *xh = zl_tensor_to(xr, dt), *gh = zl_tensor_to(gr, dt);
         zl_tensor *y[2] = {0}, *gx[2] = {0}, *gw[2] = {0}, *gb[2] = {0};
-        int halves = half_operands;
+        int halves = stand_in_calls.half_operands;
         for (int dev = 0; dev < 2; dev++) {
             zl_tensor *x = dev ? to_fake(xh) : zl_tensor_clone(xh), *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
             zl_tensor *w = !affine ? NULL : dev ? to_fake(wh) : zl_tensor_clone(wh);
@@ -803,7 +332,7 @@ TEST(layer_norm_on_the_device)
             zl_tensor *objs[] = {b, w, g, x};
             for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
         }
-        CHECK((half_operands > halves) == (c == 2));
+        CHECK((stand_in_calls.half_operands > halves) == (c == 2));
         if (y[0] && y[1]) check_close_host(y[0], y[1], dt == ZL_DTYPE_F32 ? 1e-6 : 1e-2, "layer_norm");
         if (gx[0] && gx[1]) check_close_host(gx[0], gx[1], 1e-6, "layer_norm's gradient of x");
         if (affine) {
@@ -910,15 +439,15 @@ TEST(linear_on_the_device)
     const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16, ZL_DTYPE_F16};
     for (int c = 0; c < 12; c++) {
         int k = c % 3, bias = c / 3 % 2;
-        linear_half_declines = c >= 6;
+        stand_in_calls.linear_half_declines = c >= 6;
         zl_tensor *h[3] = {zl_tensor_to(xr, dts[k]), zl_tensor_to(wr, dts[k]), bias ? bh : NULL};
         zl_tensor *y[2], *gr[2][3];
-        int before[3] = {half_gemms[0], half_gemms[1], half_gemms[2]}, lh = linear_halfs;
+        int before[3] = {stand_in_calls.half_gemms[0], stand_in_calls.half_gemms[1], stand_in_calls.half_gemms[2]}, lh = stand_in_calls.linear_halfs;
         run3(linear3, false, h, gh, y, gr);
-        bool fused = k > 0 && !linear_half_declines;
+        bool fused = k > 0 && !stand_in_calls.linear_half_declines;
         for (int d = 0; d < 3; d++)
-            CHECK(half_gemms[d] - before[d] == (d == (int)dts[k] && k > 0 ? (fused ? 2 : 3) : 0));
-        CHECK(linear_halfs - lh == (fused ? 1 : 0));
+            CHECK(stand_in_calls.half_gemms[d] - before[d] == (d == (int)dts[k] && k > 0 ? (fused ? 2 : 3) : 0));
+        CHECK(stand_in_calls.linear_halfs - lh == (fused ? 1 : 0));
         CHECK(y[0] && y[1] && zl_tensor_dtype(y[0]) == dts[k] && zl_tensor_dtype(y[1]) == dts[k]);
         double tol = dts[k] == ZL_DTYPE_F32 ? 1e-5 : 1e-2;
         if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "linear");
@@ -930,7 +459,7 @@ TEST(linear_on_the_device)
         zl_tensor_release(h[1]);
         zl_tensor_release(h[0]);
     }
-    linear_half_declines = false;
+    stand_in_calls.linear_half_declines = false;
     zl_tensor *objs[] = {gh, bh, wr, xr};
     release_all(objs, 4);
 }
@@ -955,10 +484,10 @@ TEST(attention_on_the_device)
             zl_tensor *h[3];
             for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], k == 3 && i == 2 ? ZL_DTYPE_F32 : dt);
             zl_tensor *gh = zt_randn(SHAPE(2, 3, cases[c].tq, 5)), *y[2], *gr[2][3];
-            int before[3] = {half_gemms[0], half_gemms[1], half_gemms[2]};
+            int before[3] = {stand_in_calls.half_gemms[0], stand_in_calls.half_gemms[1], stand_in_calls.half_gemms[2]};
             run3(attention3, cases[c].causal, h, gh, y, gr);
             bool half = k == 1 || k == 2;
-            for (int d = 0; d < 3; d++) CHECK(half_gemms[d] - before[d] == (half && d == (int)dt ? 6 : 0));
+            for (int d = 0; d < 3; d++) CHECK(stand_in_calls.half_gemms[d] - before[d] == (half && d == (int)dt ? 6 : 0));
             double tol = k == 0 ? 1e-5 : 2e-2;
             if (y[0] && y[1]) check_close_host(y[0], y[1], tol, what[0]);
             for (int i = 0; i < 3; i++)
@@ -1216,7 +745,7 @@ TEST(a_device_without_kernels_refuses_by_name)
     CHECK_ERR(zl_linear(t, t, NULL), "linear: cuda:7 runs no ops");
     zl_tensor_release(t);
     fake_use_rand(true);
-    fake_use_kernels(&fake_kernels);
+    fake_use_kernels(&stand_in_kernels);
 }
 
 /* f(inputs) and backward with gradient seed g, on the host and on the device:

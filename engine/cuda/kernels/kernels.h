@@ -114,12 +114,13 @@ int zlk_cuda_dropout_backward(int64_t n, const uint8_t *keep, const float *g, fl
 
 /* ---- reductions in the CPU's order (math/reduce.h); kind is ZLM_R_* ---- */
 /* out [outer, inner] = x [outer, d, inner] reduced over d; idx [outer, inner]
- * (max and argmax; NULL: not wanted) the max's position. d >= 1 for max. */
+ * (max, min and their positions; NULL: not wanted) the pick's position.
+ * d >= 1 for max and min. */
 int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out, int64_t *idx,
                         void *stream);
 /* out [1] = the sum (or mean) of x [n]; work holds zlm_sum_chunks(n) doubles. */
 int zlk_cuda_reduce_all(bool mean, int64_t n, const float *x, double *work, float *out, void *stream);
-/* gx [outer, len, inner] from g [outer, inner] (and idx for max). */
+/* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
 int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner, const float *g, const int64_t *idx,
                              float *gx, void *stream);
 

@@ -1,7 +1,7 @@
-/* sum, mean, max and argmax on a device in the CPU's order (math/
- * reduce.h): a sum over a dim is one thread per output adding its inputs in
- * order; a max over a long last dim is one block per output, split by the
- * scan-equivalent rule zlm_max_prefer; a sum over everything is one thread
+/* sum, mean, max, min and their positions on a device in the CPU's order
+ * (math/reduce.h): a sum over a dim is one thread per output adding its
+ * inputs in order; a max or min over a long last dim is one block per
+ * output, split by the scan-equivalent rule zlm_pick_prefer; a sum over everything is one thread
  * per 4096-element chunk (double) and one thread adding the chunks in order. */
 #include "common.cuh"
 #include "../../math/reduce.h"
@@ -13,19 +13,20 @@ __global__ void reduce_sum_dim(bool mean, int64_t outer, int64_t d, int64_t inne
         out[j] = zlm_reduce_sum(x, d, inner, j / inner, j % inner, mean);
 }
 
-__global__ void reduce_max_dim(int64_t outer, int64_t d, int64_t inner, const float *x, float *out, int64_t *idx)
+__global__ void reduce_pick_dim(bool lowest, int64_t outer, int64_t d, int64_t inner, const float *x, float *out,
+                                int64_t *idx)
 {
     int64_t n = outer * inner;
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
         int64_t at;
-        out[j] = zlm_reduce_max(x, d, inner, j / inner, j % inner, &at);
+        out[j] = zlm_reduce_pick(x, d, inner, j / inner, j % inner, lowest, &at);
         if (idx) idx[j] = at;
     }
 }
 
 /* One block per row of x [rows, d]: each thread keeps the winner of its
- * stride, then warps and the block combine winners by zlm_max_prefer. */
-__global__ void reduce_max_rows(int64_t rows, int64_t d, const float *x, float *out, int64_t *idx)
+ * stride, then warps and the block combine winners by zlm_pick_prefer. */
+__global__ void reduce_pick_rows(bool lowest, int64_t rows, int64_t d, const float *x, float *out, int64_t *idx)
 {
     __shared__ float sv[32];
     __shared__ int64_t si[32];
@@ -34,18 +35,18 @@ __global__ void reduce_max_rows(int64_t rows, int64_t d, const float *x, float *
         float v = row[0];
         int64_t at = 0;
         for (int64_t k = threadIdx.x; k < d; k += blockDim.x)
-            if (zlm_max_prefer(row[k], k, v, at)) { v = row[k]; at = k; }
+            if (zlm_pick_prefer(row[k], k, v, at, lowest)) { v = row[k]; at = k; }
         for (int o = 16; o > 0; o >>= 1) {
             float ov = __shfl_down_sync(0xffffffffu, v, o);
             int64_t oi = __shfl_down_sync(0xffffffffu, at, o);
-            if (zlm_max_prefer(ov, oi, v, at)) { v = ov; at = oi; }
+            if (zlm_pick_prefer(ov, oi, v, at, lowest)) { v = ov; at = oi; }
         }
         int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         if (lane == 0) { sv[warp] = v; si[warp] = at; }
         __syncthreads();
         if (threadIdx.x == 0) {
             for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-                if (zlm_max_prefer(sv[w], si[w], v, at)) { v = sv[w]; at = si[w]; }
+                if (zlm_pick_prefer(sv[w], si[w], v, at, lowest)) { v = sv[w]; at = si[w]; }
             out[r] = v;
             if (idx) idx[r] = at;
         }
@@ -72,7 +73,7 @@ __global__ void reduce_backward(int kind, int64_t n, int64_t len, int64_t inner,
         gx[j] = zlm_reduce_backward(kind, g, idx, len, inner, j);
 }
 
-/* Below this many positions a row's max is one thread's scan. */
+/* Below this many positions a row's max or min is one thread's scan. */
 #define ROW_SPLIT_MIN 64
 
 extern "C" int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out,
@@ -84,9 +85,10 @@ extern "C" int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t i
     if (kind == ZLM_R_SUM || kind == ZLM_R_MEAN)
         reduce_sum_dim<<<zlk_blocks(n), ZLK_THREADS, 0, s>>>(kind == ZLM_R_MEAN, outer, d, inner, x, out);
     else if (inner == 1 && d >= ROW_SPLIT_MIN)
-        reduce_max_rows<<<(unsigned)(n < 65535 ? n : 65535), ZLK_THREADS, 0, s>>>(n, d, x, out, idx);
+        reduce_pick_rows<<<(unsigned)(n < 65535 ? n : 65535), ZLK_THREADS, 0, s>>>(zlm_reduce_lowest(kind), n, d, x,
+                                                                                   out, idx);
     else
-        reduce_max_dim<<<zlk_blocks(n), ZLK_THREADS, 0, s>>>(outer, d, inner, x, out, idx);
+        reduce_pick_dim<<<zlk_blocks(n), ZLK_THREADS, 0, s>>>(zlm_reduce_lowest(kind), outer, d, inner, x, out, idx);
     return zlk_launched();
 }
 

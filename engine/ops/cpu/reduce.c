@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../device_kernels.h"
+#include "../../math/reduce.h"
 
-/* The first four are math/reduce.h's kinds; a device runs min and
- * argmin as max and argmax of -x (min_on_device). */
-enum { R_SUM, R_MEAN, R_MAX, R_ARGMAX, R_MIN, R_ARGMIN };
+/* The kinds a device's kernels take. */
+enum { R_SUM = ZLM_R_SUM, R_MEAN = ZLM_R_MEAN, R_MAX = ZLM_R_MAX, R_ARGMAX = ZLM_R_ARGMAX, R_MIN = ZLM_R_MIN,
+       R_ARGMIN = ZLM_R_ARGMIN };
 static const char *const names[] = {"sum", "mean", "max", "argmax", "min", "argmin"};
 
 static bool is_min(int kind) { return kind == R_MIN || kind == R_ARGMIN; }
@@ -39,10 +40,9 @@ static void reduce_dim(int kind, const float *restrict x, int64_t outer, int64_t
             for (int64_t i = 0; i < inner; i++) {
                 float best = xo[i];
                 int64_t bi = 0;
-                /* The first NaN wins, then the first extreme: ties keep the earliest. */
                 for (int64_t k = 1; k < d; k++) {
                     float v = xo[k * inner + i];
-                    if ((lower ? v < best : v > best) || (isnan(v) && !isnan(best))) { best = v; bi = k; }
+                    if (zlm_pick_replaces(v, best, lower)) { best = v; bi = k; }
                 }
                 yo[i] = best;
                 if (io) io[i] = bi;
@@ -53,7 +53,7 @@ static void reduce_dim(int kind, const float *restrict x, int64_t outer, int64_t
 
 static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
-/* out [out] (f32) and, for max and argmax, idx [out] (i64, the same shape) on
+/* out [out] (f32) and, for max, min and their positions, idx [out] (i64, the same shape) on
  * x's device: d < 0 reduces everything. */
 static zl_status reduce_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d, int64_t outer,
                                int64_t len, int64_t inner, zl_tensor *out, zl_tensor *idx)
@@ -105,12 +105,13 @@ static zl_tensor *record(zl_tensor *out, int kind, zl_tensor *x, int d, int64_t 
     return out;
 }
 
-/* The reduction of x on its device, recorded for backward with the max's
- * positions saved there (saved[0]); argmax gives the positions themselves. */
+/* The reduction of x on its device, recorded for backward with the max's or
+ * min's positions saved there (saved[0]); argmax and argmin give the
+ * positions themselves. */
 static zl_tensor *reduce_on_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d,
                                    int64_t outer, int64_t len, int64_t inner, int nd, const int64_t *shape)
 {
-    bool want_idx = kind == R_MAX || kind == R_ARGMAX;
+    bool want_idx = picks(kind);
     zl_tensor *out = zli_new_f32_like(x, nd, shape);
     zl_tensor *idx = out && want_idx ? x->storage->dev->alloc(ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS, index)
                                      : NULL;
@@ -119,7 +120,7 @@ static zl_tensor *reduce_on_device(const zli_dev_kernels *k, int index, int kind
         zl_tensor_release(idx);
         return NULL;
     }
-    if (kind == R_ARGMAX) {
+    if (kind == R_ARGMAX || kind == R_ARGMIN) {
         zl_tensor_release(out);
         return idx;
     }
@@ -159,21 +160,6 @@ static zl_tensor *reduce_int(int kind, zl_tensor *x, int64_t outer, int64_t len,
     return zli_host_result(out, kind == R_MAX || kind == R_MIN ? x->dtype : ZL_DTYPE_I64, x);
 }
 
-/* min and argmin of a float tensor on a device, whose kernels know only
- * max: -max(-x) and argmax(-x). Negation is exact, a NaN stays a NaN and
- * ties keep the first, so both are min's and argmin's; the gradient's zeros
- * come back negated (-0). */
-static zl_tensor *min_on_device(int kind, zl_tensor *x, int dim, bool keepdim)
-{
-    zl_tensor *nx = zl_neg(x);
-    zl_tensor *m = nx ? (kind == R_MIN ? zl_max : zl_argmax)(nx, dim, keepdim) : NULL;
-    zl_tensor_release(nx);
-    if (kind == R_ARGMIN || !m) return m;
-    zl_tensor *r = zl_neg(m);
-    zl_tensor_release(m);
-    return r;
-}
-
 static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
 {
     const char *op = names[kind];
@@ -205,7 +191,6 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
      * accuracy's, is small), so both give the same bits. */
     if (!zl_dtype_traits_of(x->dtype)->is_float && kind != R_MEAN)
         return zli_op_end(op, 1, &x, reduce_int(kind, x, outer, len, inner, nd, shape));
-    if (on && is_min(kind)) return zli_op_end(op, 1, &x, min_on_device(kind, x, dim, keepdim));
     if (on) return zli_op_end(op, 1, &x, reduce_on_device(k, index, kind, x, d, outer, len, inner, nd, shape));
     zl_tensor *xf = zli_f32c(x);
     zl_tensor *out = xf ? zli_new_f32(nd, shape) : NULL;

@@ -1,0 +1,460 @@
+/* The stand-in device's op kernels: what each CUDA kernel computes per
+ * element (engine/math), in plain loops over host memory, so every op that
+ * runs on a device runs here without a GPU and is compared with the host. */
+#include <stdlib.h>
+#include "stand_in_kernels.h"
+#include "math/attention.h"
+#include "math/binary.h"
+#include "math/convert.h"
+#include "math/binary_int.h"
+#include "math/conv.h"
+#include "math/cross_entropy.h"
+#include "math/dropout.h"
+#include "math/embedding.h"
+#include "math/index_select.h"
+#include "math/layer_norm.h"
+#include "math/reduce.h"
+#include "math/select.h"
+#include "math/mse.h"
+#include "math/pool.h"
+#include "math/softmax.h"
+#include "math/sum_to.h"
+#include "math/unary.h"
+
+stand_in_counts stand_in_calls;
+
+static void count_half(int n, const int *dts)
+{
+    for (int i = 0; i < n; i++)
+        if (dts[i] == ZLM_BF16 || dts[i] == ZLM_F16) {
+            stand_in_calls.half_operands++;
+            return;
+        }
+}
+
+static zl_status fake_unary(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0,
+                            float p1)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(2, (int[]){xdt, ydt});
+    for (int64_t i = 0; i < n; i++) zlm_store(y, ydt, i, zlm_unary_forward(kind, zlm_load(x, xdt, i), p0, p1));
+    return ZL_OK;
+}
+
+static zl_status fake_unary_backward(int index, int kind, int64_t n, const void *x, int xdt, const void *y, int ydt,
+                                     const void *g, int gdt, float *gx, float p0, float p1)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(3, (int[]){xdt, y ? ydt : ZLM_F32, gdt});
+    for (int64_t i = 0; i < n; i++)
+        gx[i] = zlm_unary_backward(kind, zlm_load(x, xdt, i), y ? zlm_load(y, ydt, i) : 0.0f, zlm_load(g, gdt, i), p0,
+                                   p1);
+    return ZL_OK;
+}
+
+/* The operands' broadcast views over the output's shape; returns its element count. */
+static int64_t views_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb, zlm_view *va,
+                        zlm_view *vb)
+{
+    int64_t n = 1;
+    *va = (zlm_view){.ndim = ndim};
+    *vb = (zlm_view){.ndim = ndim};
+    for (int i = 0; i < ndim; i++) {
+        va->shape[i] = vb->shape[i] = shape[i];
+        va->stride[i] = sa[i];
+        vb->stride[i] = sb[i];
+        n *= shape[i];
+    }
+    return n;
+}
+
+static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
+                             const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(3, (int[]){adt, bdt, odt});
+    zlm_view va, vb;
+    int64_t n = views_of(ndim, shape, sa, sb, &va, &vb);
+    for (int64_t i = 0; i < n; i++)
+        zlm_store(out, odt, i,
+                  zlm_binary_forward(kind, zlm_load(a, adt, zlm_view_offset(&va, i)),
+                                     zlm_load(b, bdt, zlm_view_offset(&vb, i))));
+    return ZL_OK;
+}
+
+/* A plain triple loop over A and B stored as dt (ZLM_*): the order differs
+ * from OpenBLAS's, so GEMM results are compared to a tolerance, not bit for
+ * bit. alpha and beta as BLAS applies them: alpha times the product, plus
+ * beta times C. */
+static void loop_gemm(int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
+                      int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, float beta, float *C,
+                      int64_t ldc, int64_t sc, int64_t batch)
+{
+    for (int64_t b = 0; b < batch; b++) {
+        float *Cb = C + b * sc;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < K; p++)
+                    s += (double)zlm_load(A, dt, b * sa + (ta ? p * lda + i : i * lda + p)) *
+                         zlm_load(B, dt, b * sb + (tb ? j * ldb + p : p * ldb + j));
+                float v = alpha * (float)s;
+                Cb[i * ldc + j] = beta == 0.0f ? v : v + beta * Cb[i * ldc + j];
+            }
+    }
+}
+
+static zl_status fake_gemm_batched(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                   const float *A, int64_t lda, int64_t sa, const float *B, int64_t ldb, int64_t sb,
+                                   float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    CHECK(index == FAKE_INDEX);
+    stand_in_calls.batched_gemms += batch > 1;
+    loop_gemm(ZLM_F32, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    return ZL_OK;
+}
+
+static zl_status fake_gemm_half(int index, int dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                                float beta, float *C, int64_t ldc, int64_t sc, int64_t batch)
+{
+    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
+    if (dt != ZLM_BF16 && dt != ZLM_F16) return zl_error(ZL_EINVAL, "gemm_half: dtype %d", dt);
+    stand_in_calls.half_gemms[dt]++;
+    loop_gemm(dt, ta, tb, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    return ZL_OK;
+}
+
+/* linear's one-pass forward: the half GEMM into f32, plus the bias, rounded
+ * once; it declines as a GPU's may for some shapes while asked to. */
+
+static zl_status fake_linear_half(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                                  const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done)
+{
+    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
+    *done = false;
+    if (stand_in_calls.linear_half_declines) return ZL_OK;
+    float *acc = malloc((size_t)(M * N > 0 ? M * N : 1) * sizeof *acc);
+    if (!acc) return zl_error(ZL_ENOMEM, "linear_half: out of memory");
+    loop_gemm(dt, false, true, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, acc, N, 0, 1);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) zlm_store(D, dt, m * ldd + n, acc[m * N + n] + (bias ? bias[n] : 0.0f));
+    free(acc);
+    stand_in_calls.linear_halfs++;
+    *done = true;
+    return ZL_OK;
+}
+
+static zl_status fake_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           const float *B, int64_t ldb, float *C, int64_t ldc)
+{
+    return fake_gemm_batched(index, ta, tb, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, C, ldc, 0, 1);
+}
+
+static zl_status fake_att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++)
+        zlm_attention_softmax_row(s + r * tk, zlm_attention_limit(r, tq, tk, causal), tk);
+    return ZL_OK;
+}
+
+static zl_status fake_att_softmax_backward(int index, int64_t rows, int64_t tk, float *dp, const float *p)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++) zlm_attention_softmax_row_backward(dp + r * tk, p + r * tk, tk);
+    return ZL_OK;
+}
+
+static zl_status fake_dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale,
+                              const float *x, uint8_t *keep, float *y)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) {
+        keep[i] = zlm_dropout_keep(seed, offset + (uint64_t)i, p);
+        y[i] = zlm_dropout_apply(keep[i], x[i], scale);
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_dropout_backward(int index, int64_t n, const uint8_t *keep, const float *g, float scale,
+                                       float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) gx[i] = zlm_dropout_apply(keep[i], g[i], scale);
+    return ZL_OK;
+}
+
+static zl_status fake_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
+                                 float *out, int64_t *idx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < outer * inner; j++) {
+        int64_t at = 0;
+        if (kind == ZLM_R_SUM || kind == ZLM_R_MEAN) out[j] = zlm_reduce_sum(x, d, inner, j / inner, j % inner,
+                                                                             kind == ZLM_R_MEAN);
+        else out[j] = zlm_reduce_pick(x, d, inner, j / inner, j % inner, zlm_reduce_lowest(kind), &at);
+        if (idx) idx[j] = at;
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
+{
+    CHECK(index == FAKE_INDEX);
+    int64_t nc = zlm_sum_chunks(n);
+    for (int64_t c = 0; c < nc; c++) work[c] = zlm_chunk_sum(x, n, c);
+    out[0] = zlm_sum_finish(work, nc, n, mean);
+    return ZL_OK;
+}
+
+static zl_status fake_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
+                                      const int64_t *idx, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < outer * len * inner; j++) gx[j] = zlm_reduce_backward(kind, g, idx, len, inner, j);
+    return ZL_OK;
+}
+
+static zl_status fake_select(int index, int ndim, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
+                             const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es, void *out)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_select s = {.ndim = ndim};
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        s.shape[i] = shape[i];
+        s.sc[i] = sc[i];
+        s.sa[i] = sa[i];
+        s.sb[i] = sb[i];
+        n *= shape[i];
+    }
+    for (int64_t i = 0; i < n; i++) zlm_select_elem(&s, cond, a, b, es, out, i);
+    return ZL_OK;
+}
+
+static zl_status fake_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g, float *out,
+                             int64_t nout)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < nout; j++) out[j] = zlm_sum_to_elem(g, nd, shape, red, j);
+    return ZL_OK;
+}
+
+/* Element i of buffer p in dtype dt, as a byte address (the math headers take rows so). */
+static void *at(const void *p, int dt, int64_t i) { return (char *)p + i * (int64_t)zl_dtype_size((zl_dtype)dt); }
+
+static zl_status fake_softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x,
+                              int xdt, void *y, int ydt)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(2, (int[]){xdt, ydt});
+    for (int64_t r = 0; r < outer * inner; r++) {
+        int64_t b = zlm_softmax_row_base(r, d, inner);
+        zlm_softmax_row(is_log, d, inner, at(x, xdt, b), xdt, at(y, ydt, b), ydt);
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner,
+                                       const void *y, int ydt, const void *g, int gdt, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(2, (int[]){ydt, gdt});
+    for (int64_t r = 0; r < outer * inner; r++) {
+        int64_t b = zlm_softmax_row_base(r, d, inner);
+        zlm_softmax_row_backward(is_log, d, inner, at(y, ydt, b), ydt, at(g, gdt, b), gdt, gx + b);
+    }
+    return ZL_OK;
+}
+
+/* Row r of x [rows, ncls] (xdt) in f32, as the kernel loads each element. */
+static float *row_f32(const void *x, int xdt, int64_t ncls, int64_t r)
+{
+    float *row = malloc((size_t)(ncls ? ncls : 1) * sizeof *row);
+    CHECK(row != NULL);
+    for (int64_t c = 0; row && c < ncls; c++) row[c] = zlm_load(x, xdt, r * ncls + c);
+    return row;
+}
+
+static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
+                                 int64_t ignore, float *lse, float *loss)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(1, &xdt);
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = row_f32(x, xdt, ncls, r);
+        zlm_ce_row(ncls, row, target[r], ignore, lse + r, loss + r);
+        free(row);
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
+                                  const int64_t *target, int64_t ignore, const float *lse, const float *g,
+                                  int64_t g_stride, float k, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(1, &xdt);
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = row_f32(x, xdt, ncls, r);
+        zlm_ce_row_backward(ncls, row, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k), gx + r * ncls);
+        free(row);
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_ln_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                                 const void *b, int bdt, double eps, void *y, int ydt, float *mean, float *rstd)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(4, (int[]){xdt, w ? wdt : ZLM_F32, b ? bdt : ZLM_F32, ydt});
+    for (int64_t r = 0; r < rows; r++)
+        zlm_ln_row(m, at(x, xdt, r * m), xdt, w, wdt, b, bdt, eps, at(y, ydt, r * m), ydt, mean + r, rstd + r);
+    return ZL_OK;
+}
+
+static zl_status fake_ln_backward_x(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w,
+                                    int wdt, const float *mean, const float *rstd, const void *g, int gdt, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(3, (int[]){xdt, w ? wdt : ZLM_F32, gdt});
+    for (int64_t r = 0; r < rows; r++)
+        zlm_ln_row_backward(m, at(x, xdt, r * m), xdt, w, wdt, mean[r], rstd[r], at(g, gdt, r * m), gdt, gx + r * m);
+    return ZL_OK;
+}
+
+static zl_status fake_ln_backward_wb(int index, int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
+                                     const float *rstd, const void *g, int gdt, float *gw, float *gb)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(2, (int[]){xdt, gdt});
+    for (int64_t j = 0; j < m; j++) zlm_ln_column_backward(rows, m, j, x, xdt, mean, rstd, g, gdt, gw, gb);
+    return ZL_OK;
+}
+
+static zl_status fake_emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w,
+                                  void *out)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n * d; i++) zlm_embedding_gather(i, d, es, idx, w, out);
+    return ZL_OK;
+}
+
+static zl_status fake_emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
+                                   float *gw)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t j = 0; j < d; j++) zlm_embedding_backward_columns(n, v, d, j, j + 1, idx, g, ZLM_F32, gw);
+    return ZL_OK;
+}
+
+static zl_status fake_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
+                                   const int64_t *idx, const void *x, void *out)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < outer * m * inner; i++) zlm_index_select_gather(i, len, m, inner, es, idx, x, out);
+    return ZL_OK;
+}
+
+static zl_status fake_index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
+                                            const int64_t *idx, const float *g, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t t = 0; t < outer * inner; t++) zlm_index_select_backward_column(t, len, m, inner, idx, g, gx);
+    return ZL_OK;
+}
+
+static zl_status fake_mse_forward(int index, int64_t n, const float *x, const float *t, float *sq)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) sq[i] = zlm_mse_sq(x[i], t[i]);
+    return ZL_OK;
+}
+
+static zl_status fake_mse_backward(int index, int64_t n, const float *x, const float *t, const float *g,
+                                   int64_t g_stride, float k, float *gx, float *gt)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) {
+        float v = zlm_mse_grad(x[i], t[i], g[i * g_stride], k);
+        if (gx) gx[i] = v;
+        if (gt) gt[i] = -v;
+    }
+    return ZL_OK;
+}
+
+static zlm_window window_of(const zli_dev_window *w)
+{
+    return (zlm_window){.c = w->c, .h = w->h, .w = w->w, .kh = w->kh, .kw = w->kw, .oh = w->oh, .ow = w->ow,
+                        .sh = w->sh, .sw = w->sw, .ph = w->ph, .pw = w->pw, .dh = w->dh, .dw = w->dw};
+}
+
+static zl_status fake_pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
+                                   int64_t *arg)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < planes * g.oh * g.ow; i++) zlm_pool_max(&g, x, i, y, arg);
+    return ZL_OK;
+}
+
+static zl_status fake_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                                    const float *gy, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < planes * g.h * g.w; i++) gx[i] = zlm_pool_grad(&g, arg, gy, i);
+    return ZL_OK;
+}
+
+static zl_status fake_im2col(int index, const zli_dev_window *w, const float *x, float *col)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < g.c * g.kh * g.kw * g.oh * g.ow; i++) col[i] = zlm_im2col_elem(&g, x, i);
+    return ZL_OK;
+}
+
+static zl_status fake_col2im(int index, const zli_dev_window *w, const float *col, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_window g = window_of(w);
+    for (int64_t i = 0; i < g.c * g.h * g.w; i++) gx[i] = zlm_col2im_elem(&g, col, i);
+    return ZL_OK;
+}
+
+static zl_status fake_conv_bias_backward(int index, int64_t n, int64_t nout, int64_t len, const float *g, float *gb)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t o = 0; o < nout; o++) gb[o] = zlm_conv_bias_grad(g, n, nout, len, o);
+    return ZL_OK;
+}
+
+static zl_status fake_binary_int(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
+                                 const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_view va, vb;
+    int64_t n = views_of(ndim, shape, sa, sb, &va, &vb);
+    for (int64_t i = 0; i < n; i++) zlm_binary_int_elem(kind, &va, a, adt, &vb, b, bdt, out, odt, i);
+    return ZL_OK;
+}
+
+const zli_dev_kernels stand_in_kernels = {
+    .binary_int = fake_binary_int,
+    .pool_forward = fake_pool_forward, .pool_backward = fake_pool_backward, .im2col = fake_im2col,
+    .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
+    .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
+    .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
+    .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward,
+    .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
+    .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
+    .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
+    .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
+    .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .gemm_half = fake_gemm_half, .linear_half = fake_linear_half,
+    .att_softmax = fake_att_softmax,
+    .att_softmax_backward = fake_att_softmax_backward, .dropout = fake_dropout,
+    .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
+    .reduce_backward = fake_reduce_backward, .select = fake_select,
+};

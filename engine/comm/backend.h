@@ -98,8 +98,17 @@ ZLI_HIDDEN extern const char *volatile zli_comm_waiting;
 
 ZLI_HIDDEN extern const zli_comm_backend zli_comm_self;
 ZLI_HIDDEN extern const zli_comm_backend zli_comm_mpi;
-#ifdef ZLUA_HAVE_NCCL
-ZLI_HIDDEN extern const zli_comm_backend zli_comm_nccl;
-#endif
+
+/* The communicator's functions a backend in a device module calls (the
+ * nccl backend carries rank 0's unique id over an "mpi" communicator):
+ * handed to it with the first request, as core's are (core/backend.h). */
+typedef struct zli_comm_api {
+    zl_status (*open)(const char *backend, zl_comm **out);
+    void (*close)(zl_comm *c);
+    int (*rank)(const zl_comm *c);
+    int (*size)(const zl_comm *c);
+    zl_status (*set_timeout)(zl_comm *c, double seconds);
+    zl_status (*broadcast)(zl_comm *c, zl_tensor *t, int root);
+} zli_comm_api;
 
 #endif

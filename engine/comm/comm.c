@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include "backend.h"
+#include "../core/backend.h"
 #include "../core/memory_impl.h"
 
 #define DEFAULT_TIMEOUT_S (30.0 * 60.0)
@@ -57,21 +58,40 @@ static zl_status parse_timeout(const char *s, double *out)
                      "or was told -DZLUA_CUDA=OFF); install them and rebuild, or use backend \"mpi\""
 #endif
 
+static bool is_nccl(const char *name) { return name && strcmp(name, "nccl") == 0; }
+
 static const zli_comm_backend *backend_named(const char *name)
 {
     if (name && strcmp(name, "self") == 0) return &zli_comm_self;
     if (name && strcmp(name, "mpi") == 0) return &zli_comm_mpi;
-#ifdef ZLUA_HAVE_NCCL
-    if (name && strcmp(name, "nccl") == 0) return &zli_comm_nccl;
-#endif
     return NULL;
+}
+
+/* The "nccl" backend lives in CUDA's module, opened with it; NULL with the
+ * reason in zl_last_error() when it does not load or has none. */
+static const zli_comm_backend *nccl_backend(void)
+{
+#ifdef ZLUA_HAVE_NCCL
+    static const zli_comm_api api = {zl_comm_open, zl_comm_close, zl_comm_rank, zl_comm_size, zl_comm_set_timeout,
+                                     zl_comm_broadcast};
+    const zli_backend *b = zli_backend_of("comm_open", ZL_DEVICE_CUDA);
+    if (b && !b->comm) zl_error(ZL_EDEVICE, "comm_open: the CUDA backend has no nccl communicator");
+    return b && b->comm ? b->comm(&api) : NULL;
+#else
+    zl_error(ZL_EDEVICE, "comm_open: %s", NCCL_MISSING);
+    return NULL;
+#endif
 }
 
 const char *zl_comm_unavailable(const char *backend)
 {
-#ifndef ZLUA_HAVE_NCCL
-    if (backend && strcmp(backend, "nccl") == 0) return NCCL_MISSING;
+    if (is_nccl(backend)) {
+#ifdef ZLUA_HAVE_NCCL
+        return NULL;
+#else
+        return NCCL_MISSING;
 #endif
+    }
     const zli_comm_backend *be = backend_named(backend);
     return be ? be->missing : "unknown backend (expected \"self\", \"mpi\" or \"nccl\")";
 }
@@ -80,10 +100,8 @@ zl_status zl_comm_open(const char *backend, zl_comm **out)
 {
     if (!out) return zl_error(ZL_EINVAL, "comm_open: out is NULL");
     *out = NULL;
-    const zli_comm_backend *be = backend_named(backend);
-#ifndef ZLUA_HAVE_NCCL
-    if (backend && strcmp(backend, "nccl") == 0) return zl_error(ZL_EDEVICE, "comm_open: %s", NCCL_MISSING);
-#endif
+    const zli_comm_backend *be = is_nccl(backend) ? nccl_backend() : backend_named(backend);
+    if (!be && is_nccl(backend)) return zli_last_code();
     if (!be)
         return zl_error(ZL_EINVAL, "comm_open: unknown backend '%s' (expected \"self\", \"mpi\" or \"nccl\")",
                         backend ? backend : "(null)");

@@ -5,6 +5,7 @@
 #define ZL_TENSOR_IMPL_H
 
 #include "zlua/zlua.h"
+#include "../math/strided.h"
 
 #define ZLI_HIDDEN __attribute__((visibility("hidden")))
 
@@ -183,6 +184,17 @@ static inline int zli_choice(int *slot, int (*decide)(void))
     if (v < 0) {
         v = decide();
         __atomic_store_n(slot, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* t's view as a device's kernels take it (math/strided.h). */
+static inline zlm_view zli_strided_view(const zl_tensor *t)
+{
+    zlm_view v = {.ndim = t->ndim, .offset = t->offset};
+    for (int i = 0; i < t->ndim; i++) {
+        v.shape[i] = t->shape[i];
+        v.stride[i] = t->stride[i];
     }
     return v;
 }

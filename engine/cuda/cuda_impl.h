@@ -1,11 +1,11 @@
-/* What the device layer (engine/device) asks of the CUDA backend: the probe,
- * the caching allocator, copies. runtime.c and alloc.c implement it in a CUDA
- * build, absent.c (every call a clear error) in a build without the toolkit. */
+/* Private to the CUDA module (libzlua_cuda.so): what its files ask of each
+ * other. libzlua reaches the module only through the backend table its
+ * entry returns (backend.c, core/backend.h). */
 #ifndef ZL_CUDA_IMPL_H
 #define ZL_CUDA_IMPL_H
 
-#include "../core/tensor_impl.h"
-#include "../math/strided.h"
+#include <stdio.h>
+#include "../core/backend.h"
 
 /* Device indices the allocator keeps figures for; a higher one is refused. */
 #define ZLI_CUDA_MAX_DEVICES 64
@@ -46,17 +46,6 @@ ZLI_HIDDEN void zli_cuda_released(const char *what, int e);
  * ZLUA_CUDA_SYNC set the kernel's (waited for); ZL_EDEVICE naming `what`. */
 ZLI_HIDDEN zl_status zli_cuda_done(int index, const char *what, int launched);
 
-/* t's view as the kernels take it (math/strided.h). */
-static inline zlm_view zli_cuda_view_of(const zl_tensor *t)
-{
-    zlm_view v = {.ndim = t->ndim, .offset = t->offset};
-    for (int i = 0; i < t->ndim; i++) {
-        v.shape[i] = t->shape[i];
-        v.stride[i] = t->stride[i];
-    }
-    return v;
-}
-
 /* Core's primitives on the device (prims.c), for the allocator's table. */
 ZLI_HIDDEN zl_status zli_cuda_copy_into(zl_tensor *dst, const zl_tensor *src);
 ZLI_HIDDEN zl_status zli_cuda_fill(zl_tensor *t, double v);
@@ -96,5 +85,10 @@ ZLI_HIDDEN const zli_device_ops *zli_cuda_ops(void);
 ZLI_HIDDEN extern const zli_copy_stream zli_cuda_streams;
 /* The optim layer's table on CUDA (optim.c), as opaque to core. */
 ZLI_HIDDEN extern const struct zli_dev_optim zli_cuda_optim;
+
+/* The nccl communicator backend (nccl.c), given the communicator's functions. */
+ZLI_HIDDEN const void *zli_cuda_comm(const void *comm_api);
+/* core's table, for core_link.c's forwarders. */
+ZLI_HIDDEN void zli_cuda_link_core(const zli_core_api *api);
 
 #endif

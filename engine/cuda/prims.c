@@ -11,7 +11,7 @@ zl_status zli_cuda_copy_into(zl_tensor *dst, const zl_tensor *src)
 {
     int index = dst->storage->dev_index;
     if (zli_cuda_use(index)) return zli_last_code();
-    zlm_view s = zli_cuda_view_of(src), d = zli_cuda_view_of(dst);
+    zlm_view s = zli_strided_view(src), d = zli_strided_view(dst);
     bool contiguous = zl_tensor_is_contiguous(dst);
     int launched = zlk_cuda_copy_view(zl_tensor_numel(dst), &s, src->storage->data, (int)src->dtype,
                                       contiguous ? NULL : &d, contiguous ? zl_tensor_data(dst) : dst->storage->data,
@@ -35,7 +35,7 @@ zl_status zli_cuda_fill(zl_tensor *t, double v)
 {
     int index = t->storage->dev_index;
     if (zli_cuda_use(index)) return zli_last_code();
-    zlm_view d = zli_cuda_view_of(t);
+    zlm_view d = zli_strided_view(t);
     return zli_cuda_done(index, "fill", zlk_cuda_fill_view(zl_tensor_numel(t), &d, t->storage->data, (int)t->dtype, v,
                                                            NULL));
 }
@@ -46,7 +46,7 @@ zl_status zli_cuda_add(zl_tensor *dst, const zl_tensor *src, double alpha)
         return zl_error(ZL_EDTYPE, "add_: the destination must be a float tensor, got %s", zl_dtype_name(dst->dtype));
     int index = dst->storage->dev_index;
     if (zli_cuda_use(index)) return zli_last_code();
-    zlm_view d = zli_cuda_view_of(dst), s = zli_cuda_view_of(src);
+    zlm_view d = zli_strided_view(dst), s = zli_strided_view(src);
     return zli_cuda_done(index, "add", zlk_cuda_add_view(zl_tensor_numel(dst), &d, dst->storage->data, (int)dst->dtype,
                                                          &s, src->storage->data, (int)src->dtype, (float)alpha, NULL));
 }

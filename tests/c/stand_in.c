@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include "stand_in.h"
 #include "core/tensor_impl.h"
-#include "cuda/cuda_impl.h"
 #include "math/grad.h"
 #include "math/optim.h"
 #include "math/rng.h"
@@ -107,7 +106,7 @@ static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem
 
 static zl_status fake_copy(zl_tensor *dst, const zl_tensor *src)
 {
-    zlm_view s = zli_cuda_view_of(src), d = zli_cuda_view_of(dst);
+    zlm_view s = zli_strided_view(src), d = zli_strided_view(dst);
     for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
         zlm_copy_view_elem(&d, dst->storage->data, (int)dst->dtype, &s, src->storage->data, (int)src->dtype, i);
     return ZL_OK;
@@ -115,7 +114,7 @@ static zl_status fake_copy(zl_tensor *dst, const zl_tensor *src)
 
 static zl_status fake_fill(zl_tensor *t, double v)
 {
-    zlm_view d = zli_cuda_view_of(t);
+    zlm_view d = zli_strided_view(t);
     for (int64_t i = 0; i < zl_tensor_numel(t); i++)
         zlm_set64(t->storage->data, (int)t->dtype, zlm_view_offset(&d, i), v);
     return ZL_OK;
@@ -123,7 +122,7 @@ static zl_status fake_fill(zl_tensor *t, double v)
 
 static zl_status fake_add(zl_tensor *dst, const zl_tensor *src, double alpha)
 {
-    zlm_view d = zli_cuda_view_of(dst), s = zli_cuda_view_of(src);
+    zlm_view d = zli_strided_view(dst), s = zli_strided_view(src);
     for (int64_t i = 0; i < zl_tensor_numel(dst); i++)
         zlm_add_elem(&d, dst->storage->data, (int)dst->dtype, &s, src->storage->data, (int)src->dtype, (float)alpha, i);
     return ZL_OK;
@@ -311,7 +310,7 @@ zl_tensor *to_fake(zl_tensor *h)
 zl_tensor *from_fake(const zl_tensor *d)
 {
     zl_tensor *h = zl_tensor_new(d->dtype, d->ndim, d->shape, ZL_MEM_OTHER);
-    zlm_view v = zli_cuda_view_of(d);
+    zlm_view v = zli_strided_view(d);
     for (int64_t i = 0; i < zl_tensor_numel(d); i++)
         zlm_copy_elem(&v, d->storage->data, (int)d->dtype, zl_tensor_data(h), (int)d->dtype, i);
     return h;

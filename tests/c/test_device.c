@@ -63,3 +63,42 @@ TEST(no_cuda_device_is_an_error_naming_why)
     CHECK_ERR(zl_device_count((zl_device)7), "device_count: unknown device kind 7");
     zl_tensor_release(t);
 }
+
+/* The CUDA module is opened once per process, so a module named by
+ * ZLUA_CUDA_MODULE is tried by a run of its own (tests/CMakeLists.txt):
+ * one that is not there, and a library without the module's entry. Each
+ * is refused naming the file and what went wrong, never crashed on. */
+static const char *module_named(void)
+{
+    const char *m = getenv("ZLUA_CUDA_MODULE");
+    if (!m || !*m) zt_skip("run by CTest with ZLUA_CUDA_MODULE naming a module");
+    return m && *m ? m : NULL;
+}
+
+TEST(a_missing_cuda_module_is_named)
+{
+    const char *m = module_named();
+    if (!m) return;
+    CHECK(zl_device_count(ZL_DEVICE_CUDA) == 0);
+#ifdef ZLUA_HAVE_CUDA
+    CHECK(strstr(zl_last_error(), "no CUDA device: the CUDA backend (libzlua_cuda.so) did not load: ") != NULL);
+    CHECK(strstr(zl_last_error(), m) != NULL && strstr(zl_last_error(), "No such file") != NULL);
+#else
+    CHECK(strstr(zl_last_error(), "this zlua was built without CUDA") != NULL);
+#endif
+    zl_comm *c = NULL;
+    CHECK(zl_comm_open("nccl", &c) == ZL_EDEVICE && c == NULL);
+    CHECK(strstr(zl_last_error(), "no CUDA device: ") != NULL || strstr(zl_last_error(), "without NCCL") != NULL);
+}
+
+TEST(a_library_without_the_entry_is_refused)
+{
+    const char *m = module_named();
+    if (!m) return;
+    CHECK(zl_device_count(ZL_DEVICE_CUDA) == 0);
+#ifdef ZLUA_HAVE_CUDA
+    CHECK_ERR(zl_device_check(ZL_DEVICE_CUDA, 0), "no CUDA device: libzlua_cuda.so has no zlua_cuda_backend");
+#else
+    CHECK(strstr(zl_last_error(), "this zlua was built without CUDA") != NULL);
+#endif
+}

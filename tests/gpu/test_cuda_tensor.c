@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include "harness.h"
 #include "core/tensor_impl.h"
-#include "cuda/cuda_impl.h"
+#include "core/backend.h"
 
 __attribute__((constructor(200))) static void skip_without_gpu(void)
 {
@@ -359,11 +359,12 @@ TEST(a_refused_gemm_plan_falls_back)
             zl_tensor *xh = zl_tensor_to(xr, dt), *wh = zl_tensor_to(wr, dt);
             zl_tensor *xd = on_gpu(xh), *wd = on_gpu(wh);
             zl_tensor *want = zl_linear(xh, wh, NULL);
-            int64_t before = zli_cuda_blas_fallbacks();
-            zli_cuda_blas_refuse_plans(true);
+            const zli_backend *cuda = zli_backend_of("test", ZL_DEVICE_CUDA);
+            int64_t before = cuda->blas_fallbacks();
+            cuda->blas_refuse_plans(true);
             zl_tensor *got = xd && wd ? zl_linear(xd, wd, NULL) : NULL;
-            zli_cuda_blas_refuse_plans(false);
-            CHECK(got && zli_cuda_blas_fallbacks() > before);
+            cuda->blas_refuse_plans(false);
+            CHECK(got && cuda->blas_fallbacks() > before);
             if (got) check_close_dev(want, got, half ? 1e-2 : 1e-5, "a GEMM on the fallback");
             zl_tensor *objs[] = {got, want, wd, xd, wh, xh, wr, xr};
             release_all(objs, 8);

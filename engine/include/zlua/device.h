@@ -15,7 +15,9 @@ extern "C" {
 /* Visible devices of a kind: 1 for the CPU; for CUDA the count the runtime
  * reports, 0 when there is none, and then zl_last_error() says why ("no CUDA
  * device: ..." naming the runtime's answer, CUDA_VISIBLE_DEVICES and the
- * driver looked for; "zlua was built without CUDA ..." in such a build). */
+ * driver looked for, or where the CUDA module libzlua_cuda.so was looked for;
+ * "zlua was built without CUDA ..." in such a build). The first CUDA call
+ * opens that module. */
 ZL_API int zl_device_count(zl_device kind);
 /* ZL_OK when device `index` of kind exists and can be used; otherwise the
  * error above (ZL_EDEVICE), or ZL_EINVAL for an index out of range. */
@@ -38,11 +40,11 @@ ZL_API zl_tensor *zl_tensor_to_device(zl_tensor *t, zl_device kind, int index);
 /* Device memory charged by category (bytes handed to tensors; the allocator's
  * cache is not counted) and its peak, as zl_mem_stats_of for the host;
  * cat ZL_MEM_COUNT gives all categories together (the peak of the sum). An
- * unknown kind or category, or an index out of range, gives zeros and sets
- * the error. */
+ * unknown kind or category, an index out of range, or a kind with no
+ * backend here gives zeros and sets the error. */
 ZL_API zl_mem_stats zl_device_mem_stats(zl_device kind, int index, zl_mem_category cat);
 /* Bytes charged to tensors on every device of a kind this process uses (all
- * categories); reads counters, starts no runtime. */
+ * categories); reads counters, opens no module and starts no runtime. */
 ZL_API int64_t zl_device_mem_in_use(zl_device kind);
 /* Bytes the caching allocator holds from the driver (in use plus cached). */
 ZL_API int64_t zl_device_mem_reserved(zl_device kind, int index);

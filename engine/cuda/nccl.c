@@ -1,7 +1,9 @@
-/* The "nccl" backend: collectives on CUDA tensors through NCCL, queued on the
- * communicator's own stream so they overlap compute; a started collective is
- * an event comm.c polls. Rank 0's unique id reaches the others over MPI or a
- * file. NCCL itself is opened with the first communicator (nccl_lib.c). */
+/* The "nccl" communicator backend, part of the CUDA module: collectives on
+ * CUDA tensors through NCCL, queued on the communicator's own stream so they
+ * overlap compute; a started collective is an event comm.c polls. Rank 0's
+ * unique id reaches the others over MPI or a file, through the communicator
+ * functions comm.c hands over. NCCL itself is opened with the first
+ * communicator (nccl_lib.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -10,12 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
-#include "backend.h"
+#include "../comm/backend.h"
+#include "cuda_impl.h"
 #include "nccl_lib.h"
-#include "../cuda/cuda_impl.h"
 
-/* NCCL's functions, set by the first nccl_open that loaded them. */
+/* NCCL's functions, set by the first nccl_open that loaded them; the
+ * communicator's, set when comm.c asks for this backend. */
 static const zli_nccl_api *N;
+static const zli_comm_api *C;
 
 typedef struct nccl_state {
     ncclComm_t comm;
@@ -95,18 +99,18 @@ static zl_status launcher_place(zl_comm *c, const char **from)
 /* Over an internal mpi communicator: rank 0's id broadcast as 128 bytes. */
 static zl_status id_over_mpi(zl_comm *c, nccl_state *s, ncclUniqueId *id, const char *from)
 {
-    if (zl_comm_open("mpi", &s->mpi)) return zli_last_code();
-    if (zl_comm_rank(s->mpi) != c->rank || zl_comm_size(s->mpi) != c->size)
+    if (C->open("mpi", &s->mpi)) return zli_last_code();
+    if (C->rank(s->mpi) != c->rank || C->size(s->mpi) != c->size)
         return zl_error(ZL_EINVAL, "comm nccl: rank %d of %d (from %s), but MPI sees rank %d of %d: start the "
                         "job with mpirun (or zlua --nprocs), or name a file for the unique id in "
-                        "ZLUA_NCCL_ID_FILE (one host)", c->rank, c->size, from, zl_comm_rank(s->mpi),
-                        zl_comm_size(s->mpi));
-    zl_comm_set_timeout(s->mpi, c->timeout_s);
+                        "ZLUA_NCCL_ID_FILE (one host)", c->rank, c->size, from, C->rank(s->mpi),
+                        C->size(s->mpi));
+    C->set_timeout(s->mpi, c->timeout_s);
     int64_t n = (int64_t)sizeof *id;
     zl_tensor *bytes = zl_tensor_new(ZL_DTYPE_U8, 1, &n, ZL_MEM_COMM);
     if (!bytes) return zli_last_code();
     if (c->rank == 0) memcpy(zl_tensor_data(bytes), id, sizeof *id);
-    zl_status st = zl_comm_broadcast(s->mpi, bytes, 0);
+    zl_status st = C->broadcast(s->mpi, bytes, 0);
     if (!st) memcpy(id, zl_tensor_data(bytes), sizeof *id);
     zl_tensor_release(bytes);
     return st;
@@ -183,7 +187,7 @@ static void drop_mpi(nccl_state *s, bool clean)
 {
     if (!s->mpi) return;
     if (clean) {
-        zl_comm_close(s->mpi);
+        C->close(s->mpi);
     } else {
         /* Its collective close could block on ranks that are gone. */
         s->mpi->be->close(s->mpi, false);
@@ -208,12 +212,12 @@ static zl_status nccl_open(zl_comm *c)
 {
     const char *from;
     if (launcher_place(c, &from)) return zli_last_code();
-    if (zl_device_check(ZL_DEVICE_CUDA, 0)) {
+    if (zli_cuda_use(0)) {
         char why[512];
         snprintf(why, sizeof why, "%s", zl_last_error());
         return zl_error(ZL_EDEVICE, "comm nccl: rank %d: %s", c->rank, why);
     }
-    int visible = zl_device_count(ZL_DEVICE_CUDA);
+    int visible = zli_cuda_count();
     if (c->local_rank >= visible) {
         const char *vis = getenv("CUDA_VISIBLE_DEVICES");
         return zl_error(ZL_EDEVICE, "comm nccl: rank %d (local rank %d) needs cuda:%d, but %d device%s visible "
@@ -264,8 +268,9 @@ static zl_status nccl_open(zl_comm *c)
         return open_fail(c, s, cuda_fail(e, "cudaEventCreateWithFlags", c->rank));
     }
     int64_t one = 1;
-    s->scratch = zl_tensor_zeros_on(ZL_DTYPE_F32, 1, &one, ZL_DEVICE_CUDA, c->device_index);
-    if (!s->scratch) return open_fail(c, s, zli_last_code());
+    s->scratch = zli_cuda_new(ZL_DTYPE_F32, 1, &one, ZL_MEM_OTHER, c->device_index);
+    if (!s->scratch || zli_cuda_memset0(zl_tensor_data(s->scratch), sizeof(float), c->device_index))
+        return open_fail(c, s, zli_last_code());
     return ZL_OK;
 }
 
@@ -419,7 +424,7 @@ static void nccl_stopped(zl_comm *c, char *out, size_t size)
     if (s->mpi && s->mpi->be->stopped) s->mpi->be->stopped(s->mpi, out, size);
 }
 
-const zli_comm_backend zli_comm_nccl = {
+static const zli_comm_backend nccl_backend = {
     .name = "nccl",
     .device = ZL_DEVICE_CUDA,
     .open = nccl_open,
@@ -429,3 +434,9 @@ const zli_comm_backend zli_comm_nccl = {
     .lost = nccl_lost,
     .stopped = nccl_stopped,
 };
+
+const void *zli_cuda_comm(const void *comm_api)
+{
+    C = comm_api;
+    return &nccl_backend;
+}

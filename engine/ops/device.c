@@ -8,7 +8,11 @@ int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_ker
     const zl_tensor *dev = NULL;
     for (int i = 0; i < n; i++)
         if (in[i]->storage->dev) { dev = in[i]; break; }
-    if (!dev) return 0;
+    if (!dev) {
+        *kernels = &zli_cpu_kernels;
+        *index = 0;
+        return 0;
+    }
     for (int i = 0; i < n; i++) {
         const zl_tensor *t = in[i];
         if (!t->storage->dev && zl_tensor_numel(t) == 1) continue;
@@ -30,11 +34,17 @@ const zl_tensor *zli_op_home(int n, zl_tensor *const *in)
     return in[0];
 }
 
-zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape)
+zl_tensor *zli_new_like(const zl_tensor *like, zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat)
 {
     const zl_storage *s = like->storage;
-    if (!s->dev) return zli_new_f32(ndim, shape);
-    return s->dev->alloc(ZL_DTYPE_F32, ndim, shape, ZL_MEM_ACTIVATIONS, s->dev_index);
+    if (!s->dev) return zl_tensor_new(dt, ndim, shape, cat);
+    return s->dev->alloc(dt, ndim, shape, cat, s->dev_index);
+}
+
+zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape)
+{
+    if (!like->storage->dev) return zli_new_f32(ndim, shape);
+    return zli_new_like(like, ZL_DTYPE_F32, ndim, shape, ZL_MEM_ACTIVATIONS);
 }
 
 /* h (host, contiguous; released) copied into like's device memory, charged to cat. */

@@ -1,10 +1,13 @@
-/* The ops that run on a device: the kernel table a device hands the ops layer
- * (through its storage's zli_device_ops.kernels) and the helpers an op uses
- * to find where its inputs live and to put its f32 work buffers there. The
- * kernels take contiguous buffers in the device's memory, as the CPU kernels
- * take them in host memory: f32, or where a dtype (a zl_dtype code) goes
- * with a buffer, f32, bf16 or f16, read into f32 and rounded to it on store
- * (the host's bits: it converts to f32, computes, and rounds the result). */
+/* The ops' kernel tables: the one a device hands the ops layer (through its
+ * storage's zli_device_ops.kernels), the CPU's (zli_cpu_kernels), and the
+ * helpers an op uses to find where its inputs live, take that memory's
+ * table and put its work buffers there. The kernels take contiguous buffers
+ * in their memory: f32, or where a dtype (a zl_dtype code) goes with a
+ * buffer and the table reads halves, f32, bf16 or f16, read into f32 and
+ * rounded to it on store (the host's bits: it converts to f32, computes,
+ * and rounds the result). An op that has moved to the tables calls its
+ * kernel through whichever table its inputs' memory gives, with no branch
+ * on where that is. */
 #ifndef ZL_OPS_DEVICE_KERNELS_H
 #define ZL_OPS_DEVICE_KERNELS_H
 
@@ -18,6 +21,10 @@ typedef struct zli_dev_window {
 } zli_dev_window;
 
 typedef struct zli_dev_kernels {
+    /* Whether the kernels take bf16 and f16 buffers as they are (a GPU's);
+     * false: every buffer is f32 and every dtype argument ZLM_F32 (the
+     * CPU's vector loops, whose ops widen halves first). */
+    bool halves;
     /* y[n] = f(x[n]); kind is unary.c's (and math/unary.h's) code. */
     zl_status (*unary)(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1);
     /* gx[n] = g * f'(x); y is the op's output, or NULL where f' does not need it;
@@ -137,14 +144,18 @@ typedef struct zli_dev_kernels {
                         const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es, void *out);
 } zli_dev_kernels;
 
-/* Where an op's inputs live, all in one place: 0 for host memory, 1 for a
- * device (*kernels and *index set), or -1 with an error naming the op when
- * they are spread over devices or the device has no kernels. Host tensors of
- * one element go along with device ones, as PyTorch lets CPU scalars do. */
+/* Where an op's inputs live, all in one place: 0 for host memory (*kernels
+ * the CPU's, *index 0), 1 for a device (*kernels and *index its), or -1
+ * with an error naming the op when they are spread over devices or the
+ * device has no kernels. Host tensors of one element go along with device
+ * ones, as PyTorch lets CPU scalars do. */
 ZLI_HIDDEN int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_kernels **kernels,
                              int *index);
 /* The first of in[n] in device memory, else in[0]: where an op's results go. */
 ZLI_HIDDEN const zl_tensor *zli_op_home(int n, zl_tensor *const *in);
+/* A new uninitialised contiguous tensor of dtype dt in the memory `like` lives in. */
+ZLI_HIDDEN zl_tensor *zli_new_like(const zl_tensor *like, zl_dtype dt, int ndim, const int64_t *shape,
+                                   zl_mem_category cat);
 /* A new f32 tensor charged to activations, in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_new_f32_like(const zl_tensor *like, int ndim, const int64_t *shape);
 /* zli_f32c(t), in the memory `like` lives in (a host scalar is copied over). */
@@ -178,5 +189,8 @@ ZLI_HIDDEN zl_status zli_dev_gemm(const zli_dev_kernels *k, int index, zl_dtype 
 
 /* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);
+
+/* The CPU's kernel table (ops/cpu/kernels.c), f32 only. */
+ZLI_HIDDEN extern const zli_dev_kernels zli_cpu_kernels;
 
 #endif

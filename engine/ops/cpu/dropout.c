@@ -5,39 +5,57 @@
  * advances the generator as the host does. It is kept as one byte per element
  * for the backward. */
 #include <math.h>
-#include "../device_kernels.h"
+#include "kernels.h"
+#include "../../math/dropout.h"
 
-/* y[i] = keep[i] ? x[i] * scale : 0, with keep[i] = u[i] >= p; keep [out]. */
-static void dropout_kernel(int64_t n, const float *restrict x, const float *restrict u, float p, float scale,
-                           uint8_t *restrict keep, float *restrict y)
+/* The host draws RNG_BLOCK counters at a time: first the Philox words, a
+ * loop of integer arithmetic the compiler vectorizes, then the mask and the
+ * values, each draw as zlm_rand_u01 makes it (core/rng.c's uniform fill). */
+#define RNG_BLOCK 256
+
+/* The CPU's kernels (ops/cpu/kernels.h): keep [n] = the draw at counter
+ * offset + i (key seed) >= p; y [n] = keep ? x * scale : 0. */
+zl_status zli_cpu_dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale, const float *x,
+                          uint8_t *keep, float *y)
 {
+    (void)index;
+    int64_t blocks = (n + RNG_BLOCK - 1) / RNG_BLOCK;
     #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        uint8_t k = u[i] >= p;
-        keep[i] = k;
-        y[i] = k ? x[i] * scale : 0.0f;
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t i0 = b * RNG_BLOCK, m = n - i0 < RNG_BLOCK ? n - i0 : RNG_BLOCK;
+        uint32_t w[RNG_BLOCK];
+        for (int64_t j = 0; j < m; j++) {
+            uint32_t r[4];
+            zlm_philox(offset + (uint64_t)(i0 + j), seed, r);
+            w[j] = r[0];
+        }
+        for (int64_t j = 0; j < m; j++) {
+            uint8_t k = zlm_u01(w[j]) >= p;
+            keep[i0 + j] = k;
+            y[i0 + j] = zlm_dropout_apply(k, x[i0 + j], scale);
+        }
     }
+    return ZL_OK;
 }
 
-static void dropout_backward_kernel(int64_t n, const uint8_t *restrict keep, const float *restrict g, float scale,
-                                    float *restrict gx)
+zl_status zli_cpu_dropout_backward(int index, int64_t n, const uint8_t *keep, const float *g, float scale, float *gx)
 {
+    (void)index;
     #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) gx[i] = keep[i] ? g[i] * scale : 0.0f;
+    for (int64_t i = 0; i < n; i++) gx[i] = zlm_dropout_apply(keep[i], g[i], scale);
+    return ZL_OK;
 }
 
 /* saved[0]: the keep mask (u8, x's shape); f[0]: the scale. */
 static zl_status dropout_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
-    const zli_dev_kernels *k = g->storage->dev ? g->storage->dev->kernels : NULL;
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("dropout backward", 1, &g, &k, &index) < 0) return zli_last_code();
     zl_tensor *gx = zli_new_f32_like(g, g->ndim, g->shape);
-    zl_status st = gx ? ZL_OK : ZL_ENOMEM;
-    if (gx && k)
-        st = k->dropout_backward(g->storage->dev_index, zl_tensor_numel(g), zl_tensor_data(n->saved[0]),
-                                 zl_tensor_data(g), (float)n->f[0], zl_tensor_data(gx));
-    else if (gx)
-        dropout_backward_kernel(zl_tensor_numel(g), zl_tensor_data(n->saved[0]), zl_tensor_data(g), (float)n->f[0],
-                                zl_tensor_data(gx));
+    zl_status st = gx ? k->dropout_backward(index, zl_tensor_numel(g), zl_tensor_data(n->saved[0]), zl_tensor_data(g),
+                                            (float)n->f[0], zl_tensor_data(gx))
+                      : ZL_ENOMEM;
     if (st) {
         zl_tensor_release(gx);
         gx = NULL;
@@ -46,9 +64,9 @@ static zl_status dropout_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
-/* keep [out] and y [out] on the device, from the generator's next n counters. */
-static zl_status dropout_device(const zli_dev_kernels *k, int index, zl_tensor *x, double p, float scale,
-                                zl_generator *g, zl_tensor *keep, zl_tensor *y)
+/* keep [out] and y [out] in x's memory, from the generator's next n counters. */
+static zl_status run_dropout(const zli_dev_kernels *k, int index, zl_tensor *x, double p, float scale,
+                             zl_generator *g, zl_tensor *keep, zl_tensor *y)
 {
     zl_tensor *xf = zli_f32c(x);
     if (!xf) return ZL_ENOMEM;
@@ -68,35 +86,21 @@ zl_tensor *zl_dropout(zl_tensor *x, double p, bool training, zl_generator *g)
 {
     const char *op = "dropout";
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin(op, 1, &x)) return NULL;
-    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
+    if (zli_op_device(op, 1, &x, &k, &index) < 0) return zli_op_end(op, 1, &x, NULL);
     if (zli_need_float(op, "input", x)) return zli_op_end(op, 1, &x, NULL);
     if (!(p >= 0.0 && p <= 1.0)) {
         zl_error(ZL_EINVAL, "%s: probability p must be in [0, 1], got %g", op, p);
         return zli_op_end(op, 1, &x, NULL);
     }
     if (!training || p == 0.0) return zli_op_end(op, 1, &x, zl_tensor_retain(x));
-    int64_t n = zl_tensor_numel(x);
     float scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
-    zl_tensor *y = NULL, *keep = NULL;
-    if (on) {
-        keep = x->storage->dev->alloc(ZL_DTYPE_U8, x->ndim, x->shape, ZL_MEM_ACTIVATIONS, index);
-        y = keep ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
-        if (y && dropout_device(k, index, x, p, scale, g, keep, y)) {
-            zl_tensor_release(y);
-            y = NULL;
-        }
-    } else {
-        zl_tensor *u = zl_tensor_rand(ZL_DTYPE_F32, x->ndim, x->shape, g);
-        keep = u ? zl_tensor_new(ZL_DTYPE_U8, x->ndim, x->shape, ZL_MEM_ACTIVATIONS) : NULL;
-        zl_tensor *xf = keep ? zli_f32c(x) : NULL;
-        y = xf ? zli_new_f32(x->ndim, x->shape) : NULL;
-        if (y)
-            dropout_kernel(n, zl_tensor_data(xf), zl_tensor_data(u), (float)p, scale, zl_tensor_data(keep),
-                           zl_tensor_data(y));
-        zl_tensor_release(u);
-        zl_tensor_release(xf);
+    zl_tensor *keep = zli_new_like(x, ZL_DTYPE_U8, x->ndim, x->shape, ZL_MEM_ACTIVATIONS);
+    zl_tensor *y = keep ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    if (y && run_dropout(k, index, x, p, scale, g, keep, y)) {
+        zl_tensor_release(y);
+        y = NULL;
     }
     y = zli_cast_result(y, x->dtype);
     zl_node *node = NULL;

@@ -1,15 +1,19 @@
 /* where and masked_fill: one kernel picks each element from one of two sources
  * by a bool/u8 condition, reading raw elements through broadcast strides (every
  * dtype); backward routes the gradient with it and sums it to each input's shape.
- * On a device the device's select does the same with the operands there. */
+ * The select runs through the kernel table of the operands' memory. */
 #include <string.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 
-/* out [shape] (contiguous, es-byte elements) [out] = cond ? a : b, each operand
- * read through its element strides (0 on broadcast dims). */
-static void select_kernel(int nd, const int64_t *shape, const uint8_t *cond, const int64_t *sc, const char *a,
-                          const int64_t *sa, const char *b, const int64_t *sb, size_t es, char *out)
+/* The CPU's kernel (ops/cpu/kernels.h): out [shape] (contiguous, es-byte
+ * elements) [out] = cond ? a : b, each operand read through its element
+ * strides (0 on broadcast dims). */
+zl_status zli_cpu_select(int index, int nd, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
+                         const void *av, const int64_t *sa, const void *bv, const int64_t *sb, int es, void *outv)
 {
+    (void)index;
+    const char *a = av, *b = bv;
+    char *out = outv;
     int64_t inner = nd ? shape[nd - 1] : 1, n = zli_numel(nd, shape);
     int64_t rows = inner ? n / inner : 0;
     int64_t ic = nd ? sc[nd - 1] : 0, ia = nd ? sa[nd - 1] : 0, ib = nd ? sb[nd - 1] : 0;
@@ -37,6 +41,7 @@ static void select_kernel(int nd, const int64_t *shape, const uint8_t *cond, con
         }
 #undef SELECT_ROW
     }
+    return ZL_OK;
 }
 
 static zl_status need_mask(const char *op, const char *role, const zl_tensor *t)
@@ -45,37 +50,31 @@ static zl_status need_mask(const char *op, const char *role, const zl_tensor *t)
     return zl_error(ZL_EDTYPE, "%s: %s must be bool or u8, got %s", op, role, zl_dtype_name(t->dtype));
 }
 
-static const float zero_f32 = 0.0f;
 static const int64_t zero_strides[ZL_MAX_DIMS];
 
 /* out [shape] (contiguous, es bytes an element) = cond ? a : b through the
- * given strides, all in host memory or all on out's device. */
+ * given strides, all in out's memory, by that memory's kernel. */
 static zl_status select_into(int nd, const int64_t *shape, const zl_tensor *cond, const int64_t *sc, const void *a,
                              const int64_t *sa, const void *b, const int64_t *sb, size_t es, zl_tensor *out)
 {
-    const zl_storage *s = out->storage;
-    if (s->dev) {
-        const zli_dev_kernels *k = s->dev->kernels;
-        return k->select(s->dev_index, nd, shape, zl_tensor_data(cond), sc, a, sa, b, sb, (int)es,
-                         zl_tensor_data(out));
-    }
-    select_kernel(nd, shape, zl_tensor_data(cond), sc, a, sa, b, sb, es, zl_tensor_data(out));
-    return ZL_OK;
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("select", 1, &out, &k, &index) < 0) return zli_last_code();
+    return k->select(index, nd, shape, zl_tensor_data(cond), sc, a, sa, b, sb, (int)es, zl_tensor_data(out));
 }
 
 /* full [g's shape] (f32, where g lives) = g where cond (read through its
  * broadcast strides) equals `keep_true`, 0 elsewhere. */
 static zl_tensor *route_grad(zl_tensor *cond, const zl_tensor *g, bool keep_true)
 {
-    bool on = g->storage->dev != NULL;
     zl_tensor *c = zli_copy_as_like(cond, cond->dtype, g);
-    zl_tensor *zero = c && on ? zli_full_like_device(g, ZL_DTYPE_F32, 0, NULL, ZL_MEM_ACTIVATIONS, 0.0) : NULL;
-    zl_tensor *full = c && (zero || !on) ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
+    zl_tensor *zero = c ? zli_full_like_device(g, ZL_DTYPE_F32, 0, NULL, ZL_MEM_ACTIVATIONS, 0.0) : NULL;
+    zl_tensor *full = zero ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
     if (full) {
         int64_t sc[ZL_MAX_DIMS], sg[ZL_MAX_DIMS];
         zli_bcast_strides(c, g->ndim, g->shape, sc);
         zli_contiguous_strides(g->ndim, g->shape, sg);
-        const char *pg = zl_tensor_data(g), *pz = on ? zl_tensor_data(zero) : (const char *)&zero_f32;
+        const char *pg = zl_tensor_data(g), *pz = zl_tensor_data(zero);
         if (select_into(g->ndim, g->shape, c, sc, keep_true ? pg : pz, keep_true ? sg : zero_strides,
                         keep_true ? pz : pg, keep_true ? zero_strides : sg, sizeof(float), full)) {
             zl_tensor_release(full);
@@ -122,9 +121,7 @@ zl_tensor *zl_where(zl_tensor *cond, zl_tensor *a, zl_tensor *b)
     const zl_tensor *home = zli_op_home(3, in);
     zl_tensor *cc = zli_copy_as_like(cond, cond->dtype, home);
     zl_tensor *ac = cc ? zli_copy_as_like(a, rdt, home) : NULL, *bc = ac ? zli_copy_as_like(b, rdt, home) : NULL;
-    zl_tensor *out = !bc ? NULL
-                     : home->storage->dev ? home->storage->dev->alloc(rdt, nd, shape, ZL_MEM_ACTIVATIONS, index)
-                                          : zl_tensor_new(rdt, nd, shape, ZL_MEM_ACTIVATIONS);
+    zl_tensor *out = bc ? zli_new_like(home, rdt, nd, shape, ZL_MEM_ACTIVATIONS) : NULL;
     if (out) {
         int64_t sc[ZL_MAX_DIMS], sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
         zli_bcast_strides(cc, nd, shape, sc);
@@ -177,10 +174,7 @@ zl_tensor *zl_masked_fill(zl_tensor *x, zl_tensor *mask, double value)
     zl_tensor *fill = fh ? zli_copy_as_like(fh, x->dtype, home) : NULL;
     zl_tensor *m = fill ? zli_copy_as_like(mask, mask->dtype, home) : NULL;
     zl_tensor *xs = m ? zli_copy_as_like(x, x->dtype, home) : NULL;
-    zl_tensor *out = !xs ? NULL
-                     : home->storage->dev ? home->storage->dev->alloc(x->dtype, x->ndim, x->shape, ZL_MEM_ACTIVATIONS,
-                                                                      index)
-                                          : zl_tensor_new(x->dtype, x->ndim, x->shape, ZL_MEM_ACTIVATIONS);
+    zl_tensor *out = xs ? zli_new_like(home, x->dtype, x->ndim, x->shape, ZL_MEM_ACTIVATIONS) : NULL;
     if (out) {
         int64_t sm[ZL_MAX_DIMS];
         zli_bcast_strides(m, nd, x->shape, sm);

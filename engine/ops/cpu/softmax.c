@@ -2,7 +2,7 @@
  * x is read as [outer, d, inner]: each of the outer*inner rows of length d is
  * handled by one thread from start to end, so results never depend on thread count. */
 #include <math.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "../../math/softmax.h"
 
 /* One row of d elements, s apart, in math/softmax.h's formulas, each
@@ -42,11 +42,15 @@ static inline void row_backward(bool is_log, int64_t d, int64_t s, const float *
     }
 }
 
-/* x, y [outer, d, inner] contiguous; y [out]. A literal stride of 1 for the
- * common last-dim case lets the compiler specialise the inlined row loops. */
-static void softmax_kernel(bool is_log, int64_t outer, int64_t d, int64_t inner, const float *restrict x,
-                           float *restrict y)
+/* The CPU's kernels (ops/cpu/kernels.h): x, y [outer, d, inner] contiguous
+ * f32; y [out]. A literal stride of 1 for the common last-dim case lets the
+ * compiler specialise the inlined row loops. */
+zl_status zli_cpu_softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *xv, int xdt,
+                          void *yv, int ydt)
 {
+    (void)index, (void)xdt, (void)ydt;
+    const float *restrict x = xv;
+    float *restrict y = yv;
     int64_t rows = outer * inner;
     #pragma omp parallel for schedule(static) if (rows * d > ZLI_PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
@@ -54,11 +58,14 @@ static void softmax_kernel(bool is_log, int64_t outer, int64_t d, int64_t inner,
         if (inner == 1) row_forward(is_log, d, 1, x + base, y + base);
         else row_forward(is_log, d, inner, x + base, y + base);
     }
+    return ZL_OK;
 }
 
-static void softmax_backward_kernel(bool is_log, int64_t outer, int64_t d, int64_t inner, const float *restrict y,
-                                    const float *restrict g, float *restrict gx)
+zl_status zli_cpu_softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *yv,
+                                   int ydt, const void *gv, int gdt, float *gx)
 {
+    (void)index, (void)ydt, (void)gdt;
+    const float *restrict y = yv, *restrict g = gv;
     int64_t rows = outer * inner;
     #pragma omp parallel for schedule(static) if (rows * d > ZLI_PAR_MIN && rows > 1)
     for (int64_t r = 0; r < rows; r++) {
@@ -66,6 +73,7 @@ static void softmax_backward_kernel(bool is_log, int64_t outer, int64_t d, int64
         if (inner == 1) row_backward(is_log, d, 1, y + base, g + base, gx + base);
         else row_backward(is_log, d, inner, y + base, g + base, gx + base);
     }
+    return ZL_OK;
 }
 
 static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -73,17 +81,13 @@ static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     const zli_dev_kernels *k = NULL;
     int index = 0;
     zl_tensor *in[2] = {n->saved[0], g};
-    int on = zli_op_device("softmax backward", 2, in, &k, &index);
-    if (on < 0) return zli_last_code();
-    zl_tensor *y = zli_kernel_input(n->saved[0], on), *gc = y ? zli_kernel_input(g, on) : NULL;
+    if (zli_op_device("softmax backward", 2, in, &k, &index) < 0) return zli_last_code();
+    zl_tensor *y = zli_kernel_input(n->saved[0], k->halves), *gc = y ? zli_kernel_input(g, k->halves) : NULL;
     zl_tensor *gx = gc ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
-    if (gx && on)
+    if (gx)
         st = k->softmax_backward(index, n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), (int)y->dtype,
                                  zl_tensor_data(gc), (int)gc->dtype, zl_tensor_data(gx));
-    else if (gx)
-        softmax_backward_kernel(n->i[0] != 0, n->i[1], n->i[2], n->i[3], zl_tensor_data(y), zl_tensor_data(gc),
-                                zl_tensor_data(gx));
     zl_tensor_release(y);
     zl_tensor_release(gc);
     if (st) { zl_tensor_release(gx); return st; }
@@ -96,9 +100,9 @@ static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
 {
     const char *op = is_log ? "log_softmax" : "softmax";
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin(op, 1, &x)) return NULL;
-    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
+    if (zli_op_device(op, 1, &x, &k, &index) < 0) return zli_op_end(op, 1, &x, NULL);
     int d = 0;
     bool scalar = x->ndim == 0 && (dim == 0 || dim == -1);
     if (zli_need_float(op, "input", x) || (!scalar && zli_norm_dim(op, dim, x->ndim, &d)))
@@ -106,15 +110,13 @@ static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
     int64_t outer = 1, len = x->ndim ? x->shape[d] : 1, inner = 1;
     for (int i = 0; i < d; i++) outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++) inner *= x->shape[i];
-    zl_tensor *xf = zli_kernel_input(x, on);
-    zl_tensor *y = xf ? zli_kernel_output(x, on, x->dtype, x->ndim, x->shape) : NULL;
-    if (y && on && outer * len * inner > 0 &&
+    zl_tensor *xf = zli_kernel_input(x, k->halves);
+    zl_tensor *y = xf ? zli_kernel_output(x, k->halves, x->dtype, x->ndim, x->shape) : NULL;
+    if (y && outer * len * inner > 0 &&
         k->softmax(index, is_log, outer, len, inner, zl_tensor_data(xf), (int)xf->dtype, zl_tensor_data(y),
                    (int)y->dtype)) {
         zl_tensor_release(y);
         y = NULL;
-    } else if (y && !on && outer * len * inner > 0) {
-        softmax_kernel(is_log, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(y));
     }
     zl_tensor_release(xf);
     y = y && y->dtype != x->dtype ? zli_cast_result(y, x->dtype) : y;

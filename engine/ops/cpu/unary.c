@@ -2,7 +2,7 @@
  * pass over (x, y, g) rather than a chain of elementwise ops. */
 #include <math.h>
 #include <string.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "../../math/unary.h"
 
 /* The per-element math is the CUDA kernels' (math/unary.h), whose
@@ -20,29 +20,38 @@ static const char *const names[] = {"neg", "exp", "log", "sqrt", "tanh", "sigmoi
                                     "pow", "affine", "gelu", "gelu", "silu", "sin", "cos", "log1p",
                                     "softplus", "leaky_relu", "clamp"};
 
-static void forward_kernel(int kind, int64_t n, const float *restrict x, float *restrict y, float p0, float p1)
+/* The CPU's kernels (ops/cpu/kernels.h): f32 buffers, the dtype arguments ZLM_F32. */
+zl_status zli_cpu_unary(int index, int kind, int64_t n, const void *xv, int xdt, void *yv, int ydt, float p0,
+                        float p1)
 {
+    (void)index, (void)xdt, (void)ydt;
+    const float *restrict x = xv;
+    float *restrict y = yv;
     if (kind == U_GELU) {
         #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
         for (int64_t i = 0; i < n; i++) y[i] = zlm_unary_forward(ZLM_U_GELU, x[i], 0.0f, 0.0f);
-        return;
+        return ZL_OK;
     }
     #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
     for (int64_t i = 0; i < n; i++) y[i] = zlm_unary_forward(kind, x[i], p0, p1);
+    return ZL_OK;
 }
 
 /* gx = g * dy/dx, from x (input), y (output; NULL when the kind does not
  * read it) and the op's parameters. */
-static void backward_kernel(int kind, int64_t n, const float *restrict x, const float *restrict y,
-                            const float *restrict g, float *restrict gx, float p0, float p1)
+zl_status zli_cpu_unary_backward(int index, int kind, int64_t n, const void *xv, int xdt, const void *yv, int ydt,
+                                 const void *gv, int gdt, float *gx, float p0, float p1)
 {
+    (void)index, (void)xdt, (void)ydt, (void)gdt;
+    const float *restrict x = xv, *restrict y = yv, *restrict g = gv;
     if (kind == U_GELU) {
         #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
         for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(ZLM_U_GELU, x[i], 0.0f, g[i], 0.0f, 0.0f);
-        return;
+        return ZL_OK;
     }
     #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
     for (int64_t i = 0; i < n; i++) gx[i] = zlm_unary_backward(kind, x[i], y ? y[i] : 0.0f, g[i], p0, p1);
+    return ZL_OK;
 }
 
 static zl_status unary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -51,20 +60,16 @@ static zl_status unary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     const zli_dev_kernels *k = NULL;
     int index = 0;
     zl_tensor *in[2] = {n->inputs[0], g};
-    int on = zli_op_device(names[kind], 2, in, &k, &index);
-    if (on < 0) return zli_last_code();
-    zl_tensor *x = zli_kernel_input(n->inputs[0], on);
-    zl_tensor *y = n->saved[0] ? zli_kernel_input(n->saved[0], on) : NULL;
-    zl_tensor *gc = zli_kernel_input(g, on);
+    if (zli_op_device(names[kind], 2, in, &k, &index) < 0) return zli_last_code();
+    zl_tensor *x = zli_kernel_input(n->inputs[0], k->halves);
+    zl_tensor *y = n->saved[0] ? zli_kernel_input(n->saved[0], k->halves) : NULL;
+    zl_tensor *gc = zli_kernel_input(g, k->halves);
     zl_tensor *gx = x && gc && (y || !n->saved[0]) ? zli_new_f32_like(g, g->ndim, g->shape) : NULL;
     zl_status st = gx ? ZL_OK : ZL_ENOMEM;
-    if (gx && on)
+    if (gx)
         st = k->unary_backward(index, kind, zl_tensor_numel(g), zl_tensor_data(x), (int)x->dtype,
                                y ? zl_tensor_data(y) : NULL, y ? (int)y->dtype : ZL_DTYPE_F32, zl_tensor_data(gc),
                                (int)gc->dtype, zl_tensor_data(gx), (float)n->f[0], (float)n->f[1]);
-    else if (gx)
-        backward_kernel(kind, zl_tensor_numel(g), zl_tensor_data(x), y ? zl_tensor_data(y) : NULL,
-                        zl_tensor_data(gc), zl_tensor_data(gx), (float)n->f[0], (float)n->f[1]);
     zl_tensor_release(x);
     zl_tensor_release(y);
     zl_tensor_release(gc);
@@ -117,9 +122,9 @@ static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
 {
     const char *op = names[kind];
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin(op, 1, &x)) return NULL;
-    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
+    if (zli_op_device(op, 1, &x, &k, &index) < 0) return zli_op_end(op, 1, &x, NULL);
     /* An integer to a whole power stays an integer, as in torch. */
     bool is_float = zl_dtype_traits_of(x->dtype)->is_float;
     if (kind == U_POW && !is_float && x->dtype != ZL_DTYPE_BOOL && p0 >= 0 && p0 <= 64 && p0 == floor(p0))
@@ -132,14 +137,12 @@ static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
         return zli_op_end(op, 1, &x, NULL);
     zl_dtype rdt = is_float ? x->dtype : ZL_DTYPE_F32;
     if (kind == U_NEG || kind == U_ABS || kind == U_RELU) rdt = x->dtype == ZL_DTYPE_BOOL ? ZL_DTYPE_F32 : x->dtype;
-    zl_tensor *xf = zli_kernel_input(x, on);
-    zl_tensor *y = xf ? zli_kernel_output(x, on, rdt, x->ndim, x->shape) : NULL;
-    if (y && on && k->unary(index, kind, zl_tensor_numel(x), zl_tensor_data(xf), (int)xf->dtype, zl_tensor_data(y),
-                            (int)y->dtype, (float)p0, (float)p1)) {
+    zl_tensor *xf = zli_kernel_input(x, k->halves);
+    zl_tensor *y = xf ? zli_kernel_output(x, k->halves, rdt, x->ndim, x->shape) : NULL;
+    if (y && k->unary(index, kind, zl_tensor_numel(x), zl_tensor_data(xf), (int)xf->dtype, zl_tensor_data(y),
+                      (int)y->dtype, (float)p0, (float)p1)) {
         zl_tensor_release(y);
         y = NULL;
-    } else if (y && !on) {
-        forward_kernel(kind, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(y), (float)p0, (float)p1);
     }
     zl_tensor_release(xf);
     y = y && y->dtype != rdt ? zli_cast_result(y, rdt) : y;

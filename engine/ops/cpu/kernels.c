@@ -1,0 +1,10 @@
+/* The CPU's kernel table: the ops that call their kernels through the table
+ * of their inputs' memory find these for host tensors, as they find a
+ * device's for its tensors. */
+#include "kernels.h"
+
+const zli_dev_kernels zli_cpu_kernels = {
+    .halves = false, .unary = zli_cpu_unary, .unary_backward = zli_cpu_unary_backward, .softmax = zli_cpu_softmax,
+    .softmax_backward = zli_cpu_softmax_backward, .dropout = zli_cpu_dropout,
+    .dropout_backward = zli_cpu_dropout_backward, .select = zli_cpu_select,
+};

@@ -1,0 +1,26 @@
+/* Private to engine/ops: the CPU's entries in the ops' kernel table
+ * (ops/device_kernels.h), each defined beside its op and gathered into
+ * zli_cpu_kernels by kernels.c. They take f32 buffers in host memory; the
+ * table's halves is false, so every dtype argument is ZLM_F32. */
+#ifndef ZL_OPS_CPU_KERNELS_H
+#define ZL_OPS_CPU_KERNELS_H
+
+#include "../device_kernels.h"
+
+ZLI_HIDDEN zl_status zli_cpu_unary(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0,
+                                   float p1);
+ZLI_HIDDEN zl_status zli_cpu_unary_backward(int index, int kind, int64_t n, const void *x, int xdt, const void *y,
+                                            int ydt, const void *g, int gdt, float *gx, float p0, float p1);
+ZLI_HIDDEN zl_status zli_cpu_softmax(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *x,
+                                     int xdt, void *y, int ydt);
+ZLI_HIDDEN zl_status zli_cpu_softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner,
+                                              const void *y, int ydt, const void *g, int gdt, float *gx);
+ZLI_HIDDEN zl_status zli_cpu_dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale,
+                                     const float *x, uint8_t *keep, float *y);
+ZLI_HIDDEN zl_status zli_cpu_dropout_backward(int index, int64_t n, const uint8_t *keep, const float *g, float scale,
+                                              float *gx);
+ZLI_HIDDEN zl_status zli_cpu_select(int index, int nd, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
+                                    const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es,
+                                    void *out);
+
+#endif

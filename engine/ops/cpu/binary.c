@@ -5,7 +5,7 @@
  * depend on timing. */
 #include <math.h>
 #include <string.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 
 /* binary.h's kinds (ZLM_B_*), in its order. */
 enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ, B_LT, B_GT, B_NE, B_LE, B_GE };
@@ -28,18 +28,17 @@ static inline void row(int kind, int64_t n, const float *restrict a, int64_t sa,
     }
 }
 
-/* out[shape] = a (op) b, a and b f32 (any strides) read through broadcast strides. */
-static void binary_f32(int kind, const zl_tensor *a, const zl_tensor *b, zl_tensor *out)
+/* The CPU's kernels (ops/cpu/kernels.h): out [shape] (contiguous) = a (op) b,
+ * each read through its strides broadcast to shape; f32 here. */
+zl_status zli_cpu_binary(int index, int kind, int nd, const int64_t *shape, const int64_t *sa, const int64_t *sb,
+                         const void *av, int adt, const void *bv, int bdt, void *outv, int odt)
 {
-    int nd = out->ndim;
-    int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
-    zli_bcast_strides(a, nd, out->shape, sa);
-    zli_bcast_strides(b, nd, out->shape, sb);
-    const float *pa = zl_tensor_data(a), *pb = zl_tensor_data(b);
-    float *po = zl_tensor_data(out);
-    int64_t inner = nd ? out->shape[nd - 1] : 1;
+    (void)index, (void)adt, (void)bdt, (void)odt;
+    const float *pa = av, *pb = bv;
+    float *po = outv;
+    int64_t inner = nd ? shape[nd - 1] : 1;
     int64_t isa = nd ? sa[nd - 1] : 0, isb = nd ? sb[nd - 1] : 0;
-    int64_t rows = inner ? zl_tensor_numel(out) / inner : 0;
+    int64_t rows = inner ? zli_numel(nd, shape) / inner : 0;
     /* Work items are (row, block of the row): a long flat vector still spreads
      * over every thread, and each item writes its own disjoint slice. */
     const int64_t BLOCK = 8192;
@@ -49,8 +48,8 @@ static void binary_f32(int kind, const zl_tensor *a, const zl_tensor *b, zl_tens
         int64_t r = it / nblk, j0 = (it % nblk) * BLOCK, len = inner - j0 < BLOCK ? inner - j0 : BLOCK;
         int64_t oa = 0, ob = 0, rem = r;
         for (int d = nd - 2; d >= 0; d--) {
-            int64_t i = rem % out->shape[d];
-            rem /= out->shape[d];
+            int64_t i = rem % shape[d];
+            rem /= shape[d];
             oa += i * sa[d];
             ob += i * sb[d];
         }
@@ -62,24 +61,21 @@ static void binary_f32(int kind, const zl_tensor *a, const zl_tensor *b, zl_tens
         else if (isa == 0 && isb == 1) row(kind, len, ra, 0, rb, 1, ro);
         else row(kind, len, ra, isa, rb, isb, ro);
     }
+    return ZL_OK;
 }
 
 /* Integer operands are computed in double, exact for values up to 2^53 (f32
  * would be exact only to 2^24), one element at a time through broadcast
  * offsets: integer tensors are indices and counts, never the hot path. */
-static zl_tensor *binary_int(int kind, const zl_tensor *a, const zl_tensor *b, int nd, const int64_t *shape,
-                             zl_dtype rdt)
+zl_status zli_cpu_binary_int(int index, int kind, int nd, const int64_t *shape, const int64_t *sa,
+                             const int64_t *sb, const void *av, int adt, const void *bv, int bdt, void *outv, int odt)
 {
-    zl_tensor *out = zl_tensor_new(rdt, nd, shape, ZL_MEM_ACTIVATIONS);
-    if (!out) return NULL;
-    int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
-    zli_bcast_strides(a, nd, shape, sa);
-    zli_bcast_strides(b, nd, shape, sb);
-    const zl_dtype_traits *ta = zl_dtype_traits_of(a->dtype), *tb = zl_dtype_traits_of(b->dtype);
-    const zl_dtype_traits *to = zl_dtype_traits_of(rdt);
-    const char *pa = zl_tensor_data(a), *pb = zl_tensor_data(b);
-    char *po = zl_tensor_data(out);
-    int64_t n = zl_tensor_numel(out);
+    (void)index;
+    const zl_dtype_traits *ta = zl_dtype_traits_of((zl_dtype)adt), *tb = zl_dtype_traits_of((zl_dtype)bdt);
+    const zl_dtype_traits *to = zl_dtype_traits_of((zl_dtype)odt);
+    const char *pa = av, *pb = bv;
+    char *po = outv;
+    int64_t n = zli_numel(nd, shape);
     for (int64_t i = 0; i < n; i++) {
         int64_t oa = 0, ob = 0, rem = i;
         for (int d = nd - 1; d >= 0; d--) {
@@ -104,29 +100,36 @@ static zl_tensor *binary_int(int kind, const zl_tensor *a, const zl_tensor *b, i
         }
         to->from_f64(po + i * (int64_t)to->size, r);
     }
-    return out;
+    return ZL_OK;
 }
 
-/* The same on a device: each operand read in place (a host scalar copied
- * over), in double, by the device's kernel. */
-static zl_tensor *binary_int_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *a, zl_tensor *b, int nd,
-                                    const int64_t *shape, zl_dtype rdt)
+/* out [shape] (contiguous, in home's memory) = a (op) b through their
+ * broadcast strides, by k's integer kernel (operands in their dtypes, out in
+ * rdt) or its float one (operands in the dtypes k reads, out in the one it
+ * writes for rdt); a host scalar is copied over to home's memory. */
+static zl_tensor *run_binary(const zli_dev_kernels *k, int index, int kind, bool ints, zl_tensor *a, zl_tensor *b,
+                             const zl_tensor *home, int nd, const int64_t *shape, zl_dtype rdt)
 {
-    const zl_tensor *home = a->storage->dev ? a : b;
-    zl_tensor *da = zli_copy_as_like(a, a->dtype, home), *db = da ? zli_copy_as_like(b, b->dtype, home) : NULL;
-    zl_tensor *out = db ? home->storage->dev->alloc(rdt, nd, shape, ZL_MEM_ACTIVATIONS, index) : NULL;
+    zl_dtype at = ints ? a->dtype : k->halves ? zli_kernel_dtype(a->dtype) : ZL_DTYPE_F32;
+    zl_dtype bt = ints ? b->dtype : k->halves ? zli_kernel_dtype(b->dtype) : ZL_DTYPE_F32;
+    zl_tensor *fa = zli_copy_as_like(a, at, home), *fb = fa ? zli_copy_as_like(b, bt, home) : NULL;
+    zl_tensor *out = !fb ? NULL
+                     : ints ? zli_new_like(home, rdt, nd, shape, ZL_MEM_ACTIVATIONS)
+                            : zli_kernel_output(home, k->halves, rdt, nd, shape);
     if (out) {
         int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
-        zli_bcast_strides(da, nd, shape, sa);
-        zli_bcast_strides(db, nd, shape, sb);
-        if (k->binary_int(index, kind, nd, shape, sa, sb, zl_tensor_data(da), (int)da->dtype, zl_tensor_data(db),
-                          (int)db->dtype, zl_tensor_data(out), (int)rdt)) {
+        zli_bcast_strides(fa, nd, shape, sa);
+        zli_bcast_strides(fb, nd, shape, sb);
+        zl_status st = (ints ? k->binary_int : k->binary)(index, kind, nd, shape, sa, sb, zl_tensor_data(fa),
+                                                           (int)fa->dtype, zl_tensor_data(fb), (int)fb->dtype,
+                                                           zl_tensor_data(out), (int)out->dtype);
+        if (st) {
             zl_tensor_release(out);
             out = NULL;
         }
     }
-    zl_tensor_release(da);
-    zl_tensor_release(db);
+    zl_tensor_release(fa);
+    zl_tensor_release(fb);
     return out;
 }
 
@@ -139,9 +142,9 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     const char *op = names[kind];
     zl_tensor *in[2] = {a, b};
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin(op, 2, in)) return NULL;
-    if ((on = zli_op_device(op, 2, in, &k, &index)) < 0) return zli_op_end(op, 2, in, NULL);
+    if (zli_op_device(op, 2, in, &k, &index) < 0) return zli_op_end(op, 2, in, NULL);
     int nd;
     int64_t shape[ZL_MAX_DIMS];
     if (zl_broadcast_shapes(a->ndim, a->shape, b->ndim, b->shape, &nd, shape)) {
@@ -151,40 +154,13 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     bool cmp = kind >= B_EQ;
     zl_dtype rdt = cmp ? ZL_DTYPE_BOOL : zli_promote(a->dtype, b->dtype);
     bool ints = !zl_dtype_traits_of(a->dtype)->is_float && !zl_dtype_traits_of(b->dtype)->is_float;
-    if (ints) {
-        /* True division of integers gives a float, as in PyTorch and Lua. */
-        if (kind == B_DIV) rdt = ZL_DTYPE_F32;
-        zl_tensor *r = on ? binary_int_device(k, index, kind, a, b, nd, shape, rdt)
-                          : binary_int(kind, a, b, nd, shape, rdt);
-        return zli_op_end(op, 2, in, r);
-    }
-    zl_tensor *fa, *fb, *out;
-    if (on) {
-        /* On a device the operands are read where they lie, through their
-         * strides, in f32, bf16 or f16 (a host scalar comes over, any other
-         * dtype as f32); the result is written in its dtype. */
-        const zl_tensor *home = a->storage->dev ? a : b;
-        fa = zli_copy_as_like(a, zli_kernel_dtype(a->dtype), home);
-        fb = fa ? zli_copy_as_like(b, zli_kernel_dtype(b->dtype), home) : NULL;
-        out = fb ? zli_kernel_output(home, true, rdt, nd, shape) : NULL;
-        if (out) {
-            int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
-            zli_bcast_strides(fa, nd, shape, sa);
-            zli_bcast_strides(fb, nd, shape, sb);
-            if (k->binary(index, kind, nd, shape, sa, sb, zl_tensor_data(fa), (int)fa->dtype, zl_tensor_data(fb),
-                          (int)fb->dtype, zl_tensor_data(out), (int)out->dtype)) {
-                zl_tensor_release(out);
-                out = NULL;
-            }
-        }
-    } else {
-        fa = a->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(a) : zli_copy_as(a, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
-        fb = b->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(b) : zli_copy_as(b, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
-        out = fa && fb ? zli_new_f32(nd, shape) : NULL;
-        if (out) binary_f32(kind, fa, fb, out);
-    }
-    zl_tensor_release(fa);
-    zl_tensor_release(fb);
+    /* True division of integers gives a float, as in PyTorch and Lua. */
+    if (ints && kind == B_DIV) rdt = ZL_DTYPE_F32;
+    /* Integers are read as they are; floats where they lie, through their
+     * strides, in f32 (or, on a table that reads halves, bf16 or f16 as they
+     * are, any other dtype as f32). */
+    zl_tensor *out = run_binary(k, index, kind, ints, a, b, zli_op_home(2, in), nd, shape, rdt);
+    if (ints) return zli_op_end(op, 2, in, out);
     out = out && out->dtype != rdt ? zli_cast_result(out, rdt) : out;
     zl_node *node;
     if (out && !cmp && zl_dtype_traits_of(rdt)->is_float) {

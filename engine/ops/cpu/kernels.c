@@ -7,4 +7,6 @@ const zli_dev_kernels zli_cpu_kernels = {
     .halves = false, .unary = zli_cpu_unary, .unary_backward = zli_cpu_unary_backward, .softmax = zli_cpu_softmax,
     .softmax_backward = zli_cpu_softmax_backward, .dropout = zli_cpu_dropout,
     .dropout_backward = zli_cpu_dropout_backward, .select = zli_cpu_select,
+    .binary = zli_cpu_binary, .binary_int = zli_cpu_binary_int, .reduce_dim = zli_cpu_reduce_dim,
+    .reduce_all = zli_cpu_reduce_all, .reduce_backward = zli_cpu_reduce_backward, .sum_to = zli_cpu_sum_to,
 };

@@ -22,5 +22,17 @@ ZLI_HIDDEN zl_status zli_cpu_dropout_backward(int index, int64_t n, const uint8_
 ZLI_HIDDEN zl_status zli_cpu_select(int index, int nd, const int64_t *shape, const uint8_t *cond, const int64_t *sc,
                                     const void *a, const int64_t *sa, const void *b, const int64_t *sb, int es,
                                     void *out);
+ZLI_HIDDEN zl_status zli_cpu_binary(int index, int kind, int nd, const int64_t *shape, const int64_t *sa,
+                                    const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt);
+ZLI_HIDDEN zl_status zli_cpu_binary_int(int index, int kind, int nd, const int64_t *shape, const int64_t *sa,
+                                        const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out,
+                                        int odt);
+ZLI_HIDDEN zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
+                                        float *out, int64_t *idx);
+ZLI_HIDDEN zl_status zli_cpu_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out);
+ZLI_HIDDEN zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner,
+                                             const float *g, const int64_t *idx, float *gx);
+ZLI_HIDDEN zl_status zli_cpu_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g,
+                                    float *out, int64_t nout);
 
 #endif

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "../../math/reduce.h"
 
 /* The kinds a device's kernels take. */
@@ -20,10 +20,13 @@ static bool is_min(int kind) { return kind == R_MIN || kind == R_ARGMIN; }
 /* Whether the reduction picks an element (its gradient goes to that one). */
 static bool picks(int kind) { return kind >= R_MAX; }
 
-/* x viewed as [outer, d, inner] (contiguous f32); out [outer, inner]. */
-static void reduce_dim(int kind, const float *restrict x, int64_t outer, int64_t d, int64_t inner,
-                       float *restrict out, int64_t *restrict idx)
+/* The CPU's kernels (ops/cpu/kernels.h). x viewed as [outer, d, inner]
+ * (contiguous f32); out [outer, inner]; idx [outer, inner] the pick's
+ * position, NULL when not wanted. */
+zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *restrict x,
+                             float *restrict out, int64_t *restrict idx)
 {
+    (void)index;
     #pragma omp parallel for schedule(static) if (outer * d * inner > ZLI_PAR_MIN && outer > 1)
     for (int64_t o = 0; o < outer; o++) {
         const float *xo = x + o * d * inner;
@@ -49,13 +52,43 @@ static void reduce_dim(int kind, const float *restrict x, int64_t outer, int64_t
             }
         }
     }
+    return ZL_OK;
+}
+
+/* out [1] = the sum (or mean) of x [n] in zli_sum_fixed's chunks and order
+ * (it keeps the chunk sums itself: work is unused here). */
+zl_status zli_cpu_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
+{
+    (void)index, (void)work;
+    double s = zli_sum_fixed(x, n);
+    *out = (float)(mean ? s / (double)n : s);
+    return ZL_OK;
+}
+
+/* gx [outer, len, inner] from g [outer, inner]: copied (sum), divided by len
+ * (mean), or sent to the position idx names (max, min). */
+zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
+                                  const int64_t *idx, float *gx)
+{
+    (void)index;
+    #pragma omp parallel for schedule(static) if (outer * len * inner > ZLI_PAR_MIN && outer > 1)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < len; k++)
+            for (int64_t i = 0; i < inner; i++) {
+                float gv = g[o * inner + i];
+                float *dst = &gx[(o * len + k) * inner + i];
+                if (kind == R_SUM) *dst = gv;
+                else if (kind == R_MEAN) *dst = gv / (float)len;
+                else *dst = idx[o * inner + i] == k ? gv : 0.0f;
+            }
+    return ZL_OK;
 }
 
 static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
-/* out [out] (f32) and, for max, min and their positions, idx [out] (i64, the same shape) on
- * x's device: d < 0 reduces everything. */
-static zl_status reduce_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d, int64_t outer,
+/* out [out] (f32) and, for max, min and their positions, idx [out] (i64,
+ * the same shape) in x's memory, by its kernels: d < 0 reduces everything. */
+static zl_status reduce_kernel(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d, int64_t outer,
                                int64_t len, int64_t inner, zl_tensor *out, zl_tensor *idx)
 {
     zl_tensor *xf = zli_f32c(x);
@@ -65,7 +98,7 @@ static zl_status reduce_device(const zli_dev_kernels *k, int index, int kind, zl
         /* One double per chunk: 8-byte slots of an i64 scratch. */
         int64_t nchunks = (zl_tensor_numel(x) + ZLI_SUM_CHUNK - 1) / ZLI_SUM_CHUNK;
         if (nchunks < 1) nchunks = 1;
-        zl_tensor *work = x->storage->dev->alloc(ZL_DTYPE_I64, 1, &nchunks, ZL_MEM_ACTIVATIONS, index);
+        zl_tensor *work = zli_new_like(x, ZL_DTYPE_I64, 1, &nchunks, ZL_MEM_ACTIVATIONS);
         st = work ? k->reduce_all(index, kind == R_MEAN, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(work),
                                   zl_tensor_data(out))
                   : ZL_ENOMEM;
@@ -105,17 +138,16 @@ static zl_tensor *record(zl_tensor *out, int kind, zl_tensor *x, int d, int64_t 
     return out;
 }
 
-/* The reduction of x on its device, recorded for backward with the max's or
+/* The reduction of x in its memory, recorded for backward with the max's or
  * min's positions saved there (saved[0]); argmax and argmin give the
  * positions themselves. */
-static zl_tensor *reduce_on_device(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d,
-                                   int64_t outer, int64_t len, int64_t inner, int nd, const int64_t *shape)
+static zl_tensor *reduce_float(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d, int64_t outer,
+                               int64_t len, int64_t inner, int nd, const int64_t *shape)
 {
     bool want_idx = picks(kind);
     zl_tensor *out = zli_new_f32_like(x, nd, shape);
-    zl_tensor *idx = out && want_idx ? x->storage->dev->alloc(ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS, index)
-                                     : NULL;
-    if (!out || (want_idx && !idx) || reduce_device(k, index, kind, x, d, outer, len, inner, out, idx)) {
+    zl_tensor *idx = out && want_idx ? zli_new_like(x, ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    if (!out || (want_idx && !idx) || reduce_kernel(k, index, kind, x, d, outer, len, inner, out, idx)) {
         zl_tensor_release(out);
         zl_tensor_release(idx);
         return NULL;
@@ -164,9 +196,9 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
 {
     const char *op = names[kind];
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin(op, 1, &x)) return NULL;
-    if ((on = zli_op_device(op, 1, &x, &k, &index)) < 0) return zli_op_end(op, 1, &x, NULL);
+    if (zli_op_device(op, 1, &x, &k, &index) < 0) return zli_op_end(op, 1, &x, NULL);
     int d = -1;
     if (dim != ZL_ALL_DIMS && zli_norm_dim(op, dim, x->ndim, &d)) return zli_op_end(op, 1, &x, NULL);
     int64_t n = zl_tensor_numel(x);
@@ -191,82 +223,22 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
      * accuracy's, is small), so both give the same bits. */
     if (!zl_dtype_traits_of(x->dtype)->is_float && kind != R_MEAN)
         return zli_op_end(op, 1, &x, reduce_int(kind, x, outer, len, inner, nd, shape));
-    if (on) return zli_op_end(op, 1, &x, reduce_on_device(k, index, kind, x, d, outer, len, inner, nd, shape));
-    zl_tensor *xf = zli_f32c(x);
-    zl_tensor *out = xf ? zli_new_f32(nd, shape) : NULL;
-    int64_t *idx = NULL;
-    if (out && picks(kind)) {
-        idx = malloc((size_t)(outer * inner) * sizeof *idx);
-        if (!idx) { zl_tensor_release(out); out = NULL; zl_error(ZL_ENOMEM, "%s: out of memory", op); }
-    }
-    if (out) {
-        if (d < 0 && (kind == R_SUM || kind == R_MEAN)) {
-            double s = zli_sum_fixed(zl_tensor_data(xf), n);
-            *(float *)zl_tensor_data(out) = (float)(kind == R_MEAN ? s / (double)n : s);
-        } else {
-            reduce_dim(kind, zl_tensor_data(xf), outer, len, inner, zl_tensor_data(out), idx);
-        }
-    }
-    zl_tensor_release(xf);
-    if (out && (kind == R_ARGMAX || kind == R_ARGMIN)) {
-        zl_tensor *ai = zl_tensor_new(ZL_DTYPE_I64, nd, shape, ZL_MEM_ACTIVATIONS);
-        if (ai) memcpy(zl_tensor_data(ai), idx, (size_t)(outer * inner) * sizeof *idx);
-        zl_tensor_release(out);
-        free(idx);
-        return zli_op_end(op, 1, &x, ai);
-    }
-    zl_node *node;
-    out = record(out, kind, x, d, outer, len, inner, &node);
-    if (node) {
-        node->ctx = idx;
-        node->ctx_free = free;
-        idx = NULL;
-    }
-    free(idx);
-    return zli_op_end(op, 1, &x, out);
+    return zli_op_end(op, 1, &x, reduce_float(k, index, kind, x, d, outer, len, inner, nd, shape));
 }
 
 static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0];
-    int kind = (int)n->i[0];
-    int64_t outer = n->i[2], len = n->i[3], inner = n->i[4];
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("reduction backward", 1, &g, &k, &index) < 0) return zli_last_code();
     zl_tensor *gx = zli_new_f32_like(g, x->ndim, x->shape);
     if (!gx) return ZL_ENOMEM;
-    if (g->storage->dev) {
-        const zli_dev_kernels *k = g->storage->dev->kernels;
-        zl_status st = k->reduce_backward(g->storage->dev_index, kind, outer, len, inner, zl_tensor_data(g),
-                                          n->saved[0] ? zl_tensor_data(n->saved[0]) : NULL, zl_tensor_data(gx));
-        if (st) zl_tensor_release(gx);
-        else gin[0] = gx;
-        return st;
-    }
-    float *px = zl_tensor_data(gx);
-    const float *pg = zl_tensor_data(g);
-    if (n->i[1] < 0) {
-        int64_t total = zl_tensor_numel(x);
-        float v = kind == R_MEAN ? pg[0] / (float)total : pg[0];
-        if (picks(kind)) {
-            memset(px, 0, (size_t)total * sizeof *px);
-            px[((int64_t *)n->ctx)[0]] = pg[0];
-        } else {
-            for (int64_t i = 0; i < total; i++) px[i] = v;
-        }
-    } else {
-        const int64_t *idx = n->ctx;
-        #pragma omp parallel for schedule(static) if (outer * len * inner > ZLI_PAR_MIN && outer > 1)
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t k = 0; k < len; k++)
-                for (int64_t i = 0; i < inner; i++) {
-                    float gv = pg[o * inner + i];
-                    float *dst = &px[(o * len + k) * inner + i];
-                    if (kind == R_SUM) *dst = gv;
-                    else if (kind == R_MEAN) *dst = gv / (float)len;
-                    else *dst = idx[o * inner + i] == k ? gv : 0.0f;
-                }
-    }
-    gin[0] = gx;
-    return ZL_OK;
+    zl_status st = k->reduce_backward(index, (int)n->i[0], n->i[2], n->i[3], n->i[4], zl_tensor_data(g),
+                                      n->saved[0] ? zl_tensor_data(n->saved[0]) : NULL, zl_tensor_data(gx));
+    if (st) zl_tensor_release(gx);
+    else gin[0] = gx;
+    return st;
 }
 
 zl_tensor *zl_sum(zl_tensor *x, int dim, bool keepdim) { return reduce(R_SUM, x, dim, keepdim); }
@@ -574,52 +546,29 @@ zl_tensor *zl_cumsum(zl_tensor *x, int dim)
     return zli_op_end(op, 1, &x, out);
 }
 
-/* zli_sum_to_shape for a gradient on a device: the device's kernel, with
- * the dims it reduces marked, in the same order as below. */
-static zl_tensor *sum_to_device(zl_tensor *g, int ndim, const int64_t *shape)
+/* The CPU's kernel (ops/cpu/kernels.h): out [nout] = g [shape] (nd dims,
+ * contiguous) summed over the dims red marks, rows in order: a row whose
+ * last dim is kept adds into its slice of out, one whose last dim is
+ * reduced adds its sum to one element. */
+zl_status zli_cpu_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *pg, float *po,
+                         int64_t nout)
 {
-    const zli_dev_kernels *k = g->storage->dev->kernels;
-    if (!k || !k->sum_to || g->ndim == 0) {
-        zl_error(ZL_EDEVICE, "sum to shape: the gradient's device runs no reduction");
-        return NULL;
+    (void)index;
+    memset(po, 0, (size_t)nout * sizeof *po);
+    /* Strides into out for each of g's dims, 0 where out is reduced. */
+    int64_t so[ZL_MAX_DIMS], step = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        so[i] = red[i] ? 0 : step;
+        if (!red[i]) step *= shape[i];
     }
-    int nd = g->ndim, lead = nd - ndim, red[ZL_MAX_DIMS];
-    for (int d = 0; d < nd; d++) red[d] = d < lead || (shape[d - lead] == 1 && g->shape[d] != 1);
-    zl_tensor *gc = zli_f32c(g);
-    zl_tensor *out = gc ? zli_new_f32_like(g, ndim, shape) : NULL;
-    if (out) zl_tensor_set_category(out, ZL_MEM_GRADS);
-    if (out && k->sum_to(g->storage->dev_index, nd, gc->shape, red, zl_tensor_data(gc), zl_tensor_data(out),
-                         zl_tensor_numel(out))) {
-        zl_tensor_release(out);
-        out = NULL;
-    }
-    zl_tensor_release(gc);
-    return out;
-}
-
-zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape)
-{
-    if (g->ndim == ndim && memcmp(g->shape, shape, (size_t)ndim * sizeof *shape) == 0) return zli_f32c(g);
-    if (g->storage->dev) return sum_to_device(g, ndim, shape);
-    zl_tensor *gc = zli_f32c(g);
-    zl_tensor *out = gc ? zl_tensor_new(ZL_DTYPE_F32, ndim, shape, ZL_MEM_GRADS) : NULL;
-    if (!out) { zl_tensor_release(gc); return NULL; }
-    float *po = zl_tensor_data(out);
-    memset(po, 0, (size_t)zl_tensor_numel(out) * sizeof *po);
-    /* Strides into out for each of g's dims, 0 where out is broadcast. */
-    int nd = gc->ndim, lead = nd - ndim;
-    int64_t so[ZL_MAX_DIMS];
-    for (int i = 0; i < nd; i++)
-        so[i] = i < lead || shape[i - lead] == 1 ? 0 : out->stride[i - lead];
-    const float *pg = zl_tensor_data(gc);
-    int64_t inner = nd ? gc->shape[nd - 1] : 1;
-    int64_t rows = inner ? zl_tensor_numel(gc) / inner : 0;
+    int64_t inner = nd ? shape[nd - 1] : 1;
+    int64_t rows = inner ? zli_numel(nd, shape) / inner : 0;
     int64_t sin = nd ? so[nd - 1] : 0;
     for (int64_t r = 0; r < rows; r++) {
         int64_t off = 0, rem = r;
         for (int d = nd - 2; d >= 0; d--) {
-            off += (rem % gc->shape[d]) * so[d];
-            rem /= gc->shape[d];
+            off += (rem % shape[d]) * so[d];
+            rem /= shape[d];
         }
         const float *row = pg + r * inner;
         if (sin == 1) {
@@ -630,6 +579,28 @@ zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape)
             for (int64_t j = 0; j < inner; j++) s += row[j];
             po[off] += s;
         }
+    }
+    return ZL_OK;
+}
+
+/* The dims g's sum to shape reduces are marked for its memory's kernel. */
+zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape)
+{
+    if (g->ndim == ndim && memcmp(g->shape, shape, (size_t)ndim * sizeof *shape) == 0) return zli_f32c(g);
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("sum to shape", 1, &g, &k, &index) < 0) return NULL;
+    if (!k->sum_to) {
+        zl_error(ZL_EDEVICE, "sum to shape: the gradient's device runs no reduction");
+        return NULL;
+    }
+    int nd = g->ndim, lead = nd - ndim, red[ZL_MAX_DIMS];
+    for (int d = 0; d < nd; d++) red[d] = d < lead || (shape[d - lead] == 1 && g->shape[d] != 1);
+    zl_tensor *gc = zli_f32c(g);
+    zl_tensor *out = gc ? zli_new_like(g, ZL_DTYPE_F32, ndim, shape, ZL_MEM_GRADS) : NULL;
+    if (out && k->sum_to(index, nd, gc->shape, red, zl_tensor_data(gc), zl_tensor_data(out), zl_tensor_numel(out))) {
+        zl_tensor_release(out);
+        out = NULL;
     }
     zl_tensor_release(gc);
     return out;

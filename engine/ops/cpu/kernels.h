@@ -34,5 +34,18 @@ ZLI_HIDDEN zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer,
                                              const float *g, const int64_t *idx, float *gx);
 ZLI_HIDDEN zl_status zli_cpu_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g,
                                     float *out, int64_t nout);
+ZLI_HIDDEN zl_status zli_cpu_ln_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w,
+                                        int wdt, const void *b, int bdt, double eps, void *y, int ydt, float *mean,
+                                        float *rstd);
+ZLI_HIDDEN zl_status zli_cpu_ln_backward_x(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w,
+                                           int wdt, const float *mean, const float *rstd, const void *g, int gdt,
+                                           float *gx);
+ZLI_HIDDEN zl_status zli_cpu_ln_backward_wb(int index, int64_t rows, int64_t m, const void *x, int xdt,
+                                            const float *mean, const float *rstd, const void *g, int gdt, float *gw,
+                                            float *gb);
+ZLI_HIDDEN zl_status zli_cpu_pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
+                                          int64_t *arg);
+ZLI_HIDDEN zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                                           const float *g, float *gx);
 
 #endif

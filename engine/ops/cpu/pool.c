@@ -3,12 +3,11 @@
  * max: padding counts as -inf, so a window is the max of its part inside the
  * image; forward keeps the position of each window's first maximum and
  * backward gathers at each input the gradients of the windows whose maximum
- * it was (on a device, the table's kernels). avg: the mean of each window,
+ * it was (by the kernel table of x's memory). avg: the mean of each window,
  * padding counted as zeros or left out (a device's tensors go through the
  * host: the table has no kernel for it). */
 #include <math.h>
-#include <stdlib.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "../../math/pool.h"
 
 typedef zli_dev_window pool_geom;
@@ -23,22 +22,6 @@ static pool_geom geom_of(const zl_node *n)
                        .ph = n->i[2], .pw = n->i[3], .dh = 1, .dw = 1};
 }
 
-/* On a device: the argmax positions there in saved[0]. */
-static zl_status pool_backward_device(zl_node *n, zl_tensor *g, zl_tensor **gin)
-{
-    zl_tensor *x = n->inputs[0];
-    const zli_dev_kernels *k = x->storage->dev->kernels;
-    pool_geom geo = geom_of(n);
-    zl_tensor *gc = zli_f32c(g), *gx = gc ? zli_new_f32_like(x, 4, x->shape) : NULL;
-    zl_status st = gx ? k->pool_backward(x->storage->dev_index, &geo, x->shape[0] * x->shape[1],
-                                         zl_tensor_data(n->saved[0]), zl_tensor_data(gc), zl_tensor_data(gx))
-                      : ZL_ENOMEM;
-    zl_tensor_release(gc);
-    if (st) { zl_tensor_release(gx); return st; }
-    gin[0] = gx;
-    return ZL_OK;
-}
-
 /* The geometry as the math header takes it. */
 static zlm_window math_window(const pool_geom *g)
 {
@@ -46,32 +29,47 @@ static zlm_window math_window(const pool_geom *g)
                         .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = 1, .dw = 1};
 }
 
-/* y [planes, oh, ow] [out] and arg [planes, oh, ow] [out] (flat position in
- * the plane of each window's first maximum) from x [planes, H, W]. */
-static void max_forward(const zlm_window *g, int64_t planes, const float *restrict x, float *restrict y,
-                        int64_t *restrict arg)
+/* The CPU's kernels (ops/cpu/kernels.h): y [planes, oh, ow] [out] and arg
+ * [planes, oh, ow] [out] (flat position in the plane of each window's first
+ * maximum) from x [planes, H, W]. */
+zl_status zli_cpu_pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *restrict x,
+                               float *restrict y, int64_t *restrict arg)
 {
-    int64_t n = planes * g->oh * g->ow;
-    #pragma omp parallel for schedule(static) if (n * g->kh * g->kw > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) zlm_pool_max(g, x, i, y, arg);
+    (void)index;
+    zlm_window g = math_window(w);
+    int64_t n = planes * g.oh * g.ow;
+    #pragma omp parallel for schedule(static) if (n * g.kh * g.kw > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) zlm_pool_max(&g, x, i, y, arg);
+    return ZL_OK;
 }
 
 /* Each input element gathers the gradients of the windows whose maximum it
  * was (math/pool.h), in the order a scatter would add them. */
+zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
+                                const float *g, float *gx)
+{
+    (void)index;
+    zlm_window mw = math_window(w);
+    int64_t total = planes * mw.h * mw.w;
+    #pragma omp parallel for schedule(static) if (total * mw.kh * mw.kw > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < total; i++) gx[i] = zlm_pool_grad(&mw, arg, g, i);
+    return ZL_OK;
+}
+
+/* saved[0]: the argmax positions, in x's memory. */
 static zl_status pool_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0];
-    if (x->storage->dev) return pool_backward_device(n, g, gin);
-    const int64_t *arg = n->ctx;
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("max_pool2d backward", 1, &x, &k, &index) < 0) return zli_last_code();
     pool_geom geo = geom_of(n);
-    zlm_window mw = math_window(&geo);
-    int64_t total = x->shape[0] * x->shape[1] * x->shape[2] * x->shape[3];
-    zl_tensor *gx = zli_new_f32(4, x->shape);
-    if (!gx) return ZL_ENOMEM;
-    float *px = zl_tensor_data(gx);
-    const float *pg = zl_tensor_data(g);
-    #pragma omp parallel for schedule(static) if (total * mw.kh * mw.kw > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < total; i++) px[i] = zlm_pool_grad(&mw, arg, pg, i);
+    zl_tensor *gc = zli_f32c(g), *gx = gc ? zli_new_f32_like(x, 4, x->shape) : NULL;
+    zl_status st = gx ? k->pool_backward(index, &geo, x->shape[0] * x->shape[1], zl_tensor_data(n->saved[0]),
+                                         zl_tensor_data(gc), zl_tensor_data(gx))
+                      : ZL_ENOMEM;
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gx); return st; }
     gin[0] = gx;
     return ZL_OK;
 }
@@ -106,13 +104,12 @@ static zl_status pool_check(const char *op, const zl_tensor *x, int kh, int kw, 
     return ZL_OK;
 }
 
-/* y on the device, and the argmax positions there (an i64 tensor) for backward. */
-static zl_tensor *pool_on_device(const zli_dev_kernels *k, int index, zl_tensor *x, const pool_geom *geo,
-                                 zl_tensor **arg)
+/* y in x's memory, and the argmax positions there (an i64 tensor) for backward. */
+static zl_tensor *run_pool(const zli_dev_kernels *k, int index, zl_tensor *x, const pool_geom *geo, zl_tensor **arg)
 {
     int64_t planes = x->shape[0] * x->shape[1], nout = planes * geo->oh * geo->ow;
     zl_tensor *xf = zli_f32c(x);
-    *arg = xf ? x->storage->dev->alloc(ZL_DTYPE_I64, 1, &nout, ZL_MEM_ACTIVATIONS, index) : NULL;
+    *arg = xf ? zli_new_like(x, ZL_DTYPE_I64, 1, &nout, ZL_MEM_ACTIVATIONS) : NULL;
     zl_tensor *y = *arg ? zli_new_f32_like(x, 4, (int64_t[]){x->shape[0], x->shape[1], geo->oh, geo->ow}) : NULL;
     if (y && k->pool_forward(index, geo, planes, zl_tensor_data(xf), zl_tensor_data(y), zl_tensor_data(*arg))) {
         zl_tensor_release(y);
@@ -125,43 +122,26 @@ static zl_tensor *pool_on_device(const zli_dev_kernels *k, int index, zl_tensor 
 zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w)
 {
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin("max_pool2d", 1, &x)) return NULL;
-    if ((on = zli_op_device("max_pool2d", 1, &x, &k, &index)) < 0) return zli_op_end("max_pool2d", 1, &x, NULL);
+    if (zli_op_device("max_pool2d", 1, &x, &k, &index) < 0) return zli_op_end("max_pool2d", 1, &x, NULL);
     pool_geom geo;
     if (pool_check("max_pool2d", x, kh, kw, stride_h, stride_w, pad_h, pad_w, &geo))
         return zli_op_end("max_pool2d", 1, &x, NULL);
-    int64_t planes = x->shape[0] * x->shape[1], nout = planes * geo.oh * geo.ow;
-    zl_tensor *y = NULL, *darg = NULL;
-    int64_t *arg = NULL;
-    if (on) {
-        y = pool_on_device(k, index, x, &geo, &darg);
-    } else {
-        zl_tensor *xf = zli_f32c(x);
-        arg = xf ? malloc((size_t)(nout ? nout : 1) * sizeof *arg) : NULL;
-        y = arg ? zli_new_f32(4, (int64_t[]){x->shape[0], x->shape[1], geo.oh, geo.ow}) : NULL;
-        if (xf && !arg) zl_error(ZL_ENOMEM, "max_pool2d: out of memory");
-        zlm_window mw = math_window(&geo);
-        if (y) max_forward(&mw, planes, zl_tensor_data(xf), zl_tensor_data(y), arg);
-        zl_tensor_release(xf);
-    }
-    y = zli_cast_result(y, x->dtype);
+    zl_tensor *arg = NULL;
+    zl_tensor *y = zli_cast_result(run_pool(k, index, x, &geo, &arg), x->dtype);
     zl_node *n = NULL;
     if (y && zli_record(y, "max_pool2d", pool_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }
     if (n) {
         n->i[0] = stride_h; n->i[1] = stride_w;
         n->i[2] = pad_h; n->i[3] = pad_w;
         n->i[4] = kh; n->i[5] = kw;
-        n->ctx = arg;
-        n->ctx_free = free;
-        arg = NULL;
-        if (on && zli_node_save(n, 0, darg, false)) {
+        if (zli_node_save(n, 0, arg, false)) {
             zl_tensor_release(y);   /* frees the node */
             y = NULL;
         }
     }
-    zl_tensor_release(darg);
-    free(arg);
+    zl_tensor_release(arg);
     return zli_op_end("max_pool2d", 1, &x, y);
 }
 

@@ -187,6 +187,11 @@ ZLI_HIDDEN zl_status zli_dev_gemm(const zli_dev_kernels *k, int index, zl_dtype 
                                   const void *B, int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc,
                                   int64_t sc, int64_t batch);
 
+/* out [1] (in like's memory) = the sum, or the mean, of x [n] there, by k's
+ * reduce_all in zli_sum_fixed's chunks and order. */
+ZLI_HIDDEN zl_status zli_kernel_sum(const zli_dev_kernels *k, int index, const zl_tensor *like, const float *x,
+                                    int64_t n, bool mean, float *out);
+
 /* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);
 

@@ -11,4 +11,5 @@ const zli_dev_kernels zli_cpu_kernels = {
     .reduce_all = zli_cpu_reduce_all, .reduce_backward = zli_cpu_reduce_backward, .sum_to = zli_cpu_sum_to,
     .ln_forward = zli_cpu_ln_forward, .ln_backward_x = zli_cpu_ln_backward_x, .ln_backward_wb = zli_cpu_ln_backward_wb,
     .pool_forward = zli_cpu_pool_forward, .pool_backward = zli_cpu_pool_backward,
+    .mse_forward = zli_cpu_mse_forward, .mse_backward = zli_cpu_mse_backward,
 };

@@ -47,5 +47,8 @@ ZLI_HIDDEN zl_status zli_cpu_pool_forward(int index, const zli_dev_window *w, in
                                           int64_t *arg);
 ZLI_HIDDEN zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
                                            const float *g, float *gx);
+ZLI_HIDDEN zl_status zli_cpu_mse_forward(int index, int64_t n, const float *x, const float *t, float *sq);
+ZLI_HIDDEN zl_status zli_cpu_mse_backward(int index, int64_t n, const float *x, const float *t, const float *g,
+                                          int64_t g_stride, float k, float *gx, float *gt);
 
 #endif

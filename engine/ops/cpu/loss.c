@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "../../math/convert.h"
 #include "../../math/cross_entropy.h"
 
@@ -514,38 +514,44 @@ zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *
 
 /* ---- mse_loss ---- */
 
-/* sq[i] = (x[i] - t[i])^2 over n contiguous elements; sq [out]. */
-static void sq_diff_kernel(int64_t n, const float *restrict x, const float *restrict t, float *restrict sq)
+/* The CPU's kernels (ops/cpu/kernels.h): sq[i] = (x[i] - t[i])^2 over n
+ * contiguous elements; sq [out]. */
+zl_status zli_cpu_mse_forward(int index, int64_t n, const float *restrict x, const float *restrict t,
+                              float *restrict sq)
 {
+    (void)index;
     #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float d = x[i] - t[i];
         sq[i] = d * d;
     }
+    return ZL_OK;
 }
 
 /* gx[i] = k * g[i * g_stride] * (x[i] - t[i]); gt = -gx. Either output may be NULL. */
-static void mse_backward_kernel(int64_t n, const float *restrict x, const float *restrict t,
-                                const float *restrict g, int64_t g_stride, float k, float *restrict gx,
-                                float *restrict gt)
+zl_status zli_cpu_mse_backward(int index, int64_t n, const float *restrict x, const float *restrict t,
+                               const float *restrict g, int64_t g_stride, float k, float *restrict gx,
+                               float *restrict gt)
 {
+    (void)index;
     #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float v = k * g[i * g_stride] * (x[i] - t[i]);
         if (gx) gx[i] = v;
         if (gt) gt[i] = -v;
     }
+    return ZL_OK;
 }
 
-/* The memory an mse node computes in: a device either operand is on (the
+/* An mse node computes where its operands are: a device either is on (the
  * other may be a host scalar), else the host. */
-static const zl_tensor *mse_home(const zl_tensor *x, const zl_tensor *t) { return x->storage->dev ? x : t; }
-
 static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *t = n->inputs[1];
-    const zl_tensor *home = mse_home(x, t);
-    const zli_dev_kernels *kern = home->storage->dev ? home->storage->dev->kernels : NULL;
+    const zli_dev_kernels *kern = NULL;
+    int index = 0;
+    if (zli_op_device("mse_loss backward", 2, n->inputs, &kern, &index) < 0) return zli_last_code();
+    const zl_tensor *home = zli_op_home(2, n->inputs);
     zl_reduction red = (zl_reduction)n->i[0];
     int64_t cnt = zl_tensor_numel(x);
     zl_tensor *xf = zli_f32c_like(x, home), *tf = zli_f32c_like(t, home), *gc = zli_f32c(g);
@@ -556,11 +562,8 @@ static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
         float k = red == ZL_REDUCE_MEAN ? (float)(2.0 / (double)cnt) : 2.0f;
         float *gx = gin[0] ? zl_tensor_data(gin[0]) : NULL, *gt = gin[1] ? zl_tensor_data(gin[1]) : NULL;
         int64_t gs = red == ZL_REDUCE_NONE ? 1 : 0;
-        if (kern)
-            st = kern->mse_backward(home->storage->dev_index, cnt, zl_tensor_data(xf), zl_tensor_data(tf),
-                                    zl_tensor_data(gc), gs, k, gx, gt);
-        else
-            mse_backward_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(gc), gs, k, gx, gt);
+        st = kern->mse_backward(index, cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(gc), gs, k, gx,
+                                gt);
     }
     zl_tensor_release(xf);
     zl_tensor_release(tf);
@@ -568,11 +571,10 @@ static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
-/* The squared differences on the device; for mean and sum they come back to
- * the host, a float an element, to be summed in the CPU's order, and the
- * result goes back as a scalar. */
-static zl_tensor *mse_device(const zli_dev_kernels *kern, int index, const zl_tensor *home, const zl_tensor *xf,
-                             const zl_tensor *tf, zl_reduction red)
+/* The squared differences in home's memory, summed there for mean and sum
+ * in the CPU's order (zli_kernel_sum). */
+static zl_tensor *run_mse(const zli_dev_kernels *kern, int index, const zl_tensor *home, const zl_tensor *xf,
+                          const zl_tensor *tf, zl_reduction red)
 {
     int64_t cnt = zl_tensor_numel(xf);
     zl_tensor *sq = zli_new_f32_like(home, xf->ndim, xf->shape), *out = NULL;
@@ -581,14 +583,11 @@ static zl_tensor *mse_device(const zli_dev_kernels *kern, int index, const zl_te
         return NULL;
     }
     if (red == ZL_REDUCE_NONE) return sq;
-    float *ps = malloc((size_t)(cnt ? cnt : 1) * sizeof *ps);
-    if (!ps) zl_error(ZL_ENOMEM, "mse_loss: out of memory");
-    if (ps && !home->storage->dev->to_host(ps, sq)) {
-        double s = zli_sum_fixed(ps, cnt);
-        out = zli_full_like_device(home, ZL_DTYPE_F32, 0, NULL, ZL_MEM_ACTIVATIONS,
-                                   (float)(red == ZL_REDUCE_SUM ? s : s / (double)cnt));
+    out = zli_new_f32_like(home, 0, NULL);
+    if (out && zli_kernel_sum(kern, index, home, zl_tensor_data(sq), cnt, red == ZL_REDUCE_MEAN, zl_tensor_data(out))) {
+        zl_tensor_release(out);
+        out = NULL;
     }
-    free(ps);
     zl_tensor_release(sq);
     return out;
 }
@@ -598,9 +597,9 @@ zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red)
     const char *op = "mse_loss";
     zl_tensor *in[2] = {input, target};
     const zli_dev_kernels *kern = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin(op, 2, in)) return NULL;
-    if ((on = zli_op_device(op, 2, in, &kern, &index)) < 0) return zli_op_end(op, 2, in, NULL);
+    if (zli_op_device(op, 2, in, &kern, &index) < 0) return zli_op_end(op, 2, in, NULL);
     if (zli_need_float(op, "input", input) || zli_need_float(op, "target", target) || check_reduction(op, red))
         return zli_op_end(op, 2, in, NULL);
     if (input->ndim != target->ndim ||
@@ -608,24 +607,9 @@ zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red)
         zli_shape_error(op, "input and target must have the same shape", input, target);
         return zli_op_end(op, 2, in, NULL);
     }
-    int64_t cnt = zl_tensor_numel(input);
-    const zl_tensor *home = mse_home(input, target);
+    const zl_tensor *home = zli_op_home(2, in);
     zl_tensor *xf = zli_f32c_like(input, home), *tf = zli_f32c_like(target, home);
-    zl_tensor *sq = xf && tf && !on ? zli_new_f32(input->ndim, input->shape) : NULL;
-    zl_tensor *out = NULL;
-    if (xf && tf && on) {
-        out = mse_device(kern, index, home, xf, tf, red);
-    } else if (sq) {
-        sq_diff_kernel(cnt, zl_tensor_data(xf), zl_tensor_data(tf), zl_tensor_data(sq));
-        if (red == ZL_REDUCE_NONE) {
-            out = zl_tensor_retain(sq);
-        } else {
-            double s = zli_sum_fixed(zl_tensor_data(sq), cnt);
-            out = zli_new_f32(0, NULL);
-            if (out) *(float *)zl_tensor_data(out) = (float)(red == ZL_REDUCE_SUM ? s : s / (double)cnt);
-        }
-    }
-    zl_tensor_release(sq);
+    zl_tensor *out = xf && tf ? run_mse(kern, index, home, xf, tf, red) : NULL;
     zl_tensor_release(xf);
     zl_tensor_release(tf);
     out = zli_cast_result(out, zli_promote(input->dtype, target->dtype));

@@ -95,14 +95,7 @@ static zl_status reduce_kernel(const zli_dev_kernels *k, int index, int kind, zl
     if (!xf) return ZL_ENOMEM;
     zl_status st;
     if (d < 0 && (kind == R_SUM || kind == R_MEAN)) {
-        /* One double per chunk: 8-byte slots of an i64 scratch. */
-        int64_t nchunks = (zl_tensor_numel(x) + ZLI_SUM_CHUNK - 1) / ZLI_SUM_CHUNK;
-        if (nchunks < 1) nchunks = 1;
-        zl_tensor *work = zli_new_like(x, ZL_DTYPE_I64, 1, &nchunks, ZL_MEM_ACTIVATIONS);
-        st = work ? k->reduce_all(index, kind == R_MEAN, zl_tensor_numel(x), zl_tensor_data(xf), zl_tensor_data(work),
-                                  zl_tensor_data(out))
-                  : ZL_ENOMEM;
-        zl_tensor_release(work);
+        st = zli_kernel_sum(k, index, x, zl_tensor_data(xf), zl_tensor_numel(x), kind == R_MEAN, zl_tensor_data(out));
     } else {
         st = k->reduce_dim(index, kind, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(out),
                            idx ? zl_tensor_data(idx) : NULL);

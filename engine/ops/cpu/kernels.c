@@ -12,4 +12,5 @@ const zli_dev_kernels zli_cpu_kernels = {
     .ln_forward = zli_cpu_ln_forward, .ln_backward_x = zli_cpu_ln_backward_x, .ln_backward_wb = zli_cpu_ln_backward_wb,
     .pool_forward = zli_cpu_pool_forward, .pool_backward = zli_cpu_pool_backward,
     .mse_forward = zli_cpu_mse_forward, .mse_backward = zli_cpu_mse_backward,
+    .index_select = zli_cpu_index_select, .index_select_backward = zli_cpu_index_select_backward,
 };

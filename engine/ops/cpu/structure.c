@@ -1,11 +1,12 @@
 /* cat and stack (one join kernel: stack is a cat of the inputs seen with a new
  * size-1 dim) and index_select, as raw element copies so every dtype works.
- * Backward hands out views of the gradient or scatter-adds it in index order.
- * On a device, a join is core's copy into slices of the output. */
+ * Backward hands out views of the gradient or scatter-adds it in index order,
+ * index_select through the kernel table of x's memory. On a device, a join
+ * is core's copy into slices of the output. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../device_kernels.h"
+#include "kernels.h"
 
 /* dst [outer, total] [out] and src [outer, len] rows of bytes: src lands at
  * column `at` of each dst row. */
@@ -137,38 +138,29 @@ zl_tensor *zl_stack(zl_tensor *const *ts, int n, int dim) { return join("stack",
 /* Columns of the scatter per task: enough to vectorise, small enough to spread. */
 #define SCATTER_COLS 256
 
-/* On a device the same sums, the indices there in saved[0]. */
-static zl_status index_select_backward_device(zl_node *n, zl_tensor *g, zl_tensor **gin)
+/* The CPU's kernels (ops/cpu/kernels.h): out [outer, m, inner] = the rows
+ * idx[m] of x [outer, len, inner] along its middle dim, es bytes an element. */
+zl_status zli_cpu_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
+                               const int64_t *idx, const void *x, void *out)
 {
-    zl_tensor *x = n->inputs[0];
-    const zli_dev_kernels *k = x->storage->dev->kernels;
-    int d = (int)n->i[0];
-    int64_t outer = zli_numel(d, x->shape), inner = zli_numel(x->ndim - d - 1, x->shape + d + 1);
-    zl_tensor *gc = zli_f32c(g), *gx = gc ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
-    zl_status st = gx ? k->index_select_backward(x->storage->dev_index, outer, x->shape[d], n->i[1], inner,
-                                                 zl_tensor_data(n->saved[0]), zl_tensor_data(gc), zl_tensor_data(gx))
-                      : ZL_ENOMEM;
-    zl_tensor_release(gc);
-    if (st) { zl_tensor_release(gx); return st; }
-    gin[0] = gx;
+    (void)index;
+    int64_t row = inner * es;   /* bytes */
+    const char *src = x;
+    char *dst = out;
+    #pragma omp parallel for schedule(static) if (outer * m * row > 4 * ZLI_PAR_MIN && outer * m > 1)
+    for (int64_t t = 0; t < outer * m; t++) memcpy(dst + t * row, src + (t / m * len + idx[t % m]) * row, (size_t)row);
     return ZL_OK;
 }
 
-static zl_status index_select_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+/* gx [outer, len, inner] = g [outer, m, inner]'s rows summed into the rows
+ * idx names. Each task owns a block of columns of one outer slice and adds
+ * the rows of g in index order, so repeated indices sum the same way every
+ * run. */
+zl_status zli_cpu_index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
+                                        const int64_t *idx, const float *pg, float *px)
 {
-    zl_tensor *x = n->inputs[0];
-    if (x->storage->dev) return index_select_backward_device(n, g, gin);
-    const int64_t *idx = n->ctx;
-    int d = (int)n->i[0];
-    int64_t m = n->i[1], len = x->shape[d];
-    int64_t outer = zli_numel(d, x->shape), inner = zli_numel(x->ndim - d - 1, x->shape + d + 1);
-    zl_tensor *gx = zli_new_f32(x->ndim, x->shape);
-    if (!gx) return ZL_ENOMEM;
-    float *px = zl_tensor_data(gx);
-    const float *pg = zl_tensor_data(g);
-    memset(px, 0, (size_t)zl_tensor_numel(x) * sizeof *px);
-    /* Each task owns a block of columns of one outer slice and adds the rows
-     * of g in index order, so repeated indices sum the same way every run. */
+    (void)index;
+    memset(px, 0, (size_t)(outer * len * inner) * sizeof *px);
     int64_t nblk = (inner + SCATTER_COLS - 1) / SCATTER_COLS;
     #pragma omp parallel for schedule(static) if (outer * m * inner > ZLI_PAR_MIN && outer * nblk > 1)
     for (int64_t t = 0; t < outer * nblk; t++) {
@@ -180,6 +172,24 @@ static zl_status index_select_backward(zl_node *n, zl_tensor *g, zl_tensor **gin
             for (int64_t c = c0; c < c1; c++) dst[c] += src[c];
         }
     }
+    return ZL_OK;
+}
+
+/* saved[0]: the checked indices, in x's memory. */
+static zl_status index_select_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0];
+    const zli_dev_kernels *k = NULL;
+    int where = 0;
+    if (zli_op_device("index_select backward", 1, &x, &k, &where) < 0) return zli_last_code();
+    int d = (int)n->i[0];
+    int64_t outer = zli_numel(d, x->shape), inner = zli_numel(x->ndim - d - 1, x->shape + d + 1);
+    zl_tensor *gc = zli_f32c(g), *gx = gc ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    zl_status st = gx ? k->index_select_backward(where, outer, x->shape[d], n->i[1], inner,
+                                                 zl_tensor_data(n->saved[0]), zl_tensor_data(gc), zl_tensor_data(gx))
+                      : ZL_ENOMEM;
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gx); return st; }
     gin[0] = gx;
     return ZL_OK;
 }
@@ -189,11 +199,11 @@ zl_tensor *zl_index_select(zl_tensor *x, int dim, zl_tensor *index)
     const char *op = "index_select";
     zl_tensor *in[2] = {x, index};
     const zli_dev_kernels *k = NULL;
-    int where = 0, on;
+    int where = 0;
     if (zli_op_begin(op, 2, in)) return NULL;
-    if ((on = zli_op_device(op, 2, in, &k, &where)) < 0) return zli_op_end(op, 2, in, NULL);
+    if (zli_op_device(op, 2, in, &k, &where) < 0) return zli_op_end(op, 2, in, NULL);
     /* A one-element index may come from the host; the input may not. */
-    if (on && !x->storage->dev && zli_same_device(op, x, index)) return zli_op_end(op, 2, in, NULL);
+    if (zli_same_device(op, x, zli_op_home(2, in))) return zli_op_end(op, 2, in, NULL);
     int d;
     if (zli_norm_dim(op, dim, x->ndim, &d)) return zli_op_end(op, 2, in, NULL);
     if (index->ndim != 1) {
@@ -216,26 +226,16 @@ zl_tensor *zl_index_select(zl_tensor *x, int dim, zl_tensor *index)
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[d] = m;
-    int64_t outer = zli_numel(d, x->shape);
-    int es = (int)zl_dtype_size(x->dtype);
-    int64_t inner = zli_numel(x->ndim - d - 1, x->shape + d + 1), row = inner * es;   /* bytes */
+    int64_t outer = zli_numel(d, x->shape), inner = zli_numel(x->ndim - d - 1, x->shape + d + 1);
     zl_tensor *xc = zl_tensor_is_contiguous(x) ? zl_tensor_retain(x) : zli_copy_as(x, x->dtype, ZL_MEM_ACTIVATIONS);
-    zl_tensor *didx = NULL, *out = NULL;
-    if (xc && on) {
-        /* The checked indices go to the device, and stay there for backward. */
-        didx = zli_i64_like(idx, m, x);
-        out = didx ? x->storage->dev->alloc(x->dtype, x->ndim, shape, ZL_MEM_ACTIVATIONS, where) : NULL;
-        if (out && k->index_select(where, outer, len, m, inner, es, zl_tensor_data(didx), zl_tensor_data(xc),
-                                   zl_tensor_data(out))) {
-            zl_tensor_release(out);
-            out = NULL;
-        }
-    } else if (xc && (out = zl_tensor_new(x->dtype, x->ndim, shape, ZL_MEM_ACTIVATIONS))) {
-        const char *src = zl_tensor_data(xc);
-        char *dst = zl_tensor_data(out);
-        #pragma omp parallel for schedule(static) if (outer * m * row > 4 * ZLI_PAR_MIN && outer * m > 1)
-        for (int64_t t = 0; t < outer * m; t++)
-            memcpy(dst + t * row, src + (t / m * len + idx[t % m]) * row, (size_t)row);
+    /* The checked indices go where x is, and stay there for backward. */
+    zl_tensor *didx = xc ? zli_i64_like(idx, m, x) : NULL;
+    free(idx);
+    zl_tensor *out = didx ? zli_new_like(x, x->dtype, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    if (out && k->index_select(where, outer, len, m, inner, (int)zl_dtype_size(x->dtype), zl_tensor_data(didx),
+                               zl_tensor_data(xc), zl_tensor_data(out))) {
+        zl_tensor_release(out);
+        out = NULL;
     }
     zl_tensor_release(xc);
     zl_node *node = NULL;
@@ -246,15 +246,11 @@ zl_tensor *zl_index_select(zl_tensor *x, int dim, zl_tensor *index)
     if (node) {
         node->i[0] = d;
         node->i[1] = m;
-        node->ctx = idx;
-        node->ctx_free = free;
-        idx = NULL;
-        if (on && zli_node_save(node, 0, didx, false)) {
-            zl_tensor_release(out);   /* frees the node, idx with it */
+        if (zli_node_save(node, 0, didx, false)) {
+            zl_tensor_release(out);   /* frees the node */
             out = NULL;
         }
     }
     zl_tensor_release(didx);
-    free(idx);
     return zli_op_end(op, 2, in, out);
 }

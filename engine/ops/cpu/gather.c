@@ -209,8 +209,13 @@ static zl_tensor *scatter(bool add, zl_tensor *x, int dim, zl_tensor *index, zl_
     bool is_float = zl_dtype_traits_of(x->dtype)->is_float;
     zl_dtype work = !add ? x->dtype : is_float ? ZL_DTYPE_F32 : ZL_DTYPE_I64;
     offsets *o = index_offsets(op, x, d, index, src->shape);
-    /* The result is a copy of x of its own (zli_host_copy may hand x back). */
-    zl_tensor *out = !o ? NULL : x->storage->dev ? zli_host_copy(x, work) : zli_copy_as(x, work, ZL_MEM_ACTIVATIONS);
+    /* The result is a copy of x of its own: zli_host_copy hands x back when
+     * it is already a host tensor of that dtype. */
+    zl_tensor *out = o ? zli_host_copy(x, work) : NULL;
+    if (out == x) {
+        zl_tensor_release(out);
+        out = zli_copy_as(x, work, ZL_MEM_ACTIVATIONS);
+    }
     zl_tensor *sc = out ? zli_host_copy(src, work) : NULL;
     if (sc) {
         size_t es = zl_dtype_size(work);

@@ -116,11 +116,12 @@ static zl_status emb_forward(int index, int64_t n, int64_t d, int es, const int6
     return zli_cuda_done(index, "embedding", zlk_cuda_embedding_forward(n, d, es, idx, w, out, NULL));
 }
 
-static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
-                              float *gw)
+static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
+                              const float *g, float *gw, bool accumulate)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "embedding backward", zlk_cuda_embedding_backward(n, v, d, idx, g, ZLM_F32, gw, NULL));
+    return zli_cuda_done(index, "embedding backward",
+                         zlk_cuda_embedding_backward(n, v, d, idx, pad, g, ZLM_F32, gw, accumulate, NULL));
 }
 
 static zl_status att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)

@@ -21,16 +21,21 @@ static inline ZL_HD void zlm_embedding_accumulate(int64_t lo, int64_t hi, const 
     for (int64_t j = lo; j < hi; j++) gw_row[j] += zlm_load(g_row, gdt, j);
 }
 
-/* Columns [lo, hi) of gw [v, d] [out] from g [n, d] and idx [n], zeroed first.
- * A kernel runs disjoint column ranges in parallel: each column sees the
+/* Columns [lo, hi) of gw [v, d] [out] from g [n, d] and idx [n]: zeroed
+ * first, unless accumulating into the gradient gw already holds, then each
+ * position's row added, but for positions whose index is pad (-1: none). A
+ * kernel runs disjoint column ranges in parallel: each column sees the
  * positions in order, as the CPU's column blocks do. */
 static inline ZL_HD void zlm_embedding_backward_columns(int64_t n, int64_t v, int64_t d, int64_t lo, int64_t hi,
-                                                        const int64_t *idx, const void *g, int gdt, float *gw)
+                                                        const int64_t *idx, int64_t pad, const void *g, int gdt,
+                                                        float *gw, bool accumulate)
 {
-    for (int64_t r = 0; r < v; r++)
+    for (int64_t r = 0; r < v && !accumulate; r++)
         for (int64_t j = lo; j < hi; j++) gw[r * d + j] = 0.0f;
     for (int64_t p = 0; p < n; p++)
-        zlm_embedding_accumulate(lo, hi, (const char *)g + p * d * (gdt == ZLM_F32 ? 4 : 2), gdt, gw + idx[p] * d);
+        if (idx[p] != pad)
+            zlm_embedding_accumulate(lo, hi, (const char *)g + p * d * (gdt == ZLM_F32 ? 4 : 2), gdt,
+                                     gw + idx[p] * d);
 }
 
 /* Whether position p is the first of its index, whose owner adds the rows of
@@ -42,9 +47,10 @@ static inline ZL_HD bool zlm_embedding_first(int64_t p, const int64_t *idx)
     return true;
 }
 
-/* Row idx[p] of gw [v, d] (zeroed before) += the rows of g [n, d] of the
- * positions q >= p with the same index, in position order: for each first
- * position (zlm_embedding_first) the CPU's sums, bit for bit. A GPU block per
+/* Row idx[p] of gw [v, d] (zeroed before, or the gradient accumulated into)
+ * += the rows of g [n, d] of the positions q >= p with the same index, in
+ * position order: for each first position (zlm_embedding_first) whose index
+ * is not the padding one, the CPU's sums, bit for bit. A GPU block per
  * position does this for its columns (kernels/embedding.cu). */
 static inline ZL_HD void zlm_embedding_backward_owner(int64_t n, int64_t d, int64_t p, const int64_t *idx,
                                                       const void *g, int gdt, float *gw)

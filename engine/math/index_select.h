@@ -23,7 +23,8 @@ static inline ZL_HD void zlm_index_select_backward_column(int64_t t, int64_t len
                                                           const int64_t *idx, const float *g, float *gx)
 {
     int64_t o = t / inner, j = t % inner;
-    zlm_embedding_backward_columns(m, len, inner, j, j + 1, idx, g + o * m * inner, ZLM_F32, gx + o * len * inner);
+    zlm_embedding_backward_columns(m, len, inner, j, j + 1, idx, -1, g + o * m * inner, ZLM_F32,
+                                   gx + o * len * inner, false);
 }
 
 #endif

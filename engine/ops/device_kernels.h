@@ -68,9 +68,11 @@ typedef struct zli_dev_kernels {
                                 const float *rstd, const void *g, int gdt, float *gw, float *gb);
     /* out[n, d] = rows idx[n] (i64, on the device, checked) of w[v, d]; es bytes an element. */
     zl_status (*emb_forward)(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out);
-    /* gw[v, d] = g's rows summed into the rows idx names, in position order. */
-    zl_status (*emb_backward)(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
-                              float *gw);
+    /* gw[v, d] = g's rows summed into the rows idx names, in position order,
+     * but for positions whose index is pad (-1: none); added to gw as it is
+     * when accumulating (a tied weight's pending gradient), else into zeros. */
+    zl_status (*emb_backward)(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
+                              const float *g, float *gw, bool accumulate);
     /* out[outer, m, inner] = the rows idx[m] (i64, on the device, checked) of
      * x[outer, len, inner] along its middle dim; es bytes an element. */
     zl_status (*index_select)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,

@@ -341,11 +341,12 @@ static zl_status fake_emb_forward(int index, int64_t n, int64_t d, int es, const
     return ZL_OK;
 }
 
-static zl_status fake_emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, const float *g,
-                                   float *gw)
+static zl_status fake_emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
+                                   const float *g, float *gw, bool accumulate)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t j = 0; j < d; j++) zlm_embedding_backward_columns(n, v, d, j, j + 1, idx, g, ZLM_F32, gw);
+    for (int64_t j = 0; j < d; j++)
+        zlm_embedding_backward_columns(n, v, d, j, j + 1, idx, pad, g, ZLM_F32, gw, accumulate);
     return ZL_OK;
 }
 

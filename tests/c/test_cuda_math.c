@@ -541,8 +541,8 @@ TEST(embedding_backward)
         zl_tensor *tg = tensor_of(dt, 2, gshape, g), *ty = zl_embedding(tw, ti);
         CHECK(zl_backward(ty, tg, false) == ZL_OK);
         /* Two column ranges, as two thread blocks would take them. */
-        zlm_embedding_backward_columns(n, v, d, 0, 32, idx, g, ZLM_F32, gw);
-        zlm_embedding_backward_columns(n, v, d, 32, d, idx, g, ZLM_F32, gw);
+        zlm_embedding_backward_columns(n, v, d, 0, 32, idx, -1, g, ZLM_F32, gw, false);
+        zlm_embedding_backward_columns(n, v, d, 32, d, idx, -1, g, ZLM_F32, gw, false);
         compare("embedding weight grad", gw, zl_tensor_grad(tw), 0);
         /* The GPU's order: each index's first position adds all of its rows. */
         memset(gw, 0, (size_t)(v * d) * 4);

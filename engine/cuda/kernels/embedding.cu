@@ -1,18 +1,21 @@
 /* embedding: forward gathers rows, one thread per element; backward zeroes
- * the [V, D] gradient, then a block per position, when it is the first of its
- * index, adds the rows of every position with that index in position order
+ * the [V, D] gradient (unless it accumulates into one), then a block per
+ * position, when it is the first of its index and that is not the padding
+ * row, adds the rows of every position with that index in position order
  * (math/embedding.h), the block's threads over the columns: repeated
  * indices sum the way the CPU sums them and no atomics decide the bits. */
 #include "common.cuh"
 #include "../../math/embedding.h"
 
-__global__ void embedding_backward(int64_t n, int64_t d, const int64_t *idx, const void *g, int gdt, float *gw)
+__global__ void embedding_backward(int64_t n, int64_t d, const int64_t *idx, int64_t pad, const void *g, int gdt,
+                                   float *gw)
 {
     __shared__ unsigned hits[ZLK_THREADS / 32];
     size_t es = gdt == ZLM_F32 ? 4 : 2;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int64_t p = blockIdx.x; p < n; p += gridDim.x) {
         int64_t ip = idx[p];
+        if (ip == pad) continue;   /* the same for the whole block */
         int seen = 0;
         for (int64_t q = threadIdx.x; q < p && !seen; q += blockDim.x) seen = idx[q] == ip;
         if (__syncthreads_or(seen)) continue;
@@ -50,13 +53,14 @@ extern "C" int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const in
     return zlk_launched();
 }
 
-extern "C" int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, const void *g,
-                                           int gdt, float *gw, void *stream)
+extern "C" int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
+                                           const void *g, int gdt, float *gw, bool accumulate, void *stream)
 {
     if (v <= 0 || d <= 0) return 0;
-    cudaError_t e = cudaMemsetAsync(gw, 0, (size_t)(v * d) * sizeof(float), zlk_stream(stream));
+    cudaError_t e = accumulate ? cudaSuccess
+                               : cudaMemsetAsync(gw, 0, (size_t)(v * d) * sizeof(float), zlk_stream(stream));
     if (e != cudaSuccess || n <= 0) return (int)e;
     unsigned blocks = (unsigned)(n < (1 << 20) ? n : (1 << 20));
-    embedding_backward<<<blocks, ZLK_THREADS, 0, zlk_stream(stream)>>>(n, d, idx, g, gdt, gw);
+    embedding_backward<<<blocks, ZLK_THREADS, 0, zlk_stream(stream)>>>(n, d, idx, pad, g, gdt, gw);
     return zlk_launched();
 }

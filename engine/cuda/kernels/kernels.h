@@ -97,9 +97,11 @@ int zlk_cuda_attention_softmax_backward(int64_t rows, int64_t tk, float *dp, con
 int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out,
                                void *stream);
 /* gw [v, d] f32 [out] = the rows of g [n, d] summed into the rows idx [n]
- * names (0 <= idx < v, checked by the caller), in position order. */
-int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, const void *g, int gdt,
-                                float *gw, void *stream);
+ * names (0 <= idx < v, checked by the caller), in position order, but for
+ * positions whose index is pad (-1: none); added to gw as it is when
+ * accumulating, else into zeros. */
+int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad, const void *g,
+                                int gdt, float *gw, bool accumulate, void *stream);
 
 /* ---- the generator and dropout: element i takes counter offset + i under
  * key seed (math/rng.h), as core's host fill does ---- */

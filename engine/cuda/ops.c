@@ -124,6 +124,13 @@ static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const 
                          zlk_cuda_embedding_backward(n, v, d, idx, pad, g, ZLM_F32, gw, accumulate, NULL));
 }
 
+static zl_status rotary(int index, int nd, const int64_t *shape, const float *a, const int64_t *as, const float *c,
+                        const int64_t *cs, const float *s, const int64_t *ss, bool backward, float *y)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "rotary", zlk_cuda_rotary(nd, shape, a, as, c, cs, s, ss, backward, y, NULL));
+}
+
 static zl_status att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)
 {
     if (zli_cuda_use(index)) return zli_last_code();
@@ -262,7 +269,7 @@ const zli_dev_kernels zli_cuda_kernels = {
     .conv_bias_backward = conv_bias_backward,
     .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward,
-    .emb_forward = emb_forward, .emb_backward = emb_backward,
+    .emb_forward = emb_forward, .emb_backward = emb_backward, .rotary = rotary,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
     .ln_backward_wb = ln_backward_wb,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,

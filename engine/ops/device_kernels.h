@@ -140,6 +140,12 @@ typedef struct zli_dev_kernels {
     /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
     zl_status (*reduce_backward)(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
                                  const int64_t *idx, float *gx);
+    /* y [shape] (contiguous, f32) from a, c and s (f32) read through their
+     * element strides over shape (0 where broadcast), nd dims, the last
+     * even: rotary's forward (a = x), or its backward (a = g), as
+     * math/rotary.h computes each element. */
+    zl_status (*rotary)(int index, int nd, const int64_t *shape, const float *a, const int64_t *as, const float *c,
+                        const int64_t *cs, const float *s, const int64_t *ss, bool backward, float *y);
     /* out [shape] (contiguous, es bytes an element) = cond ? a : b, each read
      * through its strides (elements; 0 on broadcast dims). */
     zl_status (*select)(int index, int ndim, const int64_t *shape, const uint8_t *cond, const int64_t *sc,

@@ -11,7 +11,8 @@
 enum {
     CASE_GRAD = 1,    /* backward too: the float inputs' gradients compared */
     CASE_NO_FD = 2,   /* no finite-difference check on the host (ties, random masks) */
-    CASE_CLOSE = 4,   /* the device sums in an order of its own (a GEMM, a composed op): a tolerance */
+    CASE_CLOSE = 4,   /* the device adds in an order of its own (a GEMM, a composed op) or fuses
+                         its multiply-adds otherwise (rotary's vector loop): a tolerance */
     CASE_HOST = 8,    /* the host only: a device refuses it, naming the op */
 };
 

@@ -14,6 +14,7 @@
 #include "math/index_select.h"
 #include "math/layer_norm.h"
 #include "math/reduce.h"
+#include "math/rotary.h"
 #include "math/select.h"
 #include "math/mse.h"
 #include "math/pool.h"
@@ -350,6 +351,28 @@ static zl_status fake_emb_backward(int index, int64_t n, int64_t v, int64_t d, c
     return ZL_OK;
 }
 
+static zl_status fake_rotary(int index, int nd, const int64_t *shape, const float *a, const int64_t *as,
+                             const float *c, const int64_t *cs, const float *s, const int64_t *ss, bool backward,
+                             float *y)
+{
+    CHECK(index == FAKE_INDEX);
+    zlm_view va = {.ndim = nd}, vc = {.ndim = nd}, vs = {.ndim = nd};
+    int64_t n = 1;
+    for (int k = 0; k < nd; k++) {
+        va.shape[k] = vc.shape[k] = vs.shape[k] = shape[k];
+        va.stride[k] = as[k], vc.stride[k] = cs[k], vs.stride[k] = ss[k];
+        n *= shape[k];
+    }
+    int64_t d = shape[nd - 1], h = d / 2;
+    for (int64_t i = 0; i < n; i++) {
+        bool first = i % d < h;
+        int64_t p = first ? i + h : i - h;
+        y[i] = zlm_rotary(first, a[zlm_view_offset(&va, i)], c[zlm_view_offset(&vc, i)], a[zlm_view_offset(&va, p)],
+                          s[zlm_view_offset(&vs, backward ? p : i)], backward ? 1.0f : -1.0f);
+    }
+    return ZL_OK;
+}
+
 static zl_status fake_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
                                    const int64_t *idx, const void *x, void *out)
 {
@@ -449,7 +472,7 @@ const zli_dev_kernels stand_in_kernels = {
     .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
     .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
     .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
-    .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward,
+    .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward, .rotary = fake_rotary,
     .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,

@@ -103,6 +103,12 @@ int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx,
 int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad, const void *g,
                                 int gdt, float *gw, bool accumulate, void *stream);
 
+/* y [shape] (contiguous) from a, c and s read through their element strides
+ * over shape (0 where broadcast), nd dims, the last even: rotary's forward,
+ * or its backward with g in a (math/rotary.h). */
+int zlk_cuda_rotary(int nd, const int64_t *shape, const float *a, const int64_t *as, const float *c,
+                    const int64_t *cs, const float *s, const int64_t *ss, bool backward, float *y, void *stream);
+
 /* ---- the generator and dropout: element i takes counter offset + i under
  * key seed (math/rng.h), as core's host fill does ---- */
 /* out [n] (dt, a float dtype) = uniform in [a, b), or normal (mean a, std b). */

@@ -135,8 +135,7 @@ ZL_API zl_tensor *zl_rms_norm(zl_tensor *x, int nnorm, zl_tensor *weight, double
 /* Rotary position embedding as Hugging Face applies it: x [..., T, D] (D
  * even) times cos plus rotate_half(x) times sin, rotate_half(x) being
  * [-x[D/2:], x[:D/2]]; cos and sin broadcast to x (typically [B, 1, T, D] or
- * [T, D]) and get no gradient (on a device, where it is composed of
- * elementwise ops, they get one if they require it). Computed in f32 and
+ * [T, D]), live where x does, and get no gradient. Computed in f32 and
  * rounded once to the three dtypes' promotion. */
 ZL_API zl_tensor *zl_rotary(zl_tensor *x, zl_tensor *cos, zl_tensor *sin);
 /* Zero each element with probability p and scale the rest by 1/(1-p); identity when !training. */

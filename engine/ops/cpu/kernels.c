@@ -13,5 +13,5 @@ const zli_dev_kernels zli_cpu_kernels = {
     .pool_forward = zli_cpu_pool_forward, .pool_backward = zli_cpu_pool_backward,
     .mse_forward = zli_cpu_mse_forward, .mse_backward = zli_cpu_mse_backward,
     .index_select = zli_cpu_index_select, .index_select_backward = zli_cpu_index_select_backward,
-    .emb_forward = zli_cpu_emb_forward, .emb_backward = zli_cpu_emb_backward,
+    .emb_forward = zli_cpu_emb_forward, .emb_backward = zli_cpu_emb_backward, .rotary = zli_cpu_rotary,
 };

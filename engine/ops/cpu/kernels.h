@@ -58,5 +58,8 @@ ZLI_HIDDEN zl_status zli_cpu_emb_forward(int index, int64_t n, int64_t d, int es
                                          void *out);
 ZLI_HIDDEN zl_status zli_cpu_emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
                                           const float *g, float *gw, bool accumulate);
+ZLI_HIDDEN zl_status zli_cpu_rotary(int index, int nd, const int64_t *shape, const float *a, const int64_t *as,
+                                    const float *c, const int64_t *cs, const float *s, const int64_t *ss, bool backward,
+                                    float *y);
 
 #endif

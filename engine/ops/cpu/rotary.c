@@ -1,10 +1,11 @@
 /* rotary: Hugging Face's rotary position embedding, x * cos + rotate_half(x) *
- * sin, and its backward to x. The host reads an f32 x where it lies (a head
- * sliced out of a fused projection and transposed is a strided view) and cos
- * and sin through their broadcast strides; a device composes it of narrow,
- * cat, neg, mul and add. */
+ * sin, and its backward to x, through the kernel table of x's memory. An f32
+ * x is read where it lies (a head sliced out of a fused projection and
+ * transposed is a strided view), cos and sin through their broadcast
+ * strides. */
 #include <string.h>
-#include "../device_kernels.h"
+#include "kernels.h"
+#include "../../math/rotary.h"
 
 /* y [2h] = a ⊙ c + sign · swap(a) ⊙ s, swap exchanging a's halves, the first
  * half of y reading s at lo, the second at hi:
@@ -17,24 +18,26 @@ static inline void rotate_row(int64_t h, const float *restrict a, int64_t as, co
 {
     if (as == 1 && cs == 1 && ss == 1) {
         for (int64_t j = 0; j < h; j++) {
-            y[j] = a[j] * c[j] + sign * a[j + h] * lo[j];
-            y[j + h] = a[j + h] * c[j + h] - sign * a[j] * hi[j];
+            y[j] = zlm_rotary(true, a[j], c[j], a[j + h], lo[j], sign);
+            y[j + h] = zlm_rotary(false, a[j + h], c[j + h], a[j], hi[j], sign);
         }
         return;
     }
     for (int64_t j = 0; j < h; j++) {
         float a0 = a[j * as], a1 = a[(j + h) * as];
-        y[j] = a0 * c[j * cs] + sign * a1 * lo[j * ss];
-        y[j + h] = a1 * c[(j + h) * cs] - sign * a0 * hi[j * ss];
+        y[j] = zlm_rotary(true, a0, c[j * cs], a1, lo[j * ss], sign);
+        y[j + h] = zlm_rotary(false, a1, c[(j + h) * cs], a0, hi[j * ss], sign);
     }
 }
 
-/* y [shape] (contiguous, f32) [out] from a [shape] read through strides as,
- * cos and sin through theirs (broadcast: 0 on stretched dims); rows in
- * parallel. backward: sign and halves of sin as rotate_row says. */
-static void rotary_rows(int nd, const int64_t *shape, const float *a, const int64_t *as, const float *c,
-                        const int64_t *cs, const float *s, const int64_t *ss, bool backward, float *y)
+/* The CPU's kernel (ops/cpu/kernels.h): y [shape] (contiguous, f32) [out]
+ * from a [shape] read through strides as, cos and sin through theirs
+ * (broadcast: 0 on stretched dims); rows in parallel. backward: sign and
+ * halves of sin as rotate_row says. */
+zl_status zli_cpu_rotary(int index, int nd, const int64_t *shape, const float *a, const int64_t *as, const float *c,
+                         const int64_t *cs, const float *s, const int64_t *ss, bool backward, float *y)
 {
+    (void)index;
     int64_t D = shape[nd - 1], h = D / 2, rows = zli_numel(nd - 1, shape);
     float sign = backward ? 1.0f : -1.0f;
     #pragma omp parallel for schedule(static) if (rows * D > ZLI_PAR_MIN && rows > 1)
@@ -51,20 +54,28 @@ static void rotary_rows(int nd, const int64_t *shape, const float *a, const int6
         const float *lo = backward ? sr + h * ss[nd - 1] : sr, *hi = backward ? sr : sr + h * ss[nd - 1];
         rotate_row(h, a + oa, as[nd - 1], c + oc, cs[nd - 1], lo, hi, ss[nd - 1], sign, y + r * D);
     }
+    return ZL_OK;
 }
 
-/* inputs: x; saved: cos and sin as contiguous f32. */
+/* inputs: x; saved: cos and sin as contiguous f32, in x's memory. */
 static zl_status rotary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *c = n->saved[0], *s = n->saved[1];
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("rotary backward", 1, &g, &k, &index) < 0) return zli_last_code();
     int nd = g->ndim;
     int64_t gs[ZL_MAX_DIMS], cs[ZL_MAX_DIMS], ss[ZL_MAX_DIMS];
     zli_contiguous_strides(nd, g->shape, gs);
     zli_bcast_strides(c, nd, g->shape, cs);
     zli_bcast_strides(s, nd, g->shape, ss);
-    if (!(gin[0] = zli_new_f32(nd, g->shape))) return ZL_ENOMEM;
-    rotary_rows(nd, g->shape, zl_tensor_data(g), gs, zl_tensor_data(c), cs, zl_tensor_data(s), ss, true,
-                zl_tensor_data(gin[0]));
+    zl_tensor *gc = zli_f32c(g), *gx = gc ? zli_new_f32_like(g, nd, g->shape) : NULL;
+    zl_status st = gx ? k->rotary(index, nd, g->shape, zl_tensor_data(gc), gs, zl_tensor_data(c), cs,
+                                  zl_tensor_data(s), ss, true, zl_tensor_data(gx))
+                      : ZL_ENOMEM;
+    zl_tensor_release(gc);
+    if (st) { zl_tensor_release(gx); return st; }
+    gin[0] = gx;
     return ZL_OK;
 }
 
@@ -82,32 +93,15 @@ static zl_status check_table(const char *role, const zl_tensor *t, const zl_tens
                     zl_shape_str(t->ndim, t->shape, st, sizeof st), zl_shape_str(x->ndim, x->shape, sx, sizeof sx));
 }
 
-/* The device's way, each step an op that differentiates itself (cos and sin
- * get gradients here if they require them). */
-static zl_tensor *rotary_composed(zl_tensor *x, zl_tensor *cos, zl_tensor *sin)
-{
-    int last = x->ndim - 1;
-    int64_t h = x->shape[last] / 2;
-    zl_tensor *x1 = zl_tensor_narrow(x, last, 0, h), *x2 = x1 ? zl_tensor_narrow(x, last, h, h) : NULL;
-    zl_tensor *n2 = x2 ? zl_neg(x2) : NULL;
-    zl_tensor *parts[2] = {n2, x1};
-    zl_tensor *rh = n2 ? zl_cat(parts, 2, last) : NULL;
-    zl_tensor *a = rh ? zl_mul(x, cos) : NULL, *b = a ? zl_mul(rh, sin) : NULL;
-    zl_tensor *y = b ? zl_add(a, b) : NULL;
-    zl_tensor *objs[] = {x1, x2, n2, rh, a, b};
-    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
-    return y;
-}
-
 /* Computed in f32 and rounded once to torch's promotion of the three dtypes. */
 zl_tensor *zl_rotary(zl_tensor *x, zl_tensor *cos, zl_tensor *sin)
 {
     const char *op = "rotary";
     zl_tensor *in[3] = {x, cos, sin};
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin(op, 3, in)) return NULL;
-    if ((on = zli_op_device(op, 3, in, &k, &index)) < 0) return zli_op_end(op, 3, in, NULL);
+    if (zli_op_device(op, 3, in, &k, &index) < 0) return zli_op_end(op, 3, in, NULL);
     if (zli_need_float(op, "x", x) || zli_need_float(op, "cos", cos) || zli_need_float(op, "sin", sin))
         return zli_op_end(op, 3, in, NULL);
     int nd = x->ndim;
@@ -118,17 +112,22 @@ zl_tensor *zl_rotary(zl_tensor *x, zl_tensor *cos, zl_tensor *sin)
         return zli_op_end(op, 3, in, NULL);
     }
     if (check_table("cos", cos, x) || check_table("sin", sin, x)) return zli_op_end(op, 3, in, NULL);
-    if (on) return zli_op_end(op, 3, in, rotary_composed(x, cos, sin));
+    /* The tables are read where x is: a one-element host cos or sin would
+     * reach a device's kernel as a host pointer. */
+    if (zli_same_device(op, x, cos) || zli_same_device(op, x, sin)) return zli_op_end(op, 3, in, NULL);
     /* An f32 x is read where it lies; a half one is widened once. */
     zl_tensor *xf = x->dtype == ZL_DTYPE_F32 ? zl_tensor_retain(x) : zli_f32c(x);
     zl_tensor *cf = zli_f32c(cos), *sf = zli_f32c(sin);
-    zl_tensor *y = xf && cf && sf ? zli_new_f32(nd, x->shape) : NULL;
+    zl_tensor *y = xf && cf && sf ? zli_new_f32_like(x, nd, x->shape) : NULL;
     if (y) {
         int64_t cs[ZL_MAX_DIMS], ss[ZL_MAX_DIMS];
         zli_bcast_strides(cf, nd, x->shape, cs);
         zli_bcast_strides(sf, nd, x->shape, ss);
-        rotary_rows(nd, x->shape, zl_tensor_data(xf), xf->stride, zl_tensor_data(cf), cs, zl_tensor_data(sf), ss,
-                    false, zl_tensor_data(y));
+        if (k->rotary(index, nd, x->shape, zl_tensor_data(xf), xf->stride, zl_tensor_data(cf), cs, zl_tensor_data(sf),
+                      ss, false, zl_tensor_data(y))) {
+            zl_tensor_release(y);
+            y = NULL;
+        }
     }
     zl_tensor_release(xf);
     y = zli_cast_result(y, zli_promote(x->dtype, zli_promote(cos->dtype, sin->dtype)));

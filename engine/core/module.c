@@ -99,7 +99,7 @@ static void open_cuda(void)
 const zli_backend *zli_backend_of(const char *op, zl_device kind)
 {
     if (kind == ZL_DEVICE_CPU) return &zli_cpu_backend;
-    if (kind != ZL_DEVICE_CUDA) {
+    if (!zli_backend_known(kind)) {
         zl_error(ZL_EINVAL, "%s: unknown device kind %d", op, (int)kind);
         return NULL;
     }

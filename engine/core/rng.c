@@ -28,15 +28,13 @@ uint64_t zl_generator_get_offset(const zl_generator *g) { return cgen(g)->offset
 void zl_generator_set_offset(zl_generator *g, uint64_t off) { gen(g)->offset = off; }
 void zl_manual_seed(uint64_t seed) { zl_generator_seed(NULL, seed); }
 
-/* The host fills RNG_BLOCK elements at a time: first every element's
+/* The host fills ZLI_RAND_BLOCK elements at a time: first every element's
  * Philox words, a loop of integer arithmetic alone that the compiler turns
  * into vector instructions (the draw's cost), then the values from them,
  * each as zlm_rand_value computes it, so the numbers are the same bits. */
-#define RNG_BLOCK 256
-
-static void fill_block(bool normal, double a, double b, uint64_t key, uint64_t base, int m, float *v)
+void zli_rand_block(bool normal, double a, double b, uint64_t key, uint64_t base, int m, float *v)
 {
-    uint32_t w0[RNG_BLOCK], w1[RNG_BLOCK];
+    uint32_t w0[ZLI_RAND_BLOCK], w1[ZLI_RAND_BLOCK];
     for (int j = 0; j < m; j++) {
         uint32_t r[4];
         zlm_philox(base + (uint64_t)j, key, r);
@@ -72,12 +70,12 @@ static zl_status fill(zl_tensor *t, bool normal, double a, double b, zl_generato
     g->offset += (uint64_t)n;
     const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
     char *p = zl_tensor_data(t);
-    int64_t blocks = (n + RNG_BLOCK - 1) / RNG_BLOCK;
+    int64_t blocks = (n + ZLI_RAND_BLOCK - 1) / ZLI_RAND_BLOCK;
     #pragma omp parallel for schedule(static) if (n > 16384)
     for (int64_t k = 0; k < blocks; k++) {
-        int64_t i0 = k * RNG_BLOCK, m = n - i0 < RNG_BLOCK ? n - i0 : RNG_BLOCK;
-        float v[RNG_BLOCK];
-        fill_block(normal, a, b, key, base + (uint64_t)i0, (int)m, v);
+        int64_t i0 = k * ZLI_RAND_BLOCK, m = n - i0 < ZLI_RAND_BLOCK ? n - i0 : ZLI_RAND_BLOCK;
+        float v[ZLI_RAND_BLOCK];
+        zli_rand_block(normal, a, b, key, base + (uint64_t)i0, (int)m, v);
         if (t->dtype == ZL_DTYPE_F32)
             memcpy((float *)p + i0, v, (size_t)m * sizeof(float));
         else

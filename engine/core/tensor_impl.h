@@ -136,6 +136,12 @@ ZLI_HIDDEN void zli_release_deferred(zl_tensor *t, zl_tensor **worklist);
 
 /* The status code of the last zl_error on this thread. */
 ZLI_HIDDEN zl_status zli_last_code(void);
+/* v [m] (m <= ZLI_RAND_BLOCK) = the generator's draws at counters base + i
+ * under key: uniform in [a, b), or normal with mean a and std b, as
+ * zlm_rand_value makes them, the Philox words of the block drawn first so
+ * the compiler vectorises them (core/rng.c). */
+#define ZLI_RAND_BLOCK 256
+ZLI_HIDDEN void zli_rand_block(bool normal, double a, double b, uint64_t key, uint64_t base, int m, float *v);
 /* Normalise a possibly negative dim against ndim (for insertion, pass ndim+1).
  * Returns ZL_EINVAL with a message naming the op when out of range. */
 ZLI_HIDDEN zl_status zli_norm_dim(const char *op, int dim, int ndim, int *out);

@@ -44,8 +44,8 @@ static zl_tensor *contiguous_in_place(zl_tensor *t)
 
 /* A contiguous copy of t on device `index` of backend b: from host memory
  * through the new storage's table, to host memory through t's, between two
- * devices of one kind through the backend's peer copy, between two kinds
- * through host memory. */
+ * devices (of the one device kind there is besides the CPU) through the
+ * backend's peer copy. */
 static zl_tensor *moved(zl_tensor *t, const zli_backend *b, int index)
 {
     zl_tensor *c = contiguous_in_place(t);
@@ -53,17 +53,9 @@ static zl_tensor *moved(zl_tensor *t, const zli_backend *b, int index)
     zl_tensor *out = b->alloc(c->dtype, c->ndim, c->shape, c->storage->cat, index);
     const zli_device_ops *from = c->storage->dev, *to = out ? out->storage->dev : NULL;
     zl_status st = out ? ZL_OK : zli_last_code();
-    if (out && !from) {
-        st = to->from_host(out, c);
-    } else if (out && !to) {
-        st = from->to_host(zl_tensor_data(out), c);
-    } else if (out && from->kind == to->kind) {
-        st = b->copy_peer(out, c);
-    } else if (out) {
-        zl_tensor *h = moved(c, &zli_cpu_backend, 0);
-        st = h ? to->from_host(out, h) : zli_last_code();
-        zl_tensor_release(h);
-    }
+    if (out && !from) st = to->from_host(out, c);
+    else if (out && !to) st = from->to_host(zl_tensor_data(out), c);
+    else if (out) st = b->copy_peer(out, c);
     zl_tensor_release(c);
     if (st) {
         zl_tensor_release(out);

@@ -29,6 +29,20 @@ static inline ZL_HD int64_t zlm_view_offset(const zlm_view *v, int64_t i)
     return off;
 }
 
+/* The view over shape (nd dims) with the given element strides (0 where
+ * broadcast), offset 0: an operand a kernel reads through its strides. */
+static inline ZL_HD zlm_view zlm_view_over(int nd, const int64_t *shape, const int64_t *stride)
+{
+    zlm_view v;
+    v.ndim = nd;
+    v.offset = 0;
+    for (int k = 0; k < nd; k++) {
+        v.shape[k] = shape[k];
+        v.stride[k] = stride[k];
+    }
+    return v;
+}
+
 /* The same offsets from fewer dims: size-1 dims dropped, and a dim merged
  * into the next when it steps exactly over it (row-major order is kept), so
  * a kernel divides once per dim left; a contiguous view becomes one dim of

@@ -57,16 +57,9 @@ static zl_status fake_unary_backward(int index, int kind, int64_t n, const void 
 static int64_t views_of(int ndim, const int64_t *shape, const int64_t *sa, const int64_t *sb, zlm_view *va,
                         zlm_view *vb)
 {
-    int64_t n = 1;
-    *va = (zlm_view){.ndim = ndim};
-    *vb = (zlm_view){.ndim = ndim};
-    for (int i = 0; i < ndim; i++) {
-        va->shape[i] = vb->shape[i] = shape[i];
-        va->stride[i] = sa[i];
-        vb->stride[i] = sb[i];
-        n *= shape[i];
-    }
-    return n;
+    *va = zlm_view_over(ndim, shape, sa);
+    *vb = zlm_view_over(ndim, shape, sb);
+    return zli_numel(ndim, shape);
 }
 
 static zl_status fake_binary(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
@@ -356,14 +349,8 @@ static zl_status fake_rotary(int index, int nd, const int64_t *shape, const floa
                              float *y)
 {
     CHECK(index == FAKE_INDEX);
-    zlm_view va = {.ndim = nd}, vc = {.ndim = nd}, vs = {.ndim = nd};
-    int64_t n = 1;
-    for (int k = 0; k < nd; k++) {
-        va.shape[k] = vc.shape[k] = vs.shape[k] = shape[k];
-        va.stride[k] = as[k], vc.stride[k] = cs[k], vs.stride[k] = ss[k];
-        n *= shape[k];
-    }
-    int64_t d = shape[nd - 1], h = d / 2;
+    zlm_view va = zlm_view_over(nd, shape, as), vc = zlm_view_over(nd, shape, cs), vs = zlm_view_over(nd, shape, ss);
+    int64_t n = zli_numel(nd, shape), d = shape[nd - 1], h = d / 2;
     for (int64_t i = 0; i < n; i++) {
         bool first = i % d < h;
         int64_t p = first ? i + h : i - h;

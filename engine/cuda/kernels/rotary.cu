@@ -18,17 +18,6 @@ __global__ void rotary_elems(int64_t n, int64_t d, zlm_view va, const float *a, 
     }
 }
 
-static zlm_view view_of(int nd, const int64_t *shape, const int64_t *stride)
-{
-    zlm_view v = {};
-    v.ndim = nd;
-    for (int k = 0; k < nd; k++) {
-        v.shape[k] = shape[k];
-        v.stride[k] = stride[k];
-    }
-    return v;
-}
-
 extern "C" int zlk_cuda_rotary(int nd, const int64_t *shape, const float *a, const int64_t *as, const float *c,
                                const int64_t *cs, const float *s, const int64_t *ss, bool backward, float *y,
                                void *stream)
@@ -37,7 +26,7 @@ extern "C" int zlk_cuda_rotary(int nd, const int64_t *shape, const float *a, con
     for (int k = 0; k < nd; k++) n *= shape[k];
     if (n <= 0) return 0;
     rotary_elems<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(
-        n, shape[nd - 1], view_of(nd, shape, as), a, view_of(nd, shape, cs), c, view_of(nd, shape, ss), s, backward,
-        y);
+        n, shape[nd - 1], zlm_view_over(nd, shape, as), a, zlm_view_over(nd, shape, cs), c, zlm_view_over(nd, shape, ss),
+        s, backward, y);
     return zlk_launched();
 }

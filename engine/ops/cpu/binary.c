@@ -6,9 +6,13 @@
 #include <math.h>
 #include <string.h>
 #include "kernels.h"
+#include "../../math/binary_int.h"
 
-/* binary.h's kinds (ZLM_B_*), in its order. */
-enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ, B_LT, B_GT, B_NE, B_LE, B_GE };
+/* The kinds a device's kernels take (math/binary.h). */
+enum {
+    B_ADD = ZLM_B_ADD, B_SUB = ZLM_B_SUB, B_MUL = ZLM_B_MUL, B_DIV = ZLM_B_DIV, B_POW = ZLM_B_POW, B_EQ = ZLM_B_EQ,
+    B_LT = ZLM_B_LT, B_GT = ZLM_B_GT, B_NE = ZLM_B_NE, B_LE = ZLM_B_LE, B_GE = ZLM_B_GE
+};
 
 static inline void row(int kind, int64_t n, const float *restrict a, int64_t sa, const float *restrict b,
                        int64_t sb, float *restrict o)
@@ -66,40 +70,15 @@ zl_status zli_cpu_binary(int index, int kind, int nd, const int64_t *shape, cons
 
 /* Integer operands are computed in double, exact for values up to 2^53 (f32
  * would be exact only to 2^24), one element at a time through broadcast
- * offsets: integer tensors are indices and counts, never the hot path. */
+ * offsets (math/binary_int.h): integer tensors are indices and counts, never
+ * the hot path. */
 zl_status zli_cpu_binary_int(int index, int kind, int nd, const int64_t *shape, const int64_t *sa,
-                             const int64_t *sb, const void *av, int adt, const void *bv, int bdt, void *outv, int odt)
+                             const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt)
 {
     (void)index;
-    const zl_dtype_traits *ta = zl_dtype_traits_of((zl_dtype)adt), *tb = zl_dtype_traits_of((zl_dtype)bdt);
-    const zl_dtype_traits *to = zl_dtype_traits_of((zl_dtype)odt);
-    const char *pa = av, *pb = bv;
-    char *po = outv;
+    zlm_view va = zlm_view_over(nd, shape, sa), vb = zlm_view_over(nd, shape, sb);
     int64_t n = zli_numel(nd, shape);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t oa = 0, ob = 0, rem = i;
-        for (int d = nd - 1; d >= 0; d--) {
-            int64_t k = rem % shape[d];
-            rem /= shape[d];
-            oa += k * sa[d];
-            ob += k * sb[d];
-        }
-        double x = ta->to_f64(pa + oa * (int64_t)ta->size), y = tb->to_f64(pb + ob * (int64_t)tb->size), r;
-        switch (kind) {
-        case B_ADD: r = x + y; break;
-        case B_SUB: r = x - y; break;
-        case B_MUL: r = x * y; break;
-        case B_DIV: r = x / y; break;
-        case B_POW: r = pow(x, y); break;
-        case B_EQ: r = x == y; break;
-        case B_LT: r = x < y; break;
-        case B_GT: r = x > y; break;
-        case B_NE: r = x != y; break;
-        case B_LE: r = x <= y; break;
-        default: r = x >= y; break;
-        }
-        to->from_f64(po + i * (int64_t)to->size, r);
-    }
+    for (int64_t i = 0; i < n; i++) zlm_binary_int_elem(kind, &va, a, adt, &vb, b, bdt, out, odt, i);
     return ZL_OK;
 }
 

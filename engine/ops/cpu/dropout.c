@@ -8,29 +8,21 @@
 #include "kernels.h"
 #include "../../math/dropout.h"
 
-/* The host draws RNG_BLOCK counters at a time: first the Philox words, a
- * loop of integer arithmetic the compiler vectorizes, then the mask and the
- * values, each draw as zlm_rand_u01 makes it (core/rng.c's uniform fill). */
-#define RNG_BLOCK 256
-
-/* The CPU's kernels (ops/cpu/kernels.h): keep [n] = the draw at counter
- * offset + i (key seed) >= p; y [n] = keep ? x * scale : 0. */
+/* The CPU's kernels (ops/cpu/kernels.h): keep [n] = the uniform draw at
+ * counter offset + i (key seed) >= p; y [n] = keep ? x * scale : 0. The
+ * draws come a block at a time, as zl_tensor_rand makes them. */
 zl_status zli_cpu_dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale, const float *x,
                           uint8_t *keep, float *y)
 {
     (void)index;
-    int64_t blocks = (n + RNG_BLOCK - 1) / RNG_BLOCK;
+    int64_t blocks = (n + ZLI_RAND_BLOCK - 1) / ZLI_RAND_BLOCK;
     #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
     for (int64_t b = 0; b < blocks; b++) {
-        int64_t i0 = b * RNG_BLOCK, m = n - i0 < RNG_BLOCK ? n - i0 : RNG_BLOCK;
-        uint32_t w[RNG_BLOCK];
+        int64_t i0 = b * ZLI_RAND_BLOCK, m = n - i0 < ZLI_RAND_BLOCK ? n - i0 : ZLI_RAND_BLOCK;
+        float u[ZLI_RAND_BLOCK];
+        zli_rand_block(false, 0.0, 1.0, seed, offset + (uint64_t)i0, (int)m, u);
         for (int64_t j = 0; j < m; j++) {
-            uint32_t r[4];
-            zlm_philox(offset + (uint64_t)(i0 + j), seed, r);
-            w[j] = r[0];
-        }
-        for (int64_t j = 0; j < m; j++) {
-            uint8_t k = zlm_u01(w[j]) >= p;
+            uint8_t k = u[j] >= p;
             keep[i0 + j] = k;
             y[i0 + j] = zlm_dropout_apply(k, x[i0 + j], scale);
         }

@@ -110,6 +110,22 @@ static zl_status ln_backward_wb(int index, int64_t rows, int64_t m, const void *
                          zlk_cuda_layer_norm_backward_wb(rows, m, x, xdt, mean, rstd, g, gdt, gw, gb, NULL));
 }
 
+static zl_status rms_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                             int rdt, double eps, void *y, int ydt, float *rstd)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "rms_norm",
+                         zlk_cuda_rms_norm_forward(rows, m, x, xdt, w, wdt, rdt, eps, y, ydt, rstd, NULL));
+}
+
+static zl_status rms_backward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                              int rdt, const float *rstd, const void *g, int gdt, float *gx, float *gw, double *part)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "rms_norm backward",
+                         zlk_cuda_rms_norm_backward(rows, m, x, xdt, w, wdt, rdt, rstd, g, gdt, gx, gw, part, NULL));
+}
+
 static zl_status emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out)
 {
     if (zli_cuda_use(index)) return zli_last_code();
@@ -271,7 +287,7 @@ const zli_dev_kernels zli_cuda_kernels = {
     .index_select = index_select, .index_select_backward = index_select_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward, .rotary = rotary,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
-    .ln_backward_wb = ln_backward_wb,
+    .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward, .rms_backward = rms_backward,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
     .gemm_batched = zli_cuda_gemm_batched, .gemm_half = zli_cuda_gemm_half, .linear_half = zli_cuda_linear_half,

@@ -66,6 +66,15 @@ typedef struct zli_dev_kernels {
     /* gw, gb [m] (either NULL): the weight's and bias's gradients, rows in order. */
     zl_status (*ln_backward_wb)(int index, int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
                                 const float *rstd, const void *g, int gdt, float *gw, float *gb);
+    /* rms_norm over rows of m (math/rms_norm.h): y [rows, m] and rstd
+     * [rows]; w [m] or NULL; rdt the dtype (ZLM_*) the normalised x is
+     * rounded to before the weight multiplies it. */
+    zl_status (*rms_forward)(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                             int rdt, double eps, void *y, int ydt, float *rstd);
+    /* gx [rows, m] and gw [m] (either NULL) from x, w, the saved rstd and g;
+     * part holds ceil(rows / ZLM_RMS_CHUNK_ROWS) * m doubles, gw's partial sums. */
+    zl_status (*rms_backward)(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                              int rdt, const float *rstd, const void *g, int gdt, float *gx, float *gw, double *part);
     /* out[n, d] = rows idx[n] (i64, on the device, checked) of w[v, d]; es bytes an element. */
     zl_status (*emb_forward)(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out);
     /* gw[v, d] = g's rows summed into the rows idx names, in position order,

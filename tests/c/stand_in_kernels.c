@@ -14,6 +14,7 @@
 #include "math/index_select.h"
 #include "math/layer_norm.h"
 #include "math/reduce.h"
+#include "math/rms_norm.h"
 #include "math/rotary.h"
 #include "math/select.h"
 #include "math/mse.h"
@@ -327,6 +328,51 @@ static zl_status fake_ln_backward_wb(int index, int64_t rows, int64_t m, const v
     return ZL_OK;
 }
 
+static zl_status fake_rms_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                                  int rdt, double eps, void *y, int ydt, float *rstd)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(3, (int[]){xdt, w ? wdt : ZLM_F32, ydt});
+    for (int64_t r = 0; r < rows; r++) {
+        const void *xr = at(x, xdt, r * m);
+        float rs = rstd[r] = zlm_rms_rstd(zlm_rms_row_sum(m, xr, xdt, NULL, ZLM_F32, NULL, ZLM_F32), m, eps);
+        for (int64_t j = 0; j < m; j++)
+            zlm_store(y, ydt, r * m + j,
+                      zlm_rms_out(zlm_load(xr, xdt, j), rs, rdt, w != NULL, w ? zlm_load(w, wdt, j) : 0.0f));
+    }
+    return ZL_OK;
+}
+
+/* The weight's gradient in the host's order: chunks of rows summed, then the chunks. */
+static zl_status fake_rms_backward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
+                                   int rdt, const float *rstd, const void *g, int gdt, float *gx, float *gw,
+                                   double *part)
+{
+    CHECK(index == FAKE_INDEX);
+    count_half(3, (int[]){xdt, w ? wdt : ZLM_F32, gdt});
+    for (int64_t r = 0; gx && r < rows; r++) {
+        const void *xr = at(x, xdt, r * m), *gr = at(g, gdt, r * m);
+        float k = zlm_rms_k(zlm_rms_row_sum(m, xr, xdt, gr, gdt, w, wdt), m, rstd[r]);
+        for (int64_t j = 0; j < m; j++)
+            gx[r * m + j] = zlm_rms_grad_x(zlm_load(xr, xdt, j),
+                                           zlm_rms_gn(zlm_load(gr, gdt, j), w != NULL, w ? zlm_load(w, wdt, j) : 0.0f),
+                                           rstd[r], k);
+    }
+    int64_t nchunks = (rows + ZLM_RMS_CHUNK_ROWS - 1) / ZLM_RMS_CHUNK_ROWS;
+    for (int64_t j = 0; gw && j < m; j++) {
+        for (int64_t c = 0; c < nchunks; c++) {
+            double s = 0;
+            for (int64_t r = c * ZLM_RMS_CHUNK_ROWS; r < rows && r < (c + 1) * ZLM_RMS_CHUNK_ROWS; r++)
+                s += zlm_rms_grad_w_term(zlm_load(g, gdt, r * m + j), zlm_load(x, xdt, r * m + j), rstd[r], rdt);
+            part[c * m + j] = s;
+        }
+        double s = 0;
+        for (int64_t c = 0; c < nchunks; c++) s += part[c * m + j];
+        gw[j] = (float)s;
+    }
+    return ZL_OK;
+}
+
 static zl_status fake_emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w,
                                   void *out)
 {
@@ -462,6 +508,7 @@ const zli_dev_kernels stand_in_kernels = {
     .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward, .rotary = fake_rotary,
     .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
+    .rms_forward = fake_rms_forward, .rms_backward = fake_rms_backward,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
     .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
     .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .gemm_half = fake_gemm_half, .linear_half = fake_linear_half,

@@ -521,7 +521,7 @@ static zl_tensor *rotary3(zl_tensor *x, zl_tensor *unused1, zl_tensor *unused2, 
 
 /* A LLaMA block's ops on the device: grouped-query attention (4 query heads
  * on 2 or 1 key/value heads, their gradients summed in the GEMMs; causal with
- * more keys than queries), rms_norm and rotary composed of the device's ops,
+ * more keys than queries), rms_norm and rotary by the device's kernels,
  * f32 and bf16, against the host; a mask refused by name. */
 TEST(transformer_ops_on_the_device)
 {

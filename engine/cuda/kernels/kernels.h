@@ -71,6 +71,14 @@ int zlk_cuda_layer_norm_backward_x(int64_t rows, int64_t m, const void *x, int x
 int zlk_cuda_layer_norm_backward_wb(int64_t rows, int64_t m, const void *x, int xdt, const float *mean,
                                     const float *rstd, const void *g, int gdt, float *gw, float *gb, void *stream);
 
+/* rms_norm (math/rms_norm.h): x, y [rows, m]; w [m] or NULL; rstd [rows] f32 [out]. */
+int zlk_cuda_rms_norm_forward(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt, int rdt,
+                              double eps, void *y, int ydt, float *rstd, void *stream);
+/* gx [rows, m] and gw [m] f32 (either NULL); part [ceil(rows / ZLM_RMS_CHUNK_ROWS), m] the weight's partial sums. */
+int zlk_cuda_rms_norm_backward(int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt, int rdt,
+                               const float *rstd, const void *g, int gdt, float *gx, float *gw, double *part,
+                               void *stream);
+
 /* x [rows, ncls], target [rows]; lse, loss [rows] f32 [out] (0 on ignored rows). */
 int zlk_cuda_cross_entropy_forward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                                    int64_t ignore, float *lse, float *loss, void *stream);

@@ -10,6 +10,7 @@ const zli_dev_kernels zli_cpu_kernels = {
     .binary = zli_cpu_binary, .binary_int = zli_cpu_binary_int, .reduce_dim = zli_cpu_reduce_dim,
     .reduce_all = zli_cpu_reduce_all, .reduce_backward = zli_cpu_reduce_backward, .sum_to = zli_cpu_sum_to,
     .ln_forward = zli_cpu_ln_forward, .ln_backward_x = zli_cpu_ln_backward_x, .ln_backward_wb = zli_cpu_ln_backward_wb,
+    .rms_forward = zli_cpu_rms_forward, .rms_backward = zli_cpu_rms_backward,
     .pool_forward = zli_cpu_pool_forward, .pool_backward = zli_cpu_pool_backward,
     .mse_forward = zli_cpu_mse_forward, .mse_backward = zli_cpu_mse_backward,
     .index_select = zli_cpu_index_select, .index_select_backward = zli_cpu_index_select_backward,

@@ -43,6 +43,11 @@ ZLI_HIDDEN zl_status zli_cpu_ln_backward_x(int index, int64_t rows, int64_t m, c
 ZLI_HIDDEN zl_status zli_cpu_ln_backward_wb(int index, int64_t rows, int64_t m, const void *x, int xdt,
                                             const float *mean, const float *rstd, const void *g, int gdt, float *gw,
                                             float *gb);
+ZLI_HIDDEN zl_status zli_cpu_rms_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w,
+                                         int wdt, int rdt, double eps, void *y, int ydt, float *rstd);
+ZLI_HIDDEN zl_status zli_cpu_rms_backward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w,
+                                          int wdt, int rdt, const float *rstd, const void *g, int gdt, float *gx,
+                                          float *gw, double *part);
 ZLI_HIDDEN zl_status zli_cpu_pool_forward(int index, const zli_dev_window *w, int64_t planes, const float *x, float *y,
                                           int64_t *arg);
 ZLI_HIDDEN zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,

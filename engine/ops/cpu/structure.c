@@ -1,21 +1,13 @@
 /* cat and stack (one join kernel: stack is a cat of the inputs seen with a new
  * size-1 dim) and index_select, as raw element copies so every dtype works.
  * Backward hands out views of the gradient or scatter-adds it in index order,
- * index_select through the kernel table of x's memory. On a device, a join
- * is core's copy into slices of the output. */
+ * index_select through the kernel table of x's memory. A join is core's copy
+ * of each input into its slice of the output, which converts dtypes and runs
+ * wherever the memory is. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
-
-/* dst [outer, total] [out] and src [outer, len] rows of bytes: src lands at
- * column `at` of each dst row. */
-static void copy_rows(char *restrict dst, int64_t total, int64_t at, const char *restrict src, int64_t len,
-                      int64_t outer)
-{
-    #pragma omp parallel for schedule(static) if (outer * len > 4 * ZLI_PAR_MIN && outer > 1)
-    for (int64_t o = 0; o < outer; o++) memcpy(dst + o * total + at, src + o * len, (size_t)len);
-}
 
 /* The view of whole (the joined tensor, or its gradient) that input `part`
  * fills: from `at` along dim d, that dim dropped for stack. */
@@ -40,9 +32,8 @@ static zl_status join_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return ZL_OK;
 }
 
-/* On a device each input is copied into its part of out by core's copy,
- * which converts dtypes and writes strided views. */
-static zl_status join_on_device(zl_tensor *const *ts, int n, int d, bool stack, zl_tensor *out)
+/* Each input copied into its part of out by core's copy, host or device. */
+static zl_status join_parts(zl_tensor *const *ts, int n, int d, bool stack, zl_tensor *out)
 {
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -80,12 +71,9 @@ static zl_tensor *join(const char *op, zl_tensor *const *ts, int n, int dim, boo
         zl_error(ZL_EINVAL, "%s: needs at least one tensor, got %d", op, ts ? n : 0);
         return NULL;
     }
-    const zli_dev_kernels *kern = NULL;
-    int index = 0, on;
     if (zli_op_begin(op, n, ts)) return NULL;
-    if ((on = zli_op_device(op, n, ts, &kern, &index)) < 0) return zli_op_end(op, n, ts, NULL);
-    /* Every input on the one device: a host scalar is no shortcut here. */
-    for (int i = 1; on && i < n; i++)
+    /* Every input in one memory: a host scalar is no shortcut here. */
+    for (int i = 1; i < n; i++)
         if (zli_same_device(op, ts[0], ts[i])) return zli_op_end(op, n, ts, NULL);
     const zl_tensor *t0 = ts[0];
     int nd = t0->ndim + (stack ? 1 : 0), d;
@@ -99,26 +87,10 @@ static zl_tensor *join(const char *op, zl_tensor *const *ts, int n, int dim, boo
     int64_t shape[ZL_MAX_DIMS], total = 0;
     for (int i = 0; i < n; i++) total += stack ? 1 : ts[i]->shape[d];
     for (int k = 0; k < nd; k++) shape[k] = k == d ? total : t0->shape[stack && k > d ? k - 1 : k];
-    int64_t outer = zli_numel(d, shape), inner = zli_numel(nd - d - 1, shape + d + 1);
-    size_t es = zl_dtype_size(rdt);
-    const zli_device_ops *dev = t0->storage->dev;
-    zl_tensor *out = on ? dev->alloc(rdt, nd, shape, ZL_MEM_ACTIVATIONS, index)
-                        : zl_tensor_new(rdt, nd, shape, ZL_MEM_ACTIVATIONS);
-    if (out && on && join_on_device(ts, n, d, stack, out)) {
+    zl_tensor *out = zli_new_like(t0, rdt, nd, shape, ZL_MEM_ACTIVATIONS);
+    if (out && join_parts(ts, n, d, stack, out)) {
         zl_tensor_release(out);
         out = NULL;
-    }
-    int64_t at = 0;
-    for (int i = 0; out && !on && i < n; i++) {
-        zl_tensor *t = ts[i];
-        int64_t len = stack ? 1 : t->shape[d];
-        zl_tensor *c = t->dtype == rdt && zl_tensor_is_contiguous(t) ? zl_tensor_retain(t)
-                                                                       : zli_copy_as(t, rdt, ZL_MEM_ACTIVATIONS);
-        if (!c) { zl_tensor_release(out); out = NULL; break; }
-        copy_rows(zl_tensor_data(out), total * inner * (int64_t)es, at * inner * (int64_t)es, zl_tensor_data(c),
-                  len * inner * (int64_t)es, outer);
-        zl_tensor_release(c);
-        at += len;
     }
     zl_node *node = NULL;
     if (out && zl_dtype_traits_of(rdt)->is_float && zli_record(out, op, join_backward, n, ts, &node)) {

@@ -70,20 +70,21 @@ static zl_status softmax_backward(int index, bool is_log, int64_t outer, int64_t
 }
 
 static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                            int64_t ignore, float *lse, float *loss)
+                            int64_t ignore, const zlm_ce_opts *o, float *lse, float *loss)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "cross_entropy",
-                         zlk_cuda_cross_entropy_forward(rows, ncls, x, xdt, target, ignore, lse, loss, NULL));
+                         zlk_cuda_cross_entropy_forward(rows, ncls, x, xdt, target, ignore, o, lse, loss, NULL));
 }
 
 static zl_status ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                             int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx)
+                             int64_t ignore, const zlm_ce_opts *o, const float *lse, const float *g,
+                             int64_t g_stride, float k, int gdt, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "cross_entropy backward",
-                         zlk_cuda_cross_entropy_backward(rows, ncls, x, xdt, target, ignore, lse, g, g_stride, k, gx,
-                                                         NULL));
+                         zlk_cuda_cross_entropy_backward(rows, ncls, x, xdt, target, ignore, o, lse, g, g_stride, k,
+                                                         gdt, gx, NULL));
 }
 
 static zl_status ln_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
@@ -179,10 +180,10 @@ static zl_status reduce_dim(int index, int kind, int64_t outer, int64_t d, int64
     return zli_cuda_done(index, "reduction", zlk_cuda_reduce_dim(kind, outer, d, inner, x, out, idx, NULL));
 }
 
-static zl_status reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
+static zl_status reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, mean ? "mean" : "sum", zlk_cuda_reduce_all(mean, n, x, work, out, NULL));
+    return zli_cuda_done(index, "sum", zlk_cuda_reduce_all(div, n, x, work, out, NULL));
 }
 
 static zl_status reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,

@@ -49,6 +49,14 @@ static inline ZL_HD float zlm_f16_to_f32(uint16_t h)
     return zlm_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
+/* v rounded to dt's precision and kept in f32 (ZLM_F32: v itself). */
+static inline ZL_HD float zlm_round_to(float v, int dt)
+{
+    if (dt == ZLM_BF16) return zlm_bf16_to_f32(zlm_f32_to_bf16(v));
+    if (dt == ZLM_F16) return zlm_f16_to_f32(zlm_f32_to_f16(v));
+    return v;
+}
+
 /* Element i of p, stored as dt (ZLM_F32, ZLM_F16 or ZLM_BF16), as f32. */
 static inline ZL_HD float zlm_load(const void *p, int dt, int64_t i)
 {

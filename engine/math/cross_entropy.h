@@ -1,10 +1,9 @@
-/* cross_entropy fused over the vocabulary (engine/ops/cpu/loss.c runs these
- * rows, its max vectorized), one row of logits at a time: lse = max +
+/* cross_entropy fused over the vocabulary (the CPU's kernel in
+ * engine/ops/cpu/loss.c runs these rows, its max vectorized), one row of logits at a time: lse = max +
  * log(sum exp(x - max)), loss = lse - x[target], and backward scale *
  * (softmax - onehot) rebuilt from lse. A row whose target is
- * ignore_index has loss 0 and gradient 0. Class weights and label smoothing
- * are not here: the host computes them in its own rows, and on a device the
- * op composes them of other ops (loss.c). */
+ * ignore_index has loss 0 and gradient 0. torch's options (class weights
+ * and label smoothing) change a row's loss and gradient as zlm_ce_opts says. */
 #ifndef ZL_MATH_CROSS_ENTROPY_H
 #define ZL_MATH_CROSS_ENTROPY_H
 
@@ -78,6 +77,67 @@ static inline ZL_HD void zlm_ce_row_backward(int64_t ncls, const float *ZLM_REST
     }
     for (int64_t c = 0; c < ncls; c++) gx[c] = scale * zlm_ce_exp(x[c], lse);
     gx[target] -= scale;
+}
+
+/* torch's options: with keep = 1 - label_smoothing and spread =
+ * label_smoothing / C, a row's loss is keep * w[t] * (lse - x[t]) + spread *
+ * sum_c w[c] * (lse - x[c]), and its gradient scale * ((keep * w[t] + spread *
+ * wsum) * softmax - keep * w[t] * onehot(t) - spread * w). w [C] (f32, where
+ * the kernel runs) or NULL for all ones; wsum the weights summed (C without). */
+typedef struct zlm_ce_opts {
+    const float *w;
+    float keep, spread, wsum;
+} zlm_ce_opts;
+
+/* No weights, no smoothing: the plain loss and gradient above. */
+static inline ZL_HD bool zlm_ce_plain(const zlm_ce_opts *o) { return !o->w && o->spread == 0.0f && o->keep == 1.0f; }
+static inline ZL_HD float zlm_ce_weight(const zlm_ce_opts *o, int64_t c) { return o->w ? o->w[c] : 1.0f; }
+
+/* One class's part of the smoothing sum, around the row's lse. */
+static inline ZL_HD double zlm_ce_smooth_term(const zlm_ce_opts *o, int64_t c, double lse, float x)
+{
+    return (o->w ? (double)o->w[c] : 1.0) * (lse - x);
+}
+
+/* A row's loss from its plain loss and (when spread is not 0) its smoothing sum. */
+static inline ZL_HD float zlm_ce_opts_loss(const zlm_ce_opts *o, int64_t target, float plain, double smooth)
+{
+    double v = (double)o->keep * zlm_ce_weight(o, target) * plain;
+    if (o->spread != 0.0f) v += (double)o->spread * smooth;
+    return (float)v;
+}
+
+/* Class c's gradient with the options (the target's written, then less scale * a). */
+static inline ZL_HD float zlm_ce_opts_grad(const zlm_ce_opts *o, float x, float lse, float scale, int64_t c,
+                                           int64_t target)
+{
+    float a = o->keep * zlm_ce_weight(o, target), p = a + o->spread * o->wsum;
+    float v = scale * (p * zlm_ce_exp(x, lse) - o->spread * zlm_ce_weight(o, c));
+    return c == target ? v - scale * a : v;
+}
+
+/* *loss [in/out]: a row's plain loss (from zlm_ce_row, with its *lse) made
+ * the options' loss; x [ncls] f32. */
+static inline ZL_HD void zlm_ce_opts_finish(const zlm_ce_opts *o, int64_t ncls, const float *ZLM_RESTRICT x,
+                                            int64_t target, int64_t ignore, float lse, float *loss)
+{
+    if (zlm_ce_plain(o) || target == ignore) return;
+    double s = 0.0;
+    for (int64_t c = 0; o->spread != 0.0f && c < ncls; c++) s += zlm_ce_smooth_term(o, c, lse, x[c]);
+    *loss = zlm_ce_opts_loss(o, target, *loss, s);
+}
+
+/* zlm_ce_row_backward with the options, gx rounded to gdt's precision
+ * (ZLM_F32: not): the gradient of a loss asked for in f32 from half logits. */
+static inline ZL_HD void zlm_ce_opts_row_backward(const zlm_ce_opts *o, int64_t ncls, const float *ZLM_RESTRICT x,
+                                                  int64_t target, int64_t ignore, float lse, float scale, int gdt,
+                                                  float *ZLM_RESTRICT gx)
+{
+    if (zlm_ce_plain(o) || target == ignore) zlm_ce_row_backward(ncls, x, target, ignore, lse, scale, gx);
+    else
+        for (int64_t c = 0; c < ncls; c++) gx[c] = zlm_ce_opts_grad(o, x[c], lse, scale, c, target);
+    if (gdt != ZLM_F32)
+        for (int64_t c = 0; c < ncls; c++) gx[c] = zlm_round_to(gx[c], gdt);
 }
 
 #endif

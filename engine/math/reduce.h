@@ -71,12 +71,13 @@ static inline ZL_HD double zlm_chunk_sum(const float *x, int64_t n, int64_t c)
 
 static inline ZL_HD int64_t zlm_sum_chunks(int64_t n) { return (n + ZLM_SUM_CHUNK - 1) / ZLM_SUM_CHUNK; }
 
-/* The sum (or mean) of n elements from their chunk sums part [nchunks]. */
-static inline ZL_HD float zlm_sum_finish(const double *part, int64_t nchunks, int64_t n, bool mean)
+/* The sum of the chunk sums part [nchunks], divided by div in double (a
+ * mean's count, a loss's weight total, 1 for the sum itself). */
+static inline ZL_HD float zlm_sum_finish(const double *part, int64_t nchunks, double div)
 {
     double s = 0;
     for (int64_t c = 0; c < nchunks; c++) s += part[c];
-    return (float)(mean ? s / (double)n : s);
+    return (float)(s / div);
 }
 
 /* Element j of the gradient of x [outer, len, inner] from g [outer, inner]:

@@ -12,14 +12,6 @@
 /* Rows per partial sum of the weight's gradient. */
 #define ZLM_RMS_CHUNK_ROWS 32
 
-/* v rounded to rdt and kept in f32 (ZLM_F32: v itself). */
-static inline ZL_HD float zlm_rms_round(float v, int rdt)
-{
-    if (rdt == ZLM_BF16) return zlm_bf16_to_f32(zlm_f32_to_bf16(v));
-    if (rdt == ZLM_F16) return zlm_f16_to_f32(zlm_f32_to_f16(v));
-    return v;
-}
-
 static inline ZL_HD float zlm_rms_rstd(double sum_sq, int64_t m, double eps)
 {
     return (float)(1.0 / sqrt(sum_sq / (double)m + eps));
@@ -27,7 +19,7 @@ static inline ZL_HD float zlm_rms_rstd(double sum_sq, int64_t m, double eps)
 
 static inline ZL_HD float zlm_rms_out(float x, float rstd, int rdt, bool has_w, float w)
 {
-    float y = zlm_rms_round(x * rstd, rdt);
+    float y = zlm_round_to(x * rstd, rdt);
     return has_w ? y * w : y;
 }
 
@@ -41,7 +33,7 @@ static inline ZL_HD float zlm_rms_grad_x(float x, float gn, float rstd, float k)
 /* One row's term of the weight's gradient: g times the rounded normalised x. */
 static inline ZL_HD double zlm_rms_grad_w_term(float g, float x, float rstd, int rdt)
 {
-    return (double)g * zlm_rms_round(x * rstd, rdt);
+    return (double)g * zlm_round_to(x * rstd, rdt);
 }
 
 /* The row sums, in double over m elements in ZLM_RMS_LANES lanes, then the

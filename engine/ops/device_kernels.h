@@ -12,6 +12,7 @@
 #define ZL_OPS_DEVICE_KERNELS_H
 
 #include "op_util.h"
+#include "../math/cross_entropy.h"
 
 /* A 2-d window sliding over planes of [h, w] (c planes an image, for conv):
  * kernel kh x kw, stride sh, sw, padding ph, pw, output oh x ow, dilation
@@ -45,13 +46,18 @@ typedef struct zli_dev_kernels {
      * b in double, a (adt) and b (bdt) read through strides broadcast to shape. */
     zl_status (*binary_int)(int index, int kind, int ndim, const int64_t *shape, const int64_t *sa,
                             const int64_t *sb, const void *a, int adt, const void *b, int bdt, void *out, int odt);
-    /* Cross-entropy per row of x[rows, ncls] against target[rows] (i64, on the
-     * device): lse and loss [rows] (0 on rows whose target is `ignore`). */
+    /* Cross-entropy per row of x[rows, ncls] against target[rows] (i64, in
+     * the kernels' memory), with the options o (math/cross_entropy.h; o->w
+     * in the kernels' memory too): lse and loss [rows] (0 on rows whose
+     * target is `ignore`). x is in its own dtype, f32, bf16 or f16, on every
+     * table, halves or not. */
     zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                            int64_t ignore, float *lse, float *loss);
-    /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored rows. */
+                            int64_t ignore, const zlm_ce_opts *o, float *lse, float *loss);
+    /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored
+     * rows, rounded to gdt's precision (ZLM_F32: not). */
     zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                             int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k, float *gx);
+                             int64_t ignore, const zlm_ce_opts *o, const float *lse, const float *g,
+                             int64_t g_stride, float k, int gdt, float *gx);
     /* sq[n] = (x - t)^2, elementwise. */
     zl_status (*mse_forward)(int index, int64_t n, const float *x, const float *t, float *sq);
     /* gx[n] and gt[n] (either NULL) = +-k * g[i * g_stride] * (x - t). */
@@ -143,9 +149,10 @@ typedef struct zli_dev_kernels {
      * position, NULL for sum and mean. */
     zl_status (*reduce_dim)(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out,
                             int64_t *idx);
-    /* out [1] = the sum (or mean) of x [n] as zli_sum_fixed adds it; work
-     * holds one double per 4096-element chunk. */
-    zl_status (*reduce_all)(int index, bool mean, int64_t n, const float *x, double *work, float *out);
+    /* out [1] = the sum of x [n] as zli_sum_fixed adds it, divided by div in
+     * double (n for a mean, 1 for the sum); work holds one double per
+     * 4096-element chunk. */
+    zl_status (*reduce_all)(int index, double div, int64_t n, const float *x, double *work, float *out);
     /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
     zl_status (*reduce_backward)(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
                                  const int64_t *idx, float *gx);
@@ -204,10 +211,10 @@ ZLI_HIDDEN zl_status zli_dev_gemm(const zli_dev_kernels *k, int index, zl_dtype 
                                   const void *B, int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc,
                                   int64_t sc, int64_t batch);
 
-/* out [1] (in like's memory) = the sum, or the mean, of x [n] there, by k's
- * reduce_all in zli_sum_fixed's chunks and order. */
+/* out [1] (in like's memory) = the sum of x [n] there divided by div (see
+ * reduce_all), by k's reduce_all in zli_sum_fixed's chunks and order. */
 ZLI_HIDDEN zl_status zli_kernel_sum(const zli_dev_kernels *k, int index, const zl_tensor *like, const float *x,
-                                    int64_t n, bool mean, float *out);
+                                    int64_t n, double div, float *out);
 
 /* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);

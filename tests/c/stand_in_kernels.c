@@ -194,12 +194,12 @@ static zl_status fake_reduce_dim(int index, int kind, int64_t outer, int64_t d, 
     return ZL_OK;
 }
 
-static zl_status fake_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
+static zl_status fake_reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out)
 {
     CHECK(index == FAKE_INDEX);
     int64_t nc = zlm_sum_chunks(n);
     for (int64_t c = 0; c < nc; c++) work[c] = zlm_chunk_sum(x, n, c);
-    out[0] = zlm_sum_finish(work, nc, n, mean);
+    out[0] = zlm_sum_finish(work, nc, div);
     return ZL_OK;
 }
 
@@ -273,27 +273,29 @@ static float *row_f32(const void *x, int xdt, int64_t ncls, int64_t r)
 }
 
 static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                                 int64_t ignore, float *lse, float *loss)
+                                 int64_t ignore, const zlm_ce_opts *o, float *lse, float *loss)
 {
     CHECK(index == FAKE_INDEX);
     count_half(1, &xdt);
     for (int64_t r = 0; r < rows; r++) {
         float *row = row_f32(x, xdt, ncls, r);
         zlm_ce_row(ncls, row, target[r], ignore, lse + r, loss + r);
+        zlm_ce_opts_finish(o, ncls, row, target[r], ignore, lse[r], loss + r);
         free(row);
     }
     return ZL_OK;
 }
 
 static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
-                                  const int64_t *target, int64_t ignore, const float *lse, const float *g,
-                                  int64_t g_stride, float k, float *gx)
+                                  const int64_t *target, int64_t ignore, const zlm_ce_opts *o, const float *lse,
+                                  const float *g, int64_t g_stride, float k, int gdt, float *gx)
 {
     CHECK(index == FAKE_INDEX);
     count_half(1, &xdt);
     for (int64_t r = 0; r < rows; r++) {
         float *row = row_f32(x, xdt, ncls, r);
-        zlm_ce_row_backward(ncls, row, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k), gx + r * ncls);
+        zlm_ce_opts_row_backward(o, ncls, row, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k), gdt,
+                                 gx + r * ncls);
         free(row);
     }
     return ZL_OK;

@@ -1021,7 +1021,7 @@ TEST(reductions_in_the_cpu_order)
     for (int64_t c = 0; c < 4; c++) part[c] = zlm_chunk_sum(b, big, c);
     zl_tensor *tb = tensor_of(ZL_DTYPE_F32, 1, &big, b);
     for (int mean = 0; mean < 2; mean++) {
-        float mine = zlm_sum_finish(part, 4, big, mean);
+        float mine = zlm_sum_finish(part, 4, mean ? (double)big : 1.0);
         zl_tensor *t = mean ? zl_mean(tb, ZL_ALL_DIMS, false) : zl_sum(tb, ZL_ALL_DIMS, false);
         same_bits(mean ? "mean of all" : "sum of all", &mine, t);
         zl_tensor_release(t);

@@ -1,7 +1,8 @@
 /* cross_entropy fused over the vocabulary: a thread block per row (rows in a
- * grid-stride loop), the max and the double sum of exponentials reduced in
- * shared memory (the [N, C] softmax is never stored), and the backward that
- * rebuilds it from lse. */
+ * grid-stride loop), the max and the double sums (of exponentials, and of
+ * the label smoothing's terms) reduced in shared memory (the [N, C] softmax
+ * is never stored), and the backward that rebuilds it from lse, with torch's
+ * class weights and label smoothing as math/cross_entropy.h gives them. */
 #include "common.cuh"
 #include "../../math/cross_entropy.h"
 
@@ -10,7 +11,7 @@ struct zlk_ce_max {
 };
 
 __device__ void ce_forward_row(int64_t r, int64_t ncls, const void *x, int xdt, const int64_t *target, int64_t ignore,
-                               float *lse, float *loss)
+                               zlm_ce_opts o, float *lse, float *loss)
 {
     int64_t base = r * ncls, t = target[r];
     if (t == ignore) {   /* the whole block leaves together: no reduction is entered */
@@ -23,46 +24,62 @@ __device__ void ce_forward_row(int64_t r, int64_t ncls, const void *x, int xdt, 
     double s = 0;
     for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x) s += zlm_ce_exp(zlm_load(x, xdt, base + c), m);
     s = zlk_block_reduce(s, zlk_sum(), 0.0);
+    float l = zlm_ce_lse(m, s);
+    double q = 0;
+    if (!zlm_ce_plain(&o) && o.spread != 0.0f) {   /* the same for every thread of the block */
+        for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x)
+            q += zlm_ce_smooth_term(&o, c, l, zlm_load(x, xdt, base + c));
+        q = zlk_block_reduce(q, zlk_sum(), 0.0);
+    }
     if (threadIdx.x == 0) {
-        float l = zlm_ce_lse(m, s);
+        float plain = l - zlm_load(x, xdt, base + t);
         lse[r] = l;
-        loss[r] = l - zlm_load(x, xdt, base + t);
+        loss[r] = zlm_ce_plain(&o) ? plain : zlm_ce_opts_loss(&o, t, plain, q);
     }
 }
 
 __global__ void ce_forward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target, int64_t ignore,
-                           float *lse, float *loss)
+                           zlm_ce_opts o, float *lse, float *loss)
 {
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) ce_forward_row(r, ncls, x, xdt, target, ignore, lse, loss);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+        ce_forward_row(r, ncls, x, xdt, target, ignore, o, lse, loss);
 }
 
 __global__ void ce_backward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target, int64_t ignore,
-                            const float *lse, const float *g, int64_t g_stride, float k, float *gx)
+                            zlm_ce_opts o, const float *lse, const float *g, int64_t g_stride, float k, int gdt,
+                            float *gx)
 {
+    bool plain = zlm_ce_plain(&o);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t base = r * ncls, t = target[r];
         float scale = zlm_ce_scale(g[r * g_stride], k), l = lse[r];
-        for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x)
-            gx[base + c] = t == ignore ? 0.0f : zlm_ce_grad(zlm_load(x, xdt, base + c), l, scale, c == t);
+        for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x) {
+            float xv = zlm_load(x, xdt, base + c);
+            float v = t == ignore ? 0.0f
+                      : plain     ? zlm_ce_grad(xv, l, scale, c == t)
+                                  : zlm_ce_opts_grad(&o, xv, l, scale, c, t);
+            gx[base + c] = zlm_round_to(v, gdt);
+        }
     }
 }
 
 extern "C" int zlk_cuda_cross_entropy_forward(int64_t rows, int64_t ncls, const void *x, int xdt,
-                                              const int64_t *target, int64_t ignore, float *lse, float *loss,
-                                              void *stream)
+                                              const int64_t *target, int64_t ignore, const zlm_ce_opts *o,
+                                              float *lse, float *loss, void *stream)
 {
     if (rows <= 0 || ncls <= 0) return 0;
-    ce_forward<<<zlk_row_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, ncls, x, xdt, target, ignore, lse,
-                                                                            loss);
+    ce_forward<<<zlk_row_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, ncls, x, xdt, target, ignore, *o,
+                                                                            lse, loss);
     return zlk_launched();
 }
 
 extern "C" int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, int xdt,
-                                               const int64_t *target, int64_t ignore, const float *lse,
-                                               const float *g, int64_t g_stride, float k, float *gx, void *stream)
+                                               const int64_t *target, int64_t ignore, const zlm_ce_opts *o,
+                                               const float *lse, const float *g, int64_t g_stride, float k, int gdt,
+                                               float *gx, void *stream)
 {
     if (rows <= 0 || ncls <= 0) return 0;
-    ce_backward<<<zlk_row_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, ncls, x, xdt, target, ignore, lse,
-                                                                             g, g_stride, k, gx);
+    ce_backward<<<zlk_row_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, ncls, x, xdt, target, ignore, *o,
+                                                                             lse, g, g_stride, k, gdt, gx);
     return zlk_launched();
 }

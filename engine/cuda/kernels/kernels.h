@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "../../math/cross_entropy.h"
 #include "../../math/grad.h"
 #include "../../math/optim.h"
 #include "../../math/select.h"
@@ -79,14 +80,16 @@ int zlk_cuda_rms_norm_backward(int64_t rows, int64_t m, const void *x, int xdt, 
                                const float *rstd, const void *g, int gdt, float *gx, float *gw, double *part,
                                void *stream);
 
-/* x [rows, ncls], target [rows]; lse, loss [rows] f32 [out] (0 on ignored rows). */
+/* x [rows, ncls], target [rows]; o host memory, o->w [ncls] device memory
+ * or NULL; lse, loss [rows] f32 [out] (0 on ignored rows). */
 int zlk_cuda_cross_entropy_forward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                                   int64_t ignore, float *lse, float *loss, void *stream);
-/* gx [rows, ncls] f32; row r's factor is g[r * g_stride] * k (g_stride 1 for
- * reduction none, 0 otherwise; k = zlm_ce_mean_factor(count) for mean, else 1). */
+                                   int64_t ignore, const zlm_ce_opts *o, float *lse, float *loss, void *stream);
+/* gx [rows, ncls] f32, rounded to gdt's precision; row r's factor is
+ * g[r * g_stride] * k (g_stride 1 for reduction none, 0 otherwise; k the
+ * mean's 1 / divisor, else 1). */
 int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
-                                    int64_t ignore, const float *lse, const float *g, int64_t g_stride, float k,
-                                    float *gx, void *stream);
+                                    int64_t ignore, const zlm_ce_opts *o, const float *lse, const float *g,
+                                    int64_t g_stride, float k, int gdt, float *gx, void *stream);
 
 /* sq [n] f32 [out] = (x - t)^2; x, t [n] f32. */
 int zlk_cuda_mse_forward(int64_t n, const float *x, const float *t, float *sq, void *stream);
@@ -135,7 +138,7 @@ int zlk_cuda_dropout_backward(int64_t n, const uint8_t *keep, const float *g, fl
 int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out, int64_t *idx,
                         void *stream);
 /* out [1] = the sum (or mean) of x [n]; work holds zlm_sum_chunks(n) doubles. */
-int zlk_cuda_reduce_all(bool mean, int64_t n, const float *x, double *work, float *out, void *stream);
+int zlk_cuda_reduce_all(double div, int64_t n, const float *x, double *work, float *out, void *stream);
 /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
 int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner, const float *g, const int64_t *idx,
                              float *gx, void *stream);

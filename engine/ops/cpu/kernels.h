@@ -29,7 +29,7 @@ ZLI_HIDDEN zl_status zli_cpu_binary_int(int index, int kind, int nd, const int64
                                         int odt);
 ZLI_HIDDEN zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
                                         float *out, int64_t *idx);
-ZLI_HIDDEN zl_status zli_cpu_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out);
+ZLI_HIDDEN zl_status zli_cpu_reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out);
 ZLI_HIDDEN zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner,
                                              const float *g, const int64_t *idx, float *gx);
 ZLI_HIDDEN zl_status zli_cpu_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g,
@@ -52,6 +52,12 @@ ZLI_HIDDEN zl_status zli_cpu_pool_forward(int index, const zli_dev_window *w, in
                                           int64_t *arg);
 ZLI_HIDDEN zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
                                            const float *g, float *gx);
+ZLI_HIDDEN zl_status zli_cpu_ce_forward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
+                                        const int64_t *target, int64_t ignore, const zlm_ce_opts *o, float *lse,
+                                        float *loss);
+ZLI_HIDDEN zl_status zli_cpu_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
+                                         const int64_t *target, int64_t ignore, const zlm_ce_opts *o, const float *lse,
+                                         const float *g, int64_t g_stride, float k, int gdt, float *gx);
 ZLI_HIDDEN zl_status zli_cpu_mse_forward(int index, int64_t n, const float *x, const float *t, float *sq);
 ZLI_HIDDEN zl_status zli_cpu_mse_backward(int index, int64_t n, const float *x, const float *t, const float *g,
                                           int64_t g_stride, float k, float *gx, float *gt);

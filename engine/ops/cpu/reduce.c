@@ -57,11 +57,10 @@ zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int6
 
 /* out [1] = the sum (or mean) of x [n] in zli_sum_fixed's chunks and order
  * (it keeps the chunk sums itself: work is unused here). */
-zl_status zli_cpu_reduce_all(int index, bool mean, int64_t n, const float *x, double *work, float *out)
+zl_status zli_cpu_reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out)
 {
     (void)index, (void)work;
-    double s = zli_sum_fixed(x, n);
-    *out = (float)(mean ? s / (double)n : s);
+    *out = (float)(zli_sum_fixed(x, n) / div);
     return ZL_OK;
 }
 
@@ -95,7 +94,8 @@ static zl_status reduce_kernel(const zli_dev_kernels *k, int index, int kind, zl
     if (!xf) return ZL_ENOMEM;
     zl_status st;
     if (d < 0 && (kind == R_SUM || kind == R_MEAN)) {
-        st = zli_kernel_sum(k, index, x, zl_tensor_data(xf), zl_tensor_numel(x), kind == R_MEAN, zl_tensor_data(out));
+        st = zli_kernel_sum(k, index, x, zl_tensor_data(xf), zl_tensor_numel(x),
+                            kind == R_MEAN ? (double)zl_tensor_numel(x) : 1.0, zl_tensor_data(out));
     } else {
         st = k->reduce_dim(index, kind, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(out),
                            idx ? zl_tensor_data(idx) : NULL);

@@ -133,6 +133,15 @@ typedef struct zli_dev_kernels {
      * shapes or alignment: the caller takes gemm_half. May be NULL. */
     zl_status (*linear_half)(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                              const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done);
+    /* Attention fused (the CPU's: row blocks of its GEMMs per batch, a bool
+     * mask read where it lies): in q, k, v as they are, mask or NULL; dims
+     * B (query heads), tq, tk, d, dv and query heads per key/value head, in
+     * that order; P [B, tq, tk] and out [B, tq, dv] f32 [out]; the backward
+     * from the op's node. NULL (a GPU's): the op composes attention of the
+     * GEMMs and att_softmax below, which know no mask. */
+    zl_status (*attention)(int index, zl_tensor *const *in, const zl_tensor *mask, bool causal, float scale,
+                           const int64_t *dims, zl_tensor *p, zl_tensor *out);
+    zl_status (*attention_backward)(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);
     /* s [rows, tk] [in/out]: attention's scaled scores to probabilities, row r
      * being query r % tq, causal rows cut there (attention.c's softmax_rows). */
     zl_status (*att_softmax)(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s);

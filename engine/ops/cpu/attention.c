@@ -5,13 +5,14 @@
  * GEMMs single-threaded, reading q, k and v where they lie (a head sliced out
  * of a fused qkv is a strided view, not a copy) and a head's keys and values
  * where its group's are; causal products go in blocks of rows, each block's
- * GEMMs stopping at the last key its rows see. On a device the same steps run
- * as strided-batched GEMMs, all batches at once, a group's query heads one
- * matrix of rows against their shared keys. */
+ * GEMMs stopping at the last key its rows see: the CPU's fused kernels. A
+ * table without them (a GPU's) runs the same steps as strided-batched GEMMs,
+ * all batches at once, a group's query heads one matrix of rows against
+ * their shared keys. */
 #include <math.h>
 #include <string.h>
 #include "gemm.h"
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "../../math/attention.h"
 
 /* Rows per block of a causal product on the host: a square causal attention
@@ -151,8 +152,8 @@ static int64_t block_keys(int64_t r1, int64_t tq, int64_t tk, bool causal)
  * all bf16 (or all f16) the GEMMs read their operands in that dtype, P, g and
  * dS rounded to it once each, as the forward's values' GEMM reads P; the
  * softmax's backward stays in f32. */
-static zl_status attention_backward_device(const zli_dev_kernels *kern, int index, zl_node *n, zl_tensor *g,
-                                           zl_tensor **gin)
+static zl_status attention_backward_composed(const zli_dev_kernels *kern, int index, zl_node *n, zl_tensor *g,
+                                             zl_tensor **gin)
 {
     zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     int64_t B = n->i[A_B], tq = n->i[A_TQ], tk = n->i[A_TK], d = n->i[A_D], dv = n->i[A_DV], grp = n->i[A_G];
@@ -194,18 +195,18 @@ static zl_status attention_backward_device(const zli_dev_kernels *kern, int inde
     return st;
 }
 
-/* On the host in two parallel passes: per query head dS and dQ, then per
- * key/value head dK and dV, each the sum over its query heads and row blocks
- * in a fixed order (the GEMMs accumulating into it), so no sum depends on
- * timing. The first block summed is the last, which sees every key. */
-static zl_status attention_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+/* The CPU's fused backward (ops/cpu/kernels.h), in two parallel passes: per
+ * query head dS and dQ, then per key/value head dK and dV, each the sum over
+ * its query heads and row blocks in a fixed order (the GEMMs accumulating
+ * into it), so no sum depends on timing. The first block summed is the
+ * last, which sees every key. */
+zl_status zli_cpu_attention_backward(int index, zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
+    (void)index;
     zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
     int64_t B = n->i[A_B], tq = n->i[A_TQ], tk = n->i[A_TK], d = n->i[A_D], dv = n->i[A_DV], grp = n->i[A_G];
     bool causal = n->i[A_CAUSAL];
     float scale = (float)n->f[0];
-    if (g->storage->dev)
-        return attention_backward_device(g->storage->dev->kernels, g->storage->dev_index, n, g, gin);
     const float *pp = zl_tensor_data(n->saved[0]), *pg = zl_tensor_data(g);
     bmat mq = {0}, mk = {0}, mv = {0};
     bool ok = bmat_of(q, &mq) && bmat_of(k, &mk) && bmat_of(v, &mv);
@@ -267,6 +268,16 @@ static zl_status attention_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     bmat_done(&mv);
     zl_tensor_release(ds);
     return st;
+}
+
+/* A table's fused backward where it has one, else the composed one. */
+static zl_status attention_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("attention backward", 1, &g, &k, &index) < 0) return zli_last_code();
+    if (k->attention_backward) return k->attention_backward(index, n, g, gin);
+    return attention_backward_composed(k, index, n, g, gin);
 }
 
 /* Shapes, dtypes and the mask; *grp [out]: query heads per key/value head. */
@@ -332,14 +343,31 @@ static zl_status attention_check(const zl_tensor *q, const zl_tensor *k, const z
                     zl_shape_str(q->ndim, full, sf, sizeof sf));
 }
 
-/* P [B, tq, tk] [out] and out [B, tq, dv] [out] on the host, the batches in
- * parallel, query head b reading key/value head b / grp. A causal block's
- * rows of P are written only as far as the block's keys, all the backward
- * reads. */
-static zl_status attention_host(zl_tensor *const *in, const amask *am, bool causal, float scale, int64_t B,
-                                int64_t grp, int64_t tq, int64_t tk, int64_t d, int64_t dv, zl_tensor *p,
-                                zl_tensor *out)
+/* The CPU's fused forward (ops/cpu/kernels.h): P [B, tq, tk] [out] and out
+ * [B, tq, dv] [out], the batches in parallel, query head b reading
+ * key/value head b / grp, in row blocks of the GEMMs with the mask read
+ * where it lies. A causal block's rows of P are written only as far as the
+ * block's keys, all the backward reads. */
+zl_status zli_cpu_attention(int index, zl_tensor *const *in, const zl_tensor *mask, bool causal, float scale,
+                            const int64_t *dims, zl_tensor *p, zl_tensor *out)
 {
+    (void)index;
+    int64_t B = dims[A_B], grp = dims[A_G], tq = dims[A_TQ], tk = dims[A_TK], d = dims[A_D], dv = dims[A_DV];
+    zl_tensor *q = in[0];
+    int nb = q->ndim - 2;
+    amask am = {0};
+    if (mask) {
+        int64_t full[ZL_MAX_DIMS], mstr[ZL_MAX_DIMS];
+        memcpy(full, q->shape, sizeof full);
+        full[nb + 1] = tk;
+        zli_bcast_strides(mask, q->ndim, full, mstr);
+        am.base = zl_tensor_data(mask);
+        am.nb = nb;
+        memcpy(am.shape, q->shape, sizeof am.shape);
+        memcpy(am.stride, mstr, sizeof am.stride);
+        am.sq = mstr[nb];
+        am.sk = mstr[nb + 1];
+    }
     bmat mq = {0}, mk = {0}, mv = {0};
     zl_status st = bmat_of(in[0], &mq) && bmat_of(in[1], &mk) && bmat_of(in[2], &mv) ? ZL_OK : ZL_ENOMEM;
     int64_t rb = block_rows(causal, tq);
@@ -348,13 +376,13 @@ static zl_status attention_host(zl_tensor *const *in, const amask *am, bool caus
         #pragma omp parallel for schedule(static) BATCH_PARALLEL(B, tq * tk * (d + dv))
         for (int64_t b = 0; b < B; b++) {
             const float *qb = bmat_at(&mq, b), *kb = bmat_at(&mk, b / grp), *vb = bmat_at(&mv, b / grp);
-            const uint8_t *mb = am->base ? am->base + batch_offset(am->nb, am->shape, am->stride, b) : NULL;
+            const uint8_t *mb = am.base ? am.base + batch_offset(am.nb, am.shape, am.stride, b) : NULL;
             float *pb = pp + b * tq * tk, *ob = po + b * tq * dv;
             for (int64_t r0 = 0; r0 < tq; r0 += rb) {
                 int64_t r1 = r0 + rb < tq ? r0 + rb : tq, lim = block_keys(r1, tq, tk, causal);
                 float *s = pb + r0 * tk;
                 zli_sgemm(false, true, r1 - r0, lim, d, scale, qb + r0 * mq.ld, mq.ld, kb, mk.ld, 0.0f, s, tk);
-                softmax_rows(s, r0, r1, tq, tk, lim, causal, mb, am->sq, am->sk);
+                softmax_rows(s, r0, r1, tq, tk, lim, causal, mb, am.sq, am.sk);
                 zli_sgemm(false, false, r1 - r0, dv, lim, 1.0f, s, tk, vb, mv.ld, 0.0f, ob + r0 * dv, dv);
             }
         }
@@ -365,15 +393,16 @@ static zl_status attention_host(zl_tensor *const *in, const amask *am, bool caus
     return st;
 }
 
-/* The same on the device, each step one call for all batches: the scores'
- * GEMM (scale as its alpha), the rows' softmax, the values' GEMM, a
- * key/value head's grp query heads as one matrix of grp * tq rows. With q, k
- * and v all bf16 (or all f16) the GEMMs read them as they are, and P, kept
- * in f32 for the backward, is rounded to their dtype for the values' GEMM. */
-static zl_status attention_device(const zli_dev_kernels *kern, int index, zl_tensor *const *in, bool causal,
-                                  float scale, int64_t B, int64_t grp, int64_t tq, int64_t tk, int64_t d, int64_t dv,
-                                  zl_tensor *p, zl_tensor *out)
+/* The same composed of a table's GEMMs and att_softmax, each step one call
+ * for all batches: the scores' GEMM (scale as its alpha), the rows' softmax,
+ * the values' GEMM, a key/value head's grp query heads as one matrix of grp
+ * * tq rows. With q, k and v all bf16 (or all f16) the GEMMs read them as
+ * they are, and P, kept in f32 for the backward, is rounded to their dtype
+ * for the values' GEMM. */
+static zl_status attention_composed(const zli_dev_kernels *kern, int index, zl_tensor *const *in, bool causal,
+                                    float scale, const int64_t *dims, zl_tensor *p, zl_tensor *out)
 {
+    int64_t B = dims[A_B], grp = dims[A_G], tq = dims[A_TQ], tk = dims[A_TK], d = dims[A_D], dv = dims[A_DV];
     zl_dtype dt = zli_dev_gemm_dtype(3, in);
     int64_t bk = B / grp, mq = grp * tq;
     zl_tensor *qc = zli_contiguous_as_like(in[0], dt, p), *kc = zli_contiguous_as_like(in[1], dt, p);
@@ -398,7 +427,8 @@ zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, d
     return zl_attention_masked(q, k, v, NULL, causal, scale);
 }
 
-/* The device's kernels know no mask: a masked attention stays on the host. */
+/* A table without a fused attention (a GPU's) composes it of kernels that
+ * know no mask: a masked attention needs the fused one. */
 zl_tensor *zl_attention_masked(zl_tensor *q, zl_tensor *k, zl_tensor *v, zl_tensor *mask, bool causal,
                                double scale)
 {
@@ -406,12 +436,15 @@ zl_tensor *zl_attention_masked(zl_tensor *q, zl_tensor *k, zl_tensor *v, zl_tens
     zl_tensor *in[4] = {q, k, v, mask};
     int nin = mask ? 4 : 3;
     const zli_dev_kernels *kern = NULL;
-    int index = 0, on;
+    int index = 0;
     int64_t grp = 1;
     if (zli_op_begin(op, nin, in)) return NULL;
-    if ((on = zli_op_device(op, 3, in, &kern, &index)) < 0) return zli_op_end(op, nin, in, NULL);
-    if (on && mask) {
-        zl_error(ZL_EDEVICE, "attention: a mask is not supported on cuda tensors yet (compute it on the CPU)");
+    if (zli_op_device(op, 3, in, &kern, &index) < 0) return zli_op_end(op, nin, in, NULL);
+    if (mask && !kern->attention) {
+        char where[32];
+        const zl_tensor *home = zli_op_home(3, in);
+        zl_device_str(zl_tensor_device(home), zl_tensor_device_index(home), where, sizeof where);
+        zl_error(ZL_EDEVICE, "attention: a mask is not supported for tensors on %s yet (compute it on the CPU)", where);
         return zli_op_end(op, nin, in, NULL);
     }
     if ((mask && zli_need_host(op, "mask", mask)) || attention_check(q, k, v, mask, causal, &grp))
@@ -424,28 +457,17 @@ zl_tensor *zl_attention_masked(zl_tensor *q, zl_tensor *k, zl_tensor *v, zl_tens
     int64_t tq = q->shape[nb], tk = k->shape[nb], d = q->shape[nb + 1], dv = v->shape[nb + 1];
     int64_t B = zli_numel(nb, q->shape);
     if (scale == 0) scale = 1.0 / sqrt((double)d);
-    amask am = {0};
-    if (mask) {
-        int64_t full[ZL_MAX_DIMS], mstr[ZL_MAX_DIMS];
-        memcpy(full, q->shape, sizeof full);
-        full[nb + 1] = tk;
-        zli_bcast_strides(mask, q->ndim, full, mstr);
-        am.base = zl_tensor_data(mask);
-        am.nb = nb;
-        memcpy(am.shape, q->shape, sizeof am.shape);
-        memcpy(am.stride, mstr, sizeof am.stride);
-        am.sq = mstr[nb];
-        am.sk = mstr[nb + 1];
-    }
+    int64_t dims[A_CAUSAL];
+    dims[A_B] = B; dims[A_TQ] = tq; dims[A_TK] = tk; dims[A_D] = d; dims[A_DV] = dv; dims[A_G] = grp;
     int64_t oshape[ZL_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof oshape);
     oshape[nb + 1] = dv;
     const zl_tensor *home = zli_op_home(3, in);
     zl_tensor *p = zli_new_f32_like(home, 3, (int64_t[]){B, tq, tk});
     zl_tensor *out = p ? zli_new_f32_like(home, q->ndim, oshape) : NULL;
-    zl_status st = !out ? ZL_ENOMEM
-                   : on ? attention_device(kern, index, in, causal, (float)scale, B, grp, tq, tk, d, dv, p, out)
-                        : attention_host(in, &am, causal, (float)scale, B, grp, tq, tk, d, dv, p, out);
+    zl_status st = !out            ? ZL_ENOMEM
+                   : kern->attention ? kern->attention(index, in, mask, causal, (float)scale, dims, p, out)
+                                     : attention_composed(kern, index, in, causal, (float)scale, dims, p, out);
     if (st) {
         zl_tensor_release(out);
         out = NULL;

@@ -133,6 +133,14 @@ typedef struct zli_dev_kernels {
      * shapes or alignment: the caller takes gemm_half. May be NULL. */
     zl_status (*linear_half)(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                              const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done);
+    /* linear fused (the CPU's: OpenBLAS's and oneDNN's bf16 GEMMs, the bias
+     * in their epilogue, a bf16 weight widened a panel at a time beside an
+     * f32 input): in x, w and b (or nin 2) as they are, y [rows, outf] of
+     * shape [ndim] returned in f32 or the op's dtype; the backward from the
+     * op's node. NULL (a GPU's): the op composes linear of the GEMMs below. */
+    zl_tensor *(*linear)(int index, zl_tensor *const *in, int nin, int64_t rows, int64_t inf, int64_t outf, int ndim,
+                         const int64_t *shape);
+    zl_status (*linear_backward)(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);
     /* Attention fused (the CPU's: row blocks of its GEMMs per batch, a bool
      * mask read where it lies): in q, k, v as they are, mask or NULL; dims
      * B (query heads), tq, tk, d, dv and query heads per key/value head, in

@@ -2,13 +2,14 @@
  * the weight's use hooks fire around the GEMMs that actually read it, in
  * forward and in backward. x [..., in], w [out, in], b [out] or NULL. When x
  * and w are both bf16 the GEMMs run in bf16 (gemm_bf16.c), otherwise in f32
- * (a bf16 w with an f32 x widened a panel at a time); on a device the same
- * steps, in the device's half-precision GEMM (f32 accumulation) when x and w
- * are both bf16 or both f16, else its f32 GEMM. */
+ * (a bf16 w with an f32 x widened a panel at a time): the CPU's fused
+ * kernels. A table without them (a GPU's) runs the same steps in its
+ * half-precision GEMM (f32 accumulation) when x and w are both bf16 or both
+ * f16, else its f32 GEMM. */
 #include <string.h>
 #include "gemm.h"
 #include "gemm_bf16.h"
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "../../math/convert.h"
 
 /* t as a contiguous tensor of dtype dt: t itself when it is one, else a copy. */
@@ -99,12 +100,12 @@ static zl_status device_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, b
                         beta, zl_tensor_data(C), ldc, 0, 1);
 }
 
-/* The three gradients on a device, in the host's steps: gx and gw by the
- * GEMMs, gb by the rows of g added in order from zero (sum_to over dim 0).
+/* The three gradients by a table's GEMMs, in the host's steps: gx and gw by
+ * the GEMMs, gb by the rows of g added in order from zero (sum_to over dim 0).
  * With half-precision x and w, g is rounded to their dtype once for the two
  * GEMMs, as on the host; gb sums the f32 g. */
-static zl_status linear_backward_device(const zli_dev_kernels *k, int index, zl_node *n, zl_tensor *g,
-                                        zl_tensor **gin)
+static zl_status linear_backward_composed(const zli_dev_kernels *k, int index, zl_node *n, zl_tensor *g,
+                                          zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
@@ -156,14 +157,15 @@ static bool bf16_valued(const float *g, int64_t n)
     return true;
 }
 
-/* With bf16 x and w, g is rounded to bf16 once for the two gradient GEMMs,
- * which write f32: the autograd engine sums gradients in f32 and stores a
- * leaf's .grad in the leaf's dtype. The bias gradient sums the f32 g. */
-static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+/* The CPU's fused backward (ops/cpu/kernels.h). With bf16 x and w, g is
+ * rounded to bf16 once for the two gradient GEMMs, which write f32: the
+ * autograd engine sums gradients in f32 and stores a leaf's .grad in the
+ * leaf's dtype. The bias gradient sums the f32 g. */
+zl_status zli_cpu_linear_backward(int index, zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
+    (void)index;
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
-    if (g->storage->dev) return linear_backward_device(g->storage->dev->kernels, g->storage->dev_index, n, g, gin);
     bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
     const float *pg = zl_tensor_data(g);
     zl_tensor *xc, *wc, *gc;
@@ -223,13 +225,23 @@ static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
-/* y [rows, outf] on the device. Half-precision x and w: y in their dtype
- * from one GEMM with the bias in its epilogue where the device has one
+/* A table's fused backward where it has one, else the composed one. */
+static zl_status linear_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("linear backward", 1, &g, &k, &index) < 0) return zli_last_code();
+    if (k->linear_backward) return k->linear_backward(index, n, g, gin);
+    return linear_backward_composed(k, index, n, g, gin);
+}
+
+/* y [rows, outf] by a table's GEMMs. Half-precision x and w: y in their
+ * dtype from one GEMM with the bias in its epilogue where the table has one
  * (linear_half). Otherwise y in f32: the bias copied into each row and the
  * GEMM added to it (beta 1), the host's sgemm steps, half-precision x and w
  * going in as they are. */
-static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *const *in, int nin, int64_t rows,
-                                int64_t inf, int64_t outf, int ndim, const int64_t *shape)
+static zl_tensor *linear_composed(const zli_dev_kernels *k, int index, zl_tensor *const *in, int nin, int64_t rows,
+                                  int64_t inf, int64_t outf, int ndim, const int64_t *shape)
 {
     const zl_tensor *home = zli_op_home(nin, in);
     zl_dtype dt = zli_dev_gemm_dtype(2, in);
@@ -265,14 +277,41 @@ static zl_tensor *linear_device(const zli_dev_kernels *k, int index, zl_tensor *
     return y;
 }
 
+/* The CPU's fused forward (ops/cpu/kernels.h): y in bf16 when x and w are
+ * both bf16 (the bf16 GEMM, the bias in its epilogue), else in f32 (sgemm,
+ * or a bf16 w widened a panel at a time). */
+zl_tensor *zli_cpu_linear(int index, zl_tensor *const *in, int nin, int64_t rows, int64_t inf, int64_t outf, int ndim,
+                          const int64_t *shape)
+{
+    (void)index, (void)nin;
+    zl_tensor *x = in[0], *w = in[1], *b = nin > 2 ? in[2] : NULL;
+    bool half = x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
+    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+    bool wide = !half && wide_panels(x, w);
+    zl_tensor *xc = operand(x, wdt), *wc = wide ? zl_tensor_retain(w) : operand(w, wdt);
+    zl_tensor *bf = b ? zli_f32c(b) : NULL;
+    zl_tensor *y = xc && wc && (!b || bf) ? zl_tensor_new(wdt, ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    const float *pb = bf ? zl_tensor_data(bf) : NULL;
+    if (y && (wide ? forward_wide(zl_tensor_data(xc), zl_tensor_data(wc), pb, zl_tensor_data(y), rows, inf, outf)
+                   : gemm(half, false, true, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf, pb,
+                          zl_tensor_data(y), wdt, outf))) {
+        zl_tensor_release(y);
+        y = NULL;
+    }
+    zl_tensor_release(xc);
+    zl_tensor_release(wc);
+    zl_tensor_release(bf);
+    return y;
+}
+
 zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
 {
     zl_tensor *in[3] = {x, w, b};
     int nin = b ? 3 : 2;
     const zli_dev_kernels *k = NULL;
-    int index = 0, on;
+    int index = 0;
     if (zli_op_begin("linear", nin, in)) return NULL;
-    if ((on = zli_op_device("linear", nin, in, &k, &index)) < 0) return zli_op_end("linear", nin, in, NULL);
+    if (zli_op_device("linear", nin, in, &k, &index) < 0) return zli_op_end("linear", nin, in, NULL);
     if (zli_need_float("linear", "input", x) || zli_need_float("linear", "weight", w) ||
         (b && zli_need_float("linear", "bias", b)))
         return zli_op_end("linear", nin, in, NULL);
@@ -288,28 +327,9 @@ zl_tensor *zl_linear(zl_tensor *x, zl_tensor *w, zl_tensor *b)
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = outf;
-    bool half = !on && x->dtype == ZL_DTYPE_BF16 && w->dtype == ZL_DTYPE_BF16;
-    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32, ydt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
-    zl_tensor *y = NULL;
-    if (on) {
-        y = linear_device(k, index, in, nin, rows, inf, outf, x->ndim, shape);
-    } else {
-        bool wide = !half && wide_panels(x, w);
-        zl_tensor *xc = operand(x, wdt), *wc = wide ? zl_tensor_retain(w) : operand(w, wdt);
-        zl_tensor *bf = b ? zli_f32c(b) : NULL;
-        y = xc && wc && (!b || bf) ? zl_tensor_new(ydt, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
-        const float *pb = bf ? zl_tensor_data(bf) : NULL;
-        if (y && (wide ? forward_wide(zl_tensor_data(xc), zl_tensor_data(wc), pb, zl_tensor_data(y), rows, inf, outf)
-                       : gemm(half, false, true, rows, outf, inf, zl_tensor_data(xc), inf, zl_tensor_data(wc), inf,
-                              pb, zl_tensor_data(y), ydt, outf))) {
-            zl_tensor_release(y);
-            y = NULL;
-        }
-        zl_tensor_release(xc);
-        zl_tensor_release(wc);
-        zl_tensor_release(bf);
-    }
-    if (!half) y = zli_cast_result(y, zli_promote(x->dtype, w->dtype));
+    zl_tensor *y = k->linear ? k->linear(index, in, nin, rows, inf, outf, x->ndim, shape)
+                             : linear_composed(k, index, in, nin, rows, inf, outf, x->ndim, shape);
+    y = zli_cast_result(y, zli_promote(x->dtype, w->dtype));
     zl_node *n;
     if (y && zli_record(y, "linear", linear_backward, nin, in, &n)) { zl_tensor_release(y); y = NULL; }
     return zli_op_end("linear", nin, in, y);

@@ -280,7 +280,7 @@ static zl_status conv_bias_backward(int index, int64_t n, int64_t nout, int64_t 
 }
 
 const zli_dev_kernels zli_cuda_kernels = {
-    .halves = true,
+    .halves = true, .gemm_f16 = true,
     .binary_int = binary_int,
     .pool_forward = pool_forward, .pool_backward = pool_backward, .im2col = im2col, .col2im = col2im,
     .conv_bias_backward = conv_bias_backward,

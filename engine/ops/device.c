@@ -95,10 +95,10 @@ zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *li
     return cc;
 }
 
-zl_dtype zli_dev_gemm_dtype(int n, zl_tensor *const *ts)
+zl_dtype zli_gemm_dtype(const zli_dev_kernels *k, int n, zl_tensor *const *ts)
 {
     zl_dtype dt = ts[0]->dtype;
-    if (dt != ZL_DTYPE_BF16 && dt != ZL_DTYPE_F16) return ZL_DTYPE_F32;
+    if (dt != ZL_DTYPE_BF16 && !(dt == ZL_DTYPE_F16 && k->gemm_f16)) return ZL_DTYPE_F32;
     for (int i = 1; i < n; i++)
         if (ts[i]->dtype != dt) return ZL_DTYPE_F32;
     return dt;

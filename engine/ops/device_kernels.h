@@ -21,11 +21,22 @@ typedef struct zli_dev_window {
     int64_t c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
 } zli_dev_window;
 
+/* A matmul's sizes: a [.., m, k] times b [.., k, n], the batch dims
+ * broadcast to bshape [nbat]. */
+typedef struct zli_matmul_dims {
+    int64_t m, k, n;
+    int nbat;
+    int64_t bshape[ZL_MAX_DIMS];
+} zli_matmul_dims;
+
 typedef struct zli_dev_kernels {
     /* Whether the kernels take bf16 and f16 buffers as they are (a GPU's);
      * false: every buffer is f32 and every dtype argument ZLM_F32 (the
      * CPU's vector loops, whose ops widen halves first). */
     bool halves;
+    /* Whether its GEMMs read f16 operands as they are (a GPU's); bf16 ones
+     * every table's GEMMs read (the CPU's by its bf16 GEMM). */
+    bool gemm_f16;
     /* y[n] = f(x[n]); kind is unary.c's (and math/unary.h's) code. */
     zl_status (*unary)(int index, int kind, int64_t n, const void *x, int xdt, void *y, int ydt, float p0, float p1);
     /* gx[n] = g * f'(x); y is the op's output, or NULL where f' does not need it;
@@ -133,6 +144,10 @@ typedef struct zli_dev_kernels {
      * shapes or alignment: the caller takes gemm_half. May be NULL. */
     zl_status (*linear_half)(int index, int dt, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                              const void *B, int64_t ldb, const float *bias, void *D, int64_t ldd, bool *done);
+    /* matmul fused (the CPU's: sgemm, or its bf16 GEMM for two bf16
+     * operands, writing odt): a and b as they are; the result returned in
+     * f32 or odt. NULL (a GPU's): the op composes matmul of the GEMMs below. */
+    zl_tensor *(*matmul)(int index, zl_tensor *a, zl_tensor *b, const zli_matmul_dims *md, zl_dtype odt);
     /* linear fused (the CPU's: OpenBLAS's and oneDNN's bf16 GEMMs, the bias
      * in their epilogue, a bf16 weight widened a panel at a time beside an
      * f32 input): in x, w and b (or nin 2) as they are, y [rows, outf] of
@@ -218,9 +233,9 @@ ZLI_HIDDEN zl_tensor *zli_kernel_input(zl_tensor *t, bool on);
 ZLI_HIDDEN zl_tensor *zli_kernel_output(const zl_tensor *like, bool on, zl_dtype dt, int ndim, const int64_t *shape);
 /* zli_copy_as_like, made contiguous: a GEMM's operand. */
 ZLI_HIDDEN zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
-/* The dtype a device's GEMMs read ts[n] in: bf16 or f16 when all n have it
- * (tensor cores, f32 accumulation), else f32. */
-ZLI_HIDDEN zl_dtype zli_dev_gemm_dtype(int n, zl_tensor *const *ts);
+/* The dtype k's GEMMs read ts[n] in: bf16 when all n have it, f16 likewise
+ * where k reads f16 (tensor cores, f32 accumulation), else f32. */
+ZLI_HIDDEN zl_dtype zli_gemm_dtype(const zli_dev_kernels *k, int n, zl_tensor *const *ts);
 /* `batch` GEMMs into f32 C on the device, A and B in dt: the kernels'
  * gemm_batched for f32, gemm_half for bf16 and f16 (arguments as theirs). */
 ZLI_HIDDEN zl_status zli_dev_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, bool ta, bool tb, int64_t M,

@@ -501,7 +501,7 @@ static zl_status fake_binary_int(int index, int kind, int ndim, const int64_t *s
 }
 
 const zli_dev_kernels stand_in_kernels = {
-    .halves = true,
+    .halves = true, .gemm_f16 = true,
     .binary_int = fake_binary_int,
     .pool_forward = fake_pool_forward, .pool_backward = fake_pool_backward, .im2col = fake_im2col,
     .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,

@@ -159,7 +159,7 @@ static zl_status attention_backward_composed(const zli_dev_kernels *kern, int in
     int64_t B = n->i[A_B], tq = n->i[A_TQ], tk = n->i[A_TK], d = n->i[A_D], dv = n->i[A_DV], grp = n->i[A_G];
     int64_t bk = B / grp, mq = grp * tq;
     float scale = (float)n->f[0];
-    zl_dtype dt = zli_dev_gemm_dtype(3, n->inputs);
+    zl_dtype dt = zli_gemm_dtype(kern, 3, n->inputs);
     const float *pp = zl_tensor_data(n->saved[0]);
     zl_tensor *qc = zli_contiguous_as_like(q, dt, g), *kc = zli_contiguous_as_like(k, dt, g);
     zl_tensor *vc = zli_contiguous_as_like(v, dt, g), *gc = zli_contiguous_as_like(g, dt, g);
@@ -403,7 +403,7 @@ static zl_status attention_composed(const zli_dev_kernels *kern, int index, zl_t
                                     float scale, const int64_t *dims, zl_tensor *p, zl_tensor *out)
 {
     int64_t B = dims[A_B], grp = dims[A_G], tq = dims[A_TQ], tk = dims[A_TK], d = dims[A_D], dv = dims[A_DV];
-    zl_dtype dt = zli_dev_gemm_dtype(3, in);
+    zl_dtype dt = zli_gemm_dtype(kern, 3, in);
     int64_t bk = B / grp, mq = grp * tq;
     zl_tensor *qc = zli_contiguous_as_like(in[0], dt, p), *kc = zli_contiguous_as_like(in[1], dt, p);
     zl_tensor *vc = zli_contiguous_as_like(in[2], dt, p), *pc = NULL;

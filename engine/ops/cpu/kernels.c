@@ -12,7 +12,7 @@ const zli_dev_kernels zli_cpu_kernels = {
     .ln_forward = zli_cpu_ln_forward, .ln_backward_x = zli_cpu_ln_backward_x, .ln_backward_wb = zli_cpu_ln_backward_wb,
     .rms_forward = zli_cpu_rms_forward, .rms_backward = zli_cpu_rms_backward,
     .pool_forward = zli_cpu_pool_forward, .pool_backward = zli_cpu_pool_backward,
-    .linear = zli_cpu_linear, .linear_backward = zli_cpu_linear_backward, .attention = zli_cpu_attention, .attention_backward = zli_cpu_attention_backward,
+    .matmul = zli_cpu_matmul, .linear = zli_cpu_linear, .linear_backward = zli_cpu_linear_backward, .attention = zli_cpu_attention, .attention_backward = zli_cpu_attention_backward,
     .ce_forward = zli_cpu_ce_forward, .ce_backward = zli_cpu_ce_backward, .mse_forward = zli_cpu_mse_forward, .mse_backward = zli_cpu_mse_backward,
     .index_select = zli_cpu_index_select, .index_select_backward = zli_cpu_index_select_backward,
     .emb_forward = zli_cpu_emb_forward, .emb_backward = zli_cpu_emb_backward, .rotary = zli_cpu_rotary,

@@ -58,6 +58,7 @@ ZLI_HIDDEN zl_status zli_cpu_ce_forward(int index, int64_t rows, int64_t ncls, c
 ZLI_HIDDEN zl_status zli_cpu_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
                                          const int64_t *target, int64_t ignore, const zlm_ce_opts *o, const float *lse,
                                          const float *g, int64_t g_stride, float k, int gdt, float *gx);
+ZLI_HIDDEN zl_tensor *zli_cpu_matmul(int index, zl_tensor *a, zl_tensor *b, const zli_matmul_dims *md, zl_dtype odt);
 ZLI_HIDDEN zl_tensor *zli_cpu_linear(int index, zl_tensor *const *in, int nin, int64_t rows, int64_t inf, int64_t outf,
                                      int ndim, const int64_t *shape);
 ZLI_HIDDEN zl_status zli_cpu_linear_backward(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);

@@ -109,7 +109,7 @@ static zl_status linear_backward_composed(const zli_dev_kernels *k, int index, z
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
     int64_t in = w->shape[1], outf = w->shape[0], rows = zli_numel(x->ndim - 1, x->shape);
-    zl_dtype dt = zli_dev_gemm_dtype(2, n->inputs);
+    zl_dtype dt = zli_gemm_dtype(k, 2, n->inputs);
     /* g in f32 for the bias, and in the GEMMs' dtype (the same tensor in f32) */
     zl_tensor *gc = zli_f32c(g), *gh = dt == ZL_DTYPE_F32 ? zl_tensor_retain(gc) : zli_contiguous_as_like(g, dt, g);
     zl_tensor *xc = zli_contiguous_as_like(x, dt, g), *wc = zli_contiguous_as_like(w, dt, g);
@@ -244,7 +244,7 @@ static zl_tensor *linear_composed(const zli_dev_kernels *k, int index, zl_tensor
                                   int64_t inf, int64_t outf, int ndim, const int64_t *shape)
 {
     const zl_tensor *home = zli_op_home(nin, in);
-    zl_dtype dt = zli_dev_gemm_dtype(2, in);
+    zl_dtype dt = zli_gemm_dtype(k, 2, in);
     zl_tensor *xc = zli_contiguous_as_like(in[0], dt, home), *wc = zli_contiguous_as_like(in[1], dt, home);
     zl_tensor *bc = nin > 2 ? zli_f32c_like(in[2], home) : NULL;
     zl_tensor *y = NULL;

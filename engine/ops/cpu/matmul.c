@@ -1,13 +1,14 @@
-/* matmul (numpy semantics, batch dims broadcast) on the f32 GEMM (sgemm.c), or
- * on the bf16 GEMM when both operands are bf16; on a device, its f32 GEMM or,
- * for two bf16 or two f16 operands, its half-precision one (f32 accumulation),
- * the batch in one call when each operand's batches lie a fixed stride apart.
+/* matmul (numpy semantics, batch dims broadcast): the CPU's fused kernel on
+ * the f32 GEMM (sgemm.c), or on the bf16 GEMM when both operands are bf16; a
+ * table without one (a GPU's) gets it composed of its f32 GEMM or, for two
+ * bf16 or two f16 operands, its half-precision one (f32 accumulation), the
+ * batch in one call when each operand's batches lie a fixed stride apart.
  * An operand whose last two dims are row- or column-major is passed to the
  * GEMM as it lies, with the transpose flag, so w:transpose() costs no copy. */
 #include <stdlib.h>
 #include <string.h>
 #include "gemm.h"
-#include "../device_kernels.h"
+#include "kernels.h"
 #include "gemm_bf16.h"
 
 /* How BLAS can read the last two dims of an operand [.., r, c]: as stored
@@ -43,30 +44,13 @@ static zl_status gemm(bool half, bool ta, bool tb, int64_t M, int64_t N, int64_t
 
 static zl_status matmul_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
-/* Whether a matmul of a and b runs on a device (its kernels set), on the host
- * (0), or not at all (-1, the error set). */
-static int on_device(zl_tensor *a, zl_tensor *b, const zli_dev_kernels **k, int *index)
+/* An operand of a table's GEMM: dtype dt, in the memory `home` lives in, a layout it can read. */
+static zl_tensor *table_operand(zl_tensor *t, const zl_tensor *home, zl_dtype dt, bool *trans, int64_t *lead)
 {
-    zl_tensor *in[2] = {a, b};
-    return zli_op_device("matmul", 2, in, k, index);
-}
-
-/* An operand of a device GEMM: dtype dt, in the device's memory, a layout it can read. */
-static zl_tensor *device_operand(zl_tensor *t, const zl_tensor *home, zl_dtype dt, bool *trans, int64_t *lead)
-{
-    if (t->storage->dev) return blas_operand(t, dt, trans, lead);
+    if (t->storage->dev == home->storage->dev) return blas_operand(t, dt, trans, lead);
     zl_tensor *c = dt == ZL_DTYPE_F32 ? zli_f32c_like(t, home) : zli_copy_as_like(t, dt, home);
     if (c) blas_layout(c, trans, lead);
     return c;
-}
-
-/* `batch` device GEMMs into C [M, N] f32 (dense rows), operands sa and sb
- * elements apart and results M * N apart, A and B in dt. */
-static zl_status device_gemm(const zli_dev_kernels *k, int index, zl_dtype dt, bool ta, bool tb, int64_t M,
-                             int64_t N, int64_t K, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb,
-                             int64_t sb, float *C, int64_t batch)
-{
-    return zli_dev_gemm(k, index, dt, ta, tb, M, N, K, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, C, N, M * N, batch);
 }
 
 /* Whether batch i's offset is i * *step for every i of the broadcast batch
@@ -84,74 +68,66 @@ static bool even_batches(int nbat, const int64_t *bshape, const int64_t *s, int6
     return true;
 }
 
-/* Both operands have >= 2 dims; the result has dtype odt. Two bf16 operands
- * take the bf16 GEMM (written straight in odt), anything else sgemm in f32;
- * on a device, the device's GEMM in zli_dev_gemm_dtype's dtype, written in f32. */
-static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
+/* The operands' batch strides over the broadcast batch shape, from fa and fb
+ * (a [.., m, k] and b [.., k, n] as the GEMM reads them). */
+static void batch_strides(const zl_tensor *fa, const zl_tensor *fb, const zli_matmul_dims *md, int64_t *sa,
+                          int64_t *sb)
 {
-    zl_tensor *in[2] = {a, b};
-    const zli_dev_kernels *kern = NULL;
-    int index = 0, on = on_device(a, b, &kern, &index);
-    if (on < 0) return NULL;
-    int na = a->ndim, nb = b->ndim;
-    int64_t m = a->shape[na - 2], k = a->shape[na - 1], k2 = b->shape[nb - 2], nn = b->shape[nb - 1];
-    if (k != k2) {
-        zli_shape_error("matmul", "inner dimensions differ", a, b);
-        return NULL;
+    zl_tensor ha = *fa, hb = *fb;     /* batch-only views for the broadcast strides */
+    ha.ndim = fa->ndim - 2;
+    hb.ndim = fb->ndim - 2;
+    zli_bcast_strides(&ha, md->nbat, md->bshape, sa);
+    zli_bcast_strides(&hb, md->nbat, md->bshape, sb);
+}
+
+/* Batch bi's element offsets in a and b. */
+static void batch_at(const zli_matmul_dims *md, const int64_t *sa, const int64_t *sb, int64_t bi, int64_t *oa,
+                     int64_t *ob)
+{
+    int64_t rem = bi;
+    *oa = *ob = 0;
+    for (int d = md->nbat - 1; d >= 0; d--) {
+        int64_t i = rem % md->bshape[d];
+        rem /= md->bshape[d];
+        *oa += i * sa[d];
+        *ob += i * sb[d];
     }
-    int nbat;
-    int64_t bshape[ZL_MAX_DIMS];
-    if (zl_broadcast_shapes(na - 2, a->shape, nb - 2, b->shape, &nbat, bshape)) {
-        zli_shape_error("matmul", "batch dimensions cannot be broadcast", a, b);
-        return NULL;
-    }
-    if (nbat + 2 > ZL_MAX_DIMS) { zl_error(ZL_EINVAL, "matmul: too many dimensions"); return NULL; }
-    int64_t oshape[ZL_MAX_DIMS];
-    memcpy(oshape, bshape, (size_t)nbat * sizeof *bshape);
-    oshape[nbat] = m;
-    oshape[nbat + 1] = nn;
-    bool ta, tb, half = !on && a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
-    zl_dtype wdt = on ? zli_dev_gemm_dtype(2, in) : half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
-    zl_dtype cdt = half ? odt : ZL_DTYPE_F32;
+}
+
+/* The result's shape [bshape.., m, n]; returns its dims. */
+static int out_shape(const zli_matmul_dims *md, int64_t *oshape)
+{
+    memcpy(oshape, md->bshape, (size_t)md->nbat * sizeof *oshape);
+    oshape[md->nbat] = md->m;
+    oshape[md->nbat + 1] = md->n;
+    return md->nbat + 2;
+}
+
+/* The CPU's fused matmul (ops/cpu/kernels.h): out in odt from the bf16 GEMM
+ * when a and b are both bf16, else in f32 from sgemm; [..., m, k] x [k, n]
+ * as one GEMM over all rows, other batches one at a time. */
+zl_tensor *zli_cpu_matmul(int index, zl_tensor *a, zl_tensor *b, const zli_matmul_dims *md, zl_dtype odt)
+{
+    (void)index;
+    int64_t m = md->m, k = md->k, nn = md->n, oshape[ZL_MAX_DIMS];
+    bool ta, tb, half = a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
+    zl_dtype wdt = half ? ZL_DTYPE_BF16 : ZL_DTYPE_F32, cdt = half ? odt : ZL_DTYPE_F32;
     int64_t la, lb, es = (int64_t)zl_dtype_size(wdt), ces = (int64_t)zl_dtype_size(cdt);
-    const zl_tensor *home = a->storage->dev ? a : b;
-    zl_tensor *fa = on ? device_operand(a, home, wdt, &ta, &la) : blas_operand(a, wdt, &ta, &la);
-    zl_tensor *fb = !fa ? NULL : on ? device_operand(b, home, wdt, &tb, &lb) : blas_operand(b, wdt, &tb, &lb);
-    zl_tensor *out = !fb ? NULL : on ? zli_new_f32_like(home, nbat + 2, oshape)
-                                     : zl_tensor_new(cdt, nbat + 2, oshape, ZL_MEM_ACTIVATIONS);
+    zl_tensor *fa = blas_operand(a, wdt, &ta, &la), *fb = fa ? blas_operand(b, wdt, &tb, &lb) : NULL;
+    zl_tensor *out = fb ? zl_tensor_new(cdt, out_shape(md, oshape), oshape, ZL_MEM_ACTIVATIONS) : NULL;
     if (out) {
-        int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS];
-        zl_tensor ha = *fa, hb = *fb;     /* batch-only views for the broadcast strides */
-        ha.ndim = na - 2;
-        hb.ndim = nb - 2;
-        zli_bcast_strides(&ha, nbat, bshape, sa);
-        zli_bcast_strides(&hb, nbat, bshape, sb);
-        int64_t batches = zli_numel(nbat, bshape);
+        int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS], batches = zli_numel(md->nbat, md->bshape);
+        batch_strides(fa, fb, md, sa, sb);
         const char *pa = zl_tensor_data(fa), *pb = zl_tensor_data(fb);
         char *po = zl_tensor_data(out);
-        bool fold = nbat > 0 && nb == 2 && !ta && zl_tensor_is_contiguous(fa);
-        int64_t step_a, step_b;
         zl_status st = ZL_OK;
-        if (fold && on) {
-            st = device_gemm(kern, index, wdt, false, tb, batches * m, nn, k, pa, k, 0, pb, lb, 0, (float *)po, 1);
-        } else if (on && even_batches(nbat, bshape, sa, &step_a) && even_batches(nbat, bshape, sb, &step_b)) {
-            st = device_gemm(kern, index, wdt, ta, tb, m, nn, k, pa, la, step_a, pb, lb, step_b, (float *)po, batches);
-        } else if (fold) {   /* [..., m, k] x [k, n]: one GEMM over all rows */
+        if (md->nbat > 0 && fb->ndim == 2 && !ta && zl_tensor_is_contiguous(fa)) {
             st = gemm(half, false, tb, batches * m, nn, k, pa, k, pb, lb, po, cdt);
         } else {
             for (int64_t bi = 0; bi < batches && !st; bi++) {
-                int64_t oa = 0, ob = 0, rem = bi;
-                for (int d = nbat - 1; d >= 0; d--) {
-                    int64_t i = rem % bshape[d];
-                    rem /= bshape[d];
-                    oa += i * sa[d];
-                    ob += i * sb[d];
-                }
-                if (on)
-                    st = device_gemm(kern, index, wdt, ta, tb, m, nn, k, pa + oa * es, la, 0, pb + ob * es, lb, 0,
-                                     (float *)(po + bi * m * nn * ces), 1);
-                else
-                    st = gemm(half, ta, tb, m, nn, k, pa + oa * es, la, pb + ob * es, lb, po + bi * m * nn * ces, cdt);
+                int64_t oa, ob;
+                batch_at(md, sa, sb, bi, &oa, &ob);
+                st = gemm(half, ta, tb, m, nn, k, pa + oa * es, la, pb + ob * es, lb, po + bi * m * nn * ces, cdt);
             }
         }
         if (st) {
@@ -161,7 +137,74 @@ static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
     }
     zl_tensor_release(fa);
     zl_tensor_release(fb);
-    if (!half) out = zli_cast_result(out, odt);
+    return out;
+}
+
+/* matmul by a table's GEMMs into f32 (the operands in zli_gemm_dtype's
+ * dtype), the batch in one call when each operand's batches lie a fixed
+ * stride apart. */
+static zl_tensor *matmul_composed(const zli_dev_kernels *kern, int index, zl_tensor *a, zl_tensor *b,
+                                  const zli_matmul_dims *md)
+{
+    zl_tensor *in[2] = {a, b};
+    int64_t m = md->m, k = md->k, nn = md->n, oshape[ZL_MAX_DIMS];
+    bool ta, tb;
+    zl_dtype wdt = zli_gemm_dtype(kern, 2, in);
+    int64_t la, lb, es = (int64_t)zl_dtype_size(wdt);
+    const zl_tensor *home = zli_op_home(2, in);
+    zl_tensor *fa = table_operand(a, home, wdt, &ta, &la), *fb = fa ? table_operand(b, home, wdt, &tb, &lb) : NULL;
+    zl_tensor *out = fb ? zli_new_f32_like(home, out_shape(md, oshape), oshape) : NULL;
+    if (out) {
+        int64_t sa[ZL_MAX_DIMS], sb[ZL_MAX_DIMS], batches = zli_numel(md->nbat, md->bshape), step_a, step_b;
+        batch_strides(fa, fb, md, sa, sb);
+        const char *pa = zl_tensor_data(fa), *pb = zl_tensor_data(fb);
+        float *po = zl_tensor_data(out);
+        zl_status st = ZL_OK;
+        if (md->nbat > 0 && fb->ndim == 2 && !ta && zl_tensor_is_contiguous(fa)) {   /* one GEMM over all rows */
+            st = zli_dev_gemm(kern, index, wdt, false, tb, batches * m, nn, k, 1.0f, pa, k, 0, pb, lb, 0, 0.0f, po,
+                              nn, 0, 1);
+        } else if (even_batches(md->nbat, md->bshape, sa, &step_a) && even_batches(md->nbat, md->bshape, sb, &step_b)) {
+            st = zli_dev_gemm(kern, index, wdt, ta, tb, m, nn, k, 1.0f, pa, la, step_a, pb, lb, step_b, 0.0f, po, nn,
+                              m * nn, batches);
+        } else {
+            for (int64_t bi = 0; bi < batches && !st; bi++) {
+                int64_t oa, ob;
+                batch_at(md, sa, sb, bi, &oa, &ob);
+                st = zli_dev_gemm(kern, index, wdt, ta, tb, m, nn, k, 1.0f, pa + oa * es, la, 0, pb + ob * es, lb, 0,
+                                  0.0f, po + bi * m * nn, nn, 0, 1);
+            }
+        }
+        if (st) {
+            zl_tensor_release(out);
+            out = NULL;
+        }
+    }
+    zl_tensor_release(fa);
+    zl_tensor_release(fb);
+    return out;
+}
+
+/* Both operands have >= 2 dims; the result has dtype odt, from the table's
+ * fused matmul where it has one, else composed of its GEMMs. */
+static zl_tensor *matmul_nd(zl_tensor *a, zl_tensor *b, zl_dtype odt)
+{
+    zl_tensor *in[2] = {a, b};
+    const zli_dev_kernels *kern = NULL;
+    int index = 0;
+    if (zli_op_device("matmul", 2, in, &kern, &index) < 0) return NULL;
+    int na = a->ndim, nb = b->ndim;
+    zli_matmul_dims md = {.m = a->shape[na - 2], .k = a->shape[na - 1], .n = b->shape[nb - 1]};
+    if (md.k != b->shape[nb - 2]) {
+        zli_shape_error("matmul", "inner dimensions differ", a, b);
+        return NULL;
+    }
+    if (zl_broadcast_shapes(na - 2, a->shape, nb - 2, b->shape, &md.nbat, md.bshape)) {
+        zli_shape_error("matmul", "batch dimensions cannot be broadcast", a, b);
+        return NULL;
+    }
+    if (md.nbat + 2 > ZL_MAX_DIMS) { zl_error(ZL_EINVAL, "matmul: too many dimensions"); return NULL; }
+    zl_tensor *out = kern->matmul ? kern->matmul(index, a, b, &md, odt) : matmul_composed(kern, index, a, b, &md);
+    out = zli_cast_result(out, odt);
     zl_node *node;
     if (out && zli_record(out, "matmul", matmul_backward, 2, in, &node)) { zl_tensor_release(out); out = NULL; }
     return out;
@@ -200,16 +243,17 @@ static zl_status matmul_grads(zl_tensor *a, zl_tensor *b, zl_tensor *g, zl_tenso
     return ZL_OK;
 }
 
-/* With two bf16 inputs (on a device, two bf16 or two f16) the gradient GEMMs
- * run in that dtype too: g is rounded to it once, and they write f32, the
+/* With two bf16 inputs (or two f16 where the table's GEMMs read f16) the
+ * gradient GEMMs run in that dtype too: g is rounded to it once, and they write f32, the
  * dtype the autograd engine sums gradients in (a leaf's .grad is then stored
  * in the leaf's dtype). */
 static zl_status matmul_backward(zl_node *n, zl_tensor *gout, zl_tensor **gin)
 {
     zl_tensor *a = n->inputs[0], *b = n->inputs[1];
-    bool dev = a->storage->dev || b->storage->dev;
-    bool bf16 = a->dtype == ZL_DTYPE_BF16 && b->dtype == ZL_DTYPE_BF16;
-    zl_dtype dt = dev ? zli_dev_gemm_dtype(2, n->inputs) : bf16 ? ZL_DTYPE_BF16 : ZL_DTYPE_F32;
+    const zli_dev_kernels *kern = NULL;
+    int index = 0;
+    if (zli_op_device("matmul backward", 2, n->inputs, &kern, &index) < 0) return zli_last_code();
+    zl_dtype dt = zli_gemm_dtype(kern, 2, n->inputs);
     zl_tensor *g = dt != ZL_DTYPE_F32 ? zli_copy_as(gout, dt, ZL_MEM_ACTIVATIONS) : zl_tensor_retain(gout);
     zl_status st = g ? matmul_grads(a, b, g, gin) : ZL_ENOMEM;
     zl_tensor_release(g);

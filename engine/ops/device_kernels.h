@@ -156,6 +156,15 @@ typedef struct zli_dev_kernels {
     zl_tensor *(*linear)(int index, zl_tensor *const *in, int nin, int64_t rows, int64_t inf, int64_t outf, int ndim,
                          const int64_t *shape);
     zl_status (*linear_backward)(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);
+    /* conv2d fused (the CPU's: im2col and sgemm per image and group, the
+     * bias the rows' start and the weight's gradient accumulated in the
+     * GEMM): xf, wf and bf (or NULL) f32 contiguous, y [N, O, oh, ow] f32
+     * returned; the backward from the op's node. NULL (a GPU's): the op
+     * composes conv2d of im2col, col2im, the GEMM and conv_bias_backward. */
+    zl_tensor *(*conv2d)(int index, const zli_dev_window *g, int64_t groups, const zl_tensor *xf, const zl_tensor *wf,
+                         const zl_tensor *bf);
+    zl_status (*conv2d_backward)(int index, zl_node *n, const zli_dev_window *g, int64_t groups, zl_tensor *grad,
+                                 zl_tensor **gin);
     /* Attention fused (the CPU's: row blocks of its GEMMs per batch, a bool
      * mask read where it lies): in q, k, v as they are, mask or NULL; dims
      * B (query heads), tq, tk, d, dv and query heads per key/value head, in

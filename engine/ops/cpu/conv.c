@@ -2,8 +2,9 @@
  * im2col then one sgemm per image and group (a group's channels are a slice
  * of the image, its filters a slice of the weight). Images run in order so
  * BLAS threads each GEMM and the weight gradient sums over images in a fixed
- * order; im2col and col2im split rows or channels over OpenMP threads. On a
- * device, conv_device.c does the same through the kernel table. */
+ * order; im2col and col2im split rows or channels over OpenMP threads: the
+ * CPU's fused kernels. A table without them (a GPU's) gets the same steps
+ * composed of its im2col, col2im and GEMM (conv_device.c). */
 #include <stdio.h>
 #include <string.h>
 #include "conv.h"
@@ -70,12 +71,13 @@ static conv_geom geom_of(const zl_node *n)
                        .pw = n->i[3], .dh = n->i[4], .dw = n->i[5]};
 }
 
-static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+/* The CPU's fused backward (ops/cpu/kernels.h). */
+zl_status zli_cpu_conv2d_backward(int index, zl_node *n, const conv_geom *gp, int64_t G, zl_tensor *g,
+                                  zl_tensor **gin)
 {
+    (void)index;
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
-    conv_geom geo = geom_of(n);
-    int64_t G = n->i[6];
-    if (x->storage->dev) return zli_conv2d_backward_device(n, &geo, G, g, gin);
+    conv_geom geo = *gp;
     int64_t N = x->shape[0], O = w->shape[0], Og = O / G, K = geo.c * geo.kh * geo.kw, len = geo.oh * geo.ow;
     int64_t gimg = geo.c * geo.h * geo.w, img = G * gimg;
     bool direct = zli_conv_is_direct(&geo);
@@ -143,6 +145,18 @@ static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
+/* A table's fused backward where it has one, else the composed one. */
+static zl_status conv_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_device("conv2d backward", 1, n->inputs, &k, &index) < 0) return zli_last_code();
+    conv_geom geo = geom_of(n);
+    int64_t groups = n->i[6];
+    if (k->conv2d_backward) return k->conv2d_backward(index, n, &geo, groups, g, gin);
+    return zli_conv2d_backward_composed(k, index, n, &geo, groups, g, gin);
+}
+
 static zl_status conv_check(const zl_tensor *x, const zl_tensor *w, const zl_tensor *b, int sh, int sw, int ph,
                             int pw, int dh, int dw, int groups, conv_geom *geo)
 {
@@ -193,37 +207,19 @@ static zl_status conv_check(const zl_tensor *x, const zl_tensor *w, const zl_ten
     return ZL_OK;
 }
 
-zl_tensor *zl_conv2d(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, int stride_w, int pad_h, int pad_w)
+/* The CPU's fused forward (ops/cpu/kernels.h): y f32, each image's rows
+ * starting as the bias and the GEMMs added to them. */
+zl_tensor *zli_cpu_conv2d(int index, const conv_geom *gp, int64_t G, const zl_tensor *xf, const zl_tensor *wf,
+                          const zl_tensor *bf)
 {
-    return zl_conv2d_ex(x, w, b, stride_h, stride_w, pad_h, pad_w, 1, 1, 1);
-}
-
-zl_tensor *zl_conv2d_ex(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, int stride_w, int pad_h, int pad_w,
-                        int dilation_h, int dilation_w, int groups)
-{
-    zl_tensor *in[3] = {x, w, b};
-    int nin = b ? 3 : 2;
-    const zli_dev_kernels *k = NULL;
-    int index = 0, on;
-    if (zli_op_begin("conv2d", nin, in)) return NULL;
-    if ((on = zli_op_device("conv2d", nin, in, &k, &index)) < 0) return zli_op_end("conv2d", nin, in, NULL);
-    /* The input and the weight on the one device; a one-element bias may come from the host. */
-    const zl_tensor *home = x->storage->dev ? x : w->storage->dev ? w : b;
-    if (on && (zli_same_device("conv2d", home, x) || zli_same_device("conv2d", home, w)))
-        return zli_op_end("conv2d", nin, in, NULL);
-    conv_geom geo;
-    if (conv_check(x, w, b, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, &geo))
-        return zli_op_end("conv2d", nin, in, NULL);
-    int64_t G = groups, N = x->shape[0], O = w->shape[0], Og = O / G, K = geo.c * geo.kh * geo.kw;
+    (void)index;
+    conv_geom geo = *gp;
+    int64_t N = xf->shape[0], O = wf->shape[0], Og = O / G, K = geo.c * geo.kh * geo.kw;
     int64_t len = geo.oh * geo.ow, gimg = geo.c * geo.h * geo.w, img = G * gimg;
     bool direct = zli_conv_is_direct(&geo);
-    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w), *bf = b ? zli_f32c_like(b, x) : NULL;
-    bool ok = xf && wf && (!b || bf);
-    zl_tensor *col = ok && !direct && !on ? zli_new_f32(2, (int64_t[]){K, len}) : NULL;
-    zl_tensor *y = ok && !on && (direct || col) ? zli_new_f32(4, (int64_t[]){N, O, geo.oh, geo.ow}) : NULL;
-    if (ok && on) {
-        y = zli_conv2d_device(k, index, &geo, G, xf, wf, bf);
-    } else if (y) {
+    zl_tensor *col = !direct ? zli_new_f32(2, (int64_t[]){K, len}) : NULL;
+    zl_tensor *y = direct || col ? zli_new_f32(4, (int64_t[]){N, O, geo.oh, geo.ow}) : NULL;
+    if (y) {
         const float *px = zl_tensor_data(xf), *pw = zl_tensor_data(wf), *pb = bf ? zl_tensor_data(bf) : NULL;
         float *py = zl_tensor_data(y), *pc = col ? zl_tensor_data(col) : NULL;
         for (int64_t i = 0; i < N; i++) {
@@ -239,10 +235,37 @@ zl_tensor *zl_conv2d_ex(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, 
             }
         }
     }
+    zl_tensor_release(col);
+    return y;
+}
+
+zl_tensor *zl_conv2d(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, int stride_w, int pad_h, int pad_w)
+{
+    return zl_conv2d_ex(x, w, b, stride_h, stride_w, pad_h, pad_w, 1, 1, 1);
+}
+
+zl_tensor *zl_conv2d_ex(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, int stride_w, int pad_h, int pad_w,
+                        int dilation_h, int dilation_w, int groups)
+{
+    zl_tensor *in[3] = {x, w, b};
+    int nin = b ? 3 : 2;
+    const zli_dev_kernels *k = NULL;
+    int index = 0;
+    if (zli_op_begin("conv2d", nin, in)) return NULL;
+    if (zli_op_device("conv2d", nin, in, &k, &index) < 0) return zli_op_end("conv2d", nin, in, NULL);
+    /* The input and the weight in the one memory; a one-element bias may come from the host. */
+    const zl_tensor *home = zli_op_home(nin, in);
+    if (zli_same_device("conv2d", home, x) || zli_same_device("conv2d", home, w))
+        return zli_op_end("conv2d", nin, in, NULL);
+    conv_geom geo;
+    if (conv_check(x, w, b, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, &geo))
+        return zli_op_end("conv2d", nin, in, NULL);
+    zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w), *bf = b ? zli_f32c_like(b, x) : NULL, *y = NULL;
+    if (xf && wf && (!b || bf))
+        y = k->conv2d ? k->conv2d(index, &geo, groups, xf, wf, bf) : zli_conv2d_composed(k, index, &geo, groups, xf, wf, bf);
     zl_tensor_release(xf);
     zl_tensor_release(wf);
     zl_tensor_release(bf);
-    zl_tensor_release(col);
     y = zli_cast_result(y, zli_promote(x->dtype, w->dtype));
     zl_node *n;
     if (y && zli_record(y, "conv2d", conv_backward, nin, in, &n)) { zl_tensor_release(y); y = NULL; }

@@ -1,5 +1,6 @@
-/* conv2d on a device: the kernel table's im2col and col2im around its GEMM,
- * one image and group at a time as on the host, the weight gradient summed
+/* conv2d composed of a kernel table's im2col and col2im around its GEMM (a
+ * GPU's, which has no fused conv2d), one image and group at a time as the
+ * CPU's fused kernels go, the weight gradient summed
  * over images in order through core's add, the bias gradient by its own
  * kernel. */
 #include "conv.h"
@@ -26,7 +27,7 @@ static zl_status columns_of(const zli_dev_kernels *k, int index, const conv_geom
     return st;
 }
 
-zl_tensor *zli_conv2d_device(const zli_dev_kernels *k, int index, const conv_geom *g, int64_t groups,
+zl_tensor *zli_conv2d_composed(const zli_dev_kernels *k, int index, const conv_geom *g, int64_t groups,
                              const zl_tensor *xf, const zl_tensor *wf, const zl_tensor *bf)
 {
     int64_t N = xf->shape[0], O = wf->shape[0], Og = O / groups, K = g->c * g->kh * g->kw, len = g->oh * g->ow;
@@ -87,7 +88,7 @@ static zl_status grad_w(const zli_dev_kernels *k, int index, const conv_geom *g,
     zl_tensor *part = *gw && N > 1 ? zli_new_f32_like(gc, 4, w->shape) : NULL;
     zl_status st = *gw && (N <= 1 || part) ? ZL_OK : ZL_ENOMEM;
     if (!st) zl_tensor_set_category(*gw, ZL_MEM_GRADS);
-    if (!st && N == 0) st = (*gw)->storage->dev->fill(*gw, 0.0);
+    if (!st && N == 0) st = zl_tensor_fill(*gw, 0.0);
     for (int64_t i = 0; !st && i < N; i++) {
         zl_tensor *dst = i ? part : *gw;
         for (int64_t grp = 0; !st && grp < groups; grp++) {
@@ -104,12 +105,10 @@ static zl_status grad_w(const zli_dev_kernels *k, int index, const conv_geom *g,
     return st;
 }
 
-zl_status zli_conv2d_backward_device(zl_node *n, const conv_geom *g, int64_t groups, zl_tensor *grad,
-                                     zl_tensor **gin)
+zl_status zli_conv2d_backward_composed(const zli_dev_kernels *k, int index, zl_node *n, const conv_geom *g,
+                                       int64_t groups, zl_tensor *grad, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
-    const zli_dev_kernels *k = x->storage->dev->kernels;
-    int index = x->storage->dev_index;
     bool need_col = zli_requires_grad(x) || zli_requires_grad(w);
     zl_tensor *gc = zli_f32c(grad), *wf = gc ? zli_f32c(w) : NULL, *xf = wf ? zli_f32c(x) : NULL, *col = NULL;
     zl_status st = xf ? ZL_OK : ZL_ENOMEM;

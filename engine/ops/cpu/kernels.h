@@ -62,6 +62,10 @@ ZLI_HIDDEN zl_tensor *zli_cpu_matmul(int index, zl_tensor *a, zl_tensor *b, cons
 ZLI_HIDDEN zl_tensor *zli_cpu_linear(int index, zl_tensor *const *in, int nin, int64_t rows, int64_t inf, int64_t outf,
                                      int ndim, const int64_t *shape);
 ZLI_HIDDEN zl_status zli_cpu_linear_backward(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);
+ZLI_HIDDEN zl_tensor *zli_cpu_conv2d(int index, const zli_dev_window *g, int64_t groups, const zl_tensor *xf,
+                                     const zl_tensor *wf, const zl_tensor *bf);
+ZLI_HIDDEN zl_status zli_cpu_conv2d_backward(int index, zl_node *n, const zli_dev_window *g, int64_t groups,
+                                             zl_tensor *grad, zl_tensor **gin);
 ZLI_HIDDEN zl_status zli_cpu_attention(int index, zl_tensor *const *in, const zl_tensor *mask, bool causal,
                                        float scale, const int64_t *dims, zl_tensor *p, zl_tensor *out);
 ZLI_HIDDEN zl_status zli_cpu_attention_backward(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);

@@ -439,17 +439,19 @@ zl_status zl_tensor_to_f64(const zl_tensor *t, double *out)
     return ZL_OK;
 }
 
-void zli_fill(zl_tensor *t, double v)
+zl_status zli_fill(zl_tensor *t, double v)
 {
+    if (t->storage->dev) return t->storage->dev->fill(t, v);
     const zl_dtype_traits *tr = zl_dtype_traits_of(t->dtype);
     int64_t n = zl_tensor_numel(t);
     char *base = zl_tensor_data(t);
     if (t->dtype == ZL_DTYPE_F32 && zl_tensor_is_contiguous(t)) {
         float *p = (float *)base, fv = (float)v;
         for (int64_t i = 0; i < n; i++) p[i] = fv;
-        return;
+        return ZL_OK;
     }
     for (int64_t i = 0; i < n; i++) tr->from_f64(base + zli_linear_offset(t, i) * (int64_t)tr->size, v);
+    return ZL_OK;
 }
 
 zl_status zli_broadcast_error(const char *op, const zl_tensor *src, const zl_tensor *dst)

@@ -170,8 +170,9 @@ ZLI_HIDDEN int64_t zli_linear_offset(const zl_tensor *t, int64_t linear);
 ZLI_HIDDEN zl_status zli_check_arg(const char *op, const char *role, const zl_tensor *t);
 /* t takes src's storage (retained) and view; its own storage is released. */
 ZLI_HIDDEN void zli_share_storage(zl_tensor *t, const zl_tensor *src);
-/* Set every element of t to v (any layout). No check for who else reads t. */
-ZLI_HIDDEN void zli_fill(zl_tensor *t, double v);
+/* Set every element of t to v (any layout), in host or device memory. No
+ * check for who else reads t. */
+ZLI_HIDDEN zl_status zli_fill(zl_tensor *t, double v);
 /* dst = src, src broadcast to dst's shape and converted to dst's dtype; a src
  * sharing dst's storage is read through a copy. */
 ZLI_HIDDEN zl_status zli_copy(zl_tensor *dst, const zl_tensor *src);

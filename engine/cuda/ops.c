@@ -259,6 +259,22 @@ static zl_status pool_backward(int index, const zli_dev_window *w, int64_t plane
     return zli_cuda_done(index, "max_pool2d backward", zlk_cuda_max_pool_backward(&g, planes, arg, gy, gx, NULL));
 }
 
+static zl_status avg_pool_forward(int index, const zli_dev_window *w, int64_t planes, bool count_pad, const float *x,
+                                  float *y)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "avg_pool2d", zlk_cuda_avg_pool_forward(&g, planes, count_pad, x, y, NULL));
+}
+
+static zl_status avg_pool_backward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                   const float *gy, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    zlm_window g = window_of(w);
+    return zli_cuda_done(index, "avg_pool2d backward", zlk_cuda_avg_pool_backward(&g, planes, count_pad, gy, gx, NULL));
+}
+
 static zl_status im2col(int index, const zli_dev_window *w, const float *x, float *col)
 {
     if (zli_cuda_use(index)) return zli_last_code();
@@ -282,7 +298,8 @@ static zl_status conv_bias_backward(int index, int64_t n, int64_t nout, int64_t 
 const zli_dev_kernels zli_cuda_kernels = {
     .halves = true, .gemm_f16 = true,
     .binary_int = binary_int,
-    .pool_forward = pool_forward, .pool_backward = pool_backward, .im2col = im2col, .col2im = col2im,
+    .pool_forward = pool_forward, .pool_backward = pool_backward, .avg_pool_forward = avg_pool_forward,
+    .avg_pool_backward = avg_pool_backward, .im2col = im2col, .col2im = col2im,
     .conv_bias_backward = conv_bias_backward,
     .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward,

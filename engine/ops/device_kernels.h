@@ -114,6 +114,13 @@ typedef struct zli_dev_kernels {
     /* gx[planes, h, w] = g[planes, oh, ow] added at each window's arg, windows in order. */
     zl_status (*pool_backward)(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
                                const float *g, float *gx);
+    /* Average pooling (math/pool.h): y [planes, oh, ow] from x [planes, h,
+     * w], and its backward gx [planes, h, w] from g [planes, oh, ow];
+     * count_pad divides by the whole window, padding included. */
+    zl_status (*avg_pool_forward)(int index, const zli_dev_window *w, int64_t planes, bool count_pad, const float *x,
+                                  float *y);
+    zl_status (*avg_pool_backward)(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                   const float *g, float *gx);
     /* col[c*kh*kw, oh*ow] from one image x[c, h, w], zero padded, and col2im
      * its reverse: gx[c, h, w] = col's entries added where im2col read them. */
     zl_status (*im2col)(int index, const zli_dev_window *w, const float *x, float *col);

@@ -6,9 +6,7 @@
 zl_status zl_tensor_fill(zl_tensor *t, double v)
 {
     if (zli_check_arg("fill", "tensor", t) || zli_check_inplace("fill", t)) return zli_last_code();
-    if (t->storage->dev) return t->storage->dev->fill(t, v);
-    zli_fill(t, v);
-    return ZL_OK;
+    return zli_fill(t, v);
 }
 
 /* The source is broadcast through zl_tensor_expand, so its use hooks fire as

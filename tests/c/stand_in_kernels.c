@@ -458,6 +458,31 @@ static zl_status fake_pool_forward(int index, const zli_dev_window *w, int64_t p
     return ZL_OK;
 }
 
+/* Average pooling's forward (out [planes, oh, ow]) or backward (out [planes, h, w]). */
+static zl_status fake_avg_pool(const zli_dev_window *w, int64_t planes, bool count_pad, bool backward,
+                               const float *in, float *out)
+{
+    zlm_window g = window_of(w);
+    int64_t n = backward ? planes * g.h * g.w : planes * g.oh * g.ow;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = backward ? zlm_avg_pool_grad(&g, in, i, count_pad) : zlm_avg_pool(&g, in, i, count_pad);
+    return ZL_OK;
+}
+
+static zl_status fake_avg_pool_forward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                       const float *x, float *y)
+{
+    CHECK(index == FAKE_INDEX);
+    return fake_avg_pool(w, planes, count_pad, false, x, y);
+}
+
+static zl_status fake_avg_pool_backward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                        const float *gy, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    return fake_avg_pool(w, planes, count_pad, true, gy, gx);
+}
+
 static zl_status fake_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
                                     const float *gy, float *gx)
 {
@@ -503,7 +528,8 @@ static zl_status fake_binary_int(int index, int kind, int ndim, const int64_t *s
 const zli_dev_kernels stand_in_kernels = {
     .halves = true, .gemm_f16 = true,
     .binary_int = fake_binary_int,
-    .pool_forward = fake_pool_forward, .pool_backward = fake_pool_backward, .im2col = fake_im2col,
+    .pool_forward = fake_pool_forward, .pool_backward = fake_pool_backward,
+    .avg_pool_forward = fake_avg_pool_forward, .avg_pool_backward = fake_avg_pool_backward, .im2col = fake_im2col,
     .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
     .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
     .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,

@@ -166,6 +166,12 @@ int zlk_cuda_max_pool_forward(const zlm_window *g, int64_t planes, const float *
 /* gx [planes, h, w] [out] = gy [planes, oh, ow] added at each window's arg. */
 int zlk_cuda_max_pool_backward(const zlm_window *g, int64_t planes, const int64_t *arg, const float *gy, float *gx,
                                void *stream);
+/* y [planes, oh, ow] [out] = each window's average over x [planes, h, w]
+ * (math/pool.h), and gx [planes, h, w] [out] its backward from gy. */
+int zlk_cuda_avg_pool_forward(const zlm_window *g, int64_t planes, bool count_pad, const float *x, float *y,
+                              void *stream);
+int zlk_cuda_avg_pool_backward(const zlm_window *g, int64_t planes, bool count_pad, const float *gy, float *gx,
+                               void *stream);
 /* col [c*kh*kw, oh*ow] [out] from one image x [c, h, w], zero padded. */
 int zlk_cuda_im2col(const zlm_window *g, const float *x, float *col, void *stream);
 /* gx [c, h, w] [out] = col's entries added onto the pixels im2col read them from. */

@@ -112,7 +112,7 @@ static bool bmat_fits(const zl_tensor *t)
 {
     int nb = t->ndim - 2;
     int64_t rows = t->shape[nb], cols = t->shape[nb + 1];
-    return t->dtype == ZL_DTYPE_F32 && !t->storage->dev && (t->stride[nb + 1] == 1 || cols == 1) &&
+    return t->dtype == ZL_DTYPE_F32 && (t->stride[nb + 1] == 1 || cols == 1) &&
            (t->stride[nb] >= cols || rows == 1) && t->stride[nb] > 0;
 }
 

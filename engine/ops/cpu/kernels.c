@@ -14,6 +14,7 @@ const zli_dev_kernels zli_cpu_kernels = {
     .ln_forward = zli_cpu_ln_forward, .ln_backward_x = zli_cpu_ln_backward_x, .ln_backward_wb = zli_cpu_ln_backward_wb,
     .rms_forward = zli_cpu_rms_forward, .rms_backward = zli_cpu_rms_backward,
     .pool_forward = zli_cpu_pool_forward, .pool_backward = zli_cpu_pool_backward,
+    .avg_pool_forward = zli_cpu_avg_pool_forward, .avg_pool_backward = zli_cpu_avg_pool_backward,
     .ce_forward = zli_cpu_ce_forward, .ce_backward = zli_cpu_ce_backward,
     .mse_forward = zli_cpu_mse_forward, .mse_backward = zli_cpu_mse_backward,
     .index_select = zli_cpu_index_select, .index_select_backward = zli_cpu_index_select_backward,

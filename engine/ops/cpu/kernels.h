@@ -69,6 +69,10 @@ ZLI_HIDDEN zl_status zli_cpu_conv2d_backward(int index, zl_node *n, const zli_de
 ZLI_HIDDEN zl_status zli_cpu_attention(int index, zl_tensor *const *in, const zl_tensor *mask, bool causal,
                                        float scale, const int64_t *dims, zl_tensor *p, zl_tensor *out);
 ZLI_HIDDEN zl_status zli_cpu_attention_backward(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);
+ZLI_HIDDEN zl_status zli_cpu_avg_pool_forward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                              const float *x, float *y);
+ZLI_HIDDEN zl_status zli_cpu_avg_pool_backward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                               const float *g, float *gx);
 ZLI_HIDDEN zl_status zli_cpu_mse_forward(int index, int64_t n, const float *x, const float *t, float *sq);
 ZLI_HIDDEN zl_status zli_cpu_mse_backward(int index, int64_t n, const float *x, const float *t, const float *g,
                                           int64_t g_stride, float k, float *gx, float *gt);

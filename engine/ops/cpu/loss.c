@@ -163,13 +163,11 @@ static zl_status ce_weight(const char *op, zl_tensor *weight, int64_t ncls, floa
     if (weight->ndim != 1 || weight->shape[0] != ncls)
         return zl_error(ZL_ESHAPE, "%s: weight must be 1-d with one entry per class, [%lld], got shape %s", op,
                         (long long)ncls, zl_shape_str(weight->ndim, weight->shape, s, sizeof s));
-    zl_tensor *c = zli_copy_as(weight, ZL_DTYPE_F32, ZL_MEM_OTHER);
+    zl_tensor *c = zli_host_copy(weight, ZL_DTYPE_F32);
     if (!c) return ZL_ENOMEM;
-    zl_status st = ZL_OK;
-    if (c->storage->dev) st = c->storage->dev->to_host(w, c);
-    else memcpy(w, zl_tensor_data(c), (size_t)ncls * sizeof *w);
+    memcpy(w, zl_tensor_data(c), (size_t)ncls * sizeof *w);
     zl_tensor_release(c);
-    return st;
+    return ZL_OK;
 }
 
 /* The targets range-checked (read on the host), the options (*o, its w left

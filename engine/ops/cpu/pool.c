@@ -1,11 +1,10 @@
-/* max_pool2d and avg_pool2d over x [N, C, H, W], on the host or a device,
- * per element in math/pool.h's formulas, which the device's kernels share.
- * max: padding counts as -inf, so a window is the max of its part inside the
+/* max_pool2d and avg_pool2d over x [N, C, H, W], per element in
+ * math/pool.h's formulas, which the device's kernels share. max: padding counts as -inf, so a window is the max of its part inside the
  * image; forward keeps the position of each window's first maximum and
  * backward gathers at each input the gradients of the windows whose maximum
- * it was (by the kernel table of x's memory). avg: the mean of each window,
- * padding counted as zeros or left out (a device's tensors go through the
- * host: the table has no kernel for it). */
+ * it was. avg: the mean of each window, padding counted as zeros or left
+ * out. Both through the kernel table of x's memory; the CPU's kernels are
+ * here. */
 #include <math.h>
 #include "kernels.h"
 #include "../../math/pool.h"
@@ -56,18 +55,24 @@ zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t plan
     return ZL_OK;
 }
 
-/* saved[0]: the argmax positions, in x's memory. */
+/* max_pool2d's backward (saved[0]: the argmax positions, in x's memory) and
+ * avg_pool2d's (no saved tensor; i[6]: count_include_pad). */
 static zl_status pool_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0];
     const zli_dev_kernels *k = NULL;
     int index = 0;
-    if (zli_op_device("max_pool2d backward", 1, &x, &k, &index) < 0) return zli_last_code();
+    bool avg = n->saved[0] == NULL;
+    if (zli_op_device(avg ? "avg_pool2d backward" : "max_pool2d backward", 1, &x, &k, &index) < 0)
+        return zli_last_code();
     pool_geom geo = geom_of(n);
+    int64_t planes = x->shape[0] * x->shape[1];
     zl_tensor *gc = zli_f32c(g), *gx = gc ? zli_new_f32_like(x, 4, x->shape) : NULL;
-    zl_status st = gx ? k->pool_backward(index, &geo, x->shape[0] * x->shape[1], zl_tensor_data(n->saved[0]),
-                                         zl_tensor_data(gc), zl_tensor_data(gx))
-                      : ZL_ENOMEM;
+    zl_status st = !gx ? ZL_ENOMEM
+                   : avg ? k->avg_pool_backward(index, &geo, planes, n->i[6] != 0, zl_tensor_data(gc),
+                                                zl_tensor_data(gx))
+                         : k->pool_backward(index, &geo, planes, zl_tensor_data(n->saved[0]), zl_tensor_data(gc),
+                                            zl_tensor_data(gx));
     zl_tensor_release(gc);
     if (st) { zl_tensor_release(gx); return st; }
     gin[0] = gx;
@@ -147,58 +152,34 @@ zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_
 
 /* ---- avg_pool2d ---- */
 
-/* t's values as f32 contiguous in host memory. */
-static zl_tensor *host_f32(zl_tensor *t)
+/* out [planes, oh, ow] = the windows' averages of in [planes, H, W], or
+ * (backward) out [planes, H, W] = the gradient from in [planes, oh, ow]. */
+static void avg_pool_run(const zli_dev_window *w, int64_t planes, bool count_pad, bool backward,
+                         const float *restrict in, float *restrict out)
 {
-    if (!t->storage->dev) return zli_f32c(t);
-    zl_tensor *c = zli_copy_as(t, ZL_DTYPE_F32, ZL_MEM_ACTIVATIONS);
-    zl_tensor *h = c ? zli_new_f32(c->ndim, c->shape) : NULL;
-    if (h && c->storage->dev->to_host(zl_tensor_data(h), c)) {
-        zl_tensor_release(h);
-        h = NULL;
-    }
-    zl_tensor_release(c);
-    return h;
+    zlm_window g = math_window(w);
+    int64_t n = backward ? planes * g.h * g.w : planes * g.oh * g.ow;
+    #pragma omp parallel for schedule(static) if (n * g.kh * g.kw > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++)
+        out[i] = backward ? zlm_avg_pool_grad(&g, in, i, count_pad) : zlm_avg_pool(&g, in, i, count_pad);
 }
 
-/* r (host memory) moved to where `like` lives; r is released. */
-static zl_tensor *to_home(zl_tensor *r, const zl_tensor *like)
+/* The CPU's kernels (ops/cpu/kernels.h): y [planes, oh, ow] from x [planes,
+ * H, W], and gx [planes, H, W] from g. */
+zl_status zli_cpu_avg_pool_forward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                   const float *x, float *y)
 {
-    if (!r || !like->storage->dev) return r;
-    zl_tensor *d = zli_copy_as_like(r, r->dtype, like);
-    zl_tensor_release(r);
-    return d;
+    (void)index;
+    avg_pool_run(w, planes, count_pad, false, x, y);
+    return ZL_OK;
 }
 
-/* y [planes, oh, ow] [out] from x [planes, H, W]. */
-static void avg_forward(const zlm_window *g, int64_t planes, bool count_pad, const float *restrict x,
-                        float *restrict y)
+zl_status zli_cpu_avg_pool_backward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
+                                    const float *g, float *gx)
 {
-    int64_t n = planes * g->oh * g->ow;
-    #pragma omp parallel for schedule(static) if (n * g->kh * g->kw > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = zlm_avg_pool(g, x, i, count_pad);
-}
-
-/* i[0..5]: stride, padding, kernel; i[6]: count_include_pad. */
-static zl_status avg_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
-{
-    zl_tensor *x = n->inputs[0];
-    pool_geom recorded = geom_of(n);
-    zlm_window geo = math_window(&recorded);
-    bool count_pad = n->i[6] != 0;
-    zl_tensor *gh = host_f32(g), *gx = gh ? zli_new_f32(4, x->shape) : NULL;
-    if (!gx) {
-        zl_tensor_release(gh);
-        return ZL_ENOMEM;
-    }
-    const float *pg = zl_tensor_data(gh);
-    float *px = zl_tensor_data(gx);
-    int64_t total = zl_tensor_numel(x);
-    #pragma omp parallel for schedule(static) if (total * geo.kh * geo.kw > ZLI_PAR_MIN)
-    for (int64_t i = 0; i < total; i++) px[i] = zlm_avg_pool_grad(&geo, pg, i, count_pad);
-    zl_tensor_release(gh);
-    gin[0] = to_home(gx, x);
-    return gin[0] ? ZL_OK : ZL_ENOMEM;
+    (void)index;
+    avg_pool_run(w, planes, count_pad, true, g, gx);
+    return ZL_OK;
 }
 
 zl_tensor *zl_avg_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w,
@@ -211,14 +192,17 @@ zl_tensor *zl_avg_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_
     if (zli_op_device(op, 1, &x, &k, &index) < 0) return zli_op_end(op, 1, &x, NULL);
     pool_geom geo;
     if (pool_check(op, x, kh, kw, stride_h, stride_w, pad_h, pad_w, &geo)) return zli_op_end(op, 1, &x, NULL);
-    zl_tensor *xf = host_f32(x);
-    zl_tensor *y = xf ? zli_new_f32(4, (int64_t[]){x->shape[0], x->shape[1], geo.oh, geo.ow}) : NULL;
-    zlm_window mw = math_window(&geo);
-    if (y) avg_forward(&mw, x->shape[0] * x->shape[1], count_include_pad, zl_tensor_data(xf), zl_tensor_data(y));
+    zl_tensor *xf = zli_f32c(x);
+    zl_tensor *y = xf ? zli_new_f32_like(x, 4, (int64_t[]){x->shape[0], x->shape[1], geo.oh, geo.ow}) : NULL;
+    if (y && k->avg_pool_forward(index, &geo, x->shape[0] * x->shape[1], count_include_pad, zl_tensor_data(xf),
+                                 zl_tensor_data(y))) {
+        zl_tensor_release(y);
+        y = NULL;
+    }
     zl_tensor_release(xf);
-    y = to_home(zli_cast_result(y, x->dtype), x);
+    y = zli_cast_result(y, x->dtype);
     zl_node *n = NULL;
-    if (y && zli_record(y, op, avg_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }
+    if (y && zli_record(y, op, pool_backward, 1, &x, &n)) { zl_tensor_release(y); y = NULL; }
     if (n) {
         n->i[0] = stride_h; n->i[1] = stride_w;
         n->i[2] = pad_h; n->i[3] = pad_w;

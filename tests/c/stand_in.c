@@ -1,8 +1,10 @@
-/* The stand-in device (stand_in.h): core's primitives (zli_device_ops) and
- * the optimizer table (optim/device_optim.h) over host memory, each one the
- * element function its CUDA kernel runs, in a loop in the kernel's order. */
+/* The stand-in device (stand_in.h): a backend (core/backend.h) whose
+ * primitives (zli_device_ops) and optimizer table (optim/device_optim.h)
+ * run over host memory, each one the element function its CUDA kernel runs,
+ * in a loop in the kernel's order. */
 #include <stdlib.h>
 #include "stand_in.h"
+#include "core/backend.h"
 #include "core/tensor_impl.h"
 #include "math/grad.h"
 #include "math/optim.h"
@@ -290,6 +292,52 @@ static zl_tensor *fake_alloc(zl_dtype dt, int ndim, const int64_t *shape, zl_mem
     else charged[cat] += (int64_t)n;
     return t;
 }
+
+/* ---- the stand-in as CUDA's backend: one device, cuda:FAKE_INDEX ---- */
+
+static int fake_count(void) { return FAKE_INDEX + 1; }
+
+static zl_status fake_use(int index)
+{
+    if (index == FAKE_INDEX) return ZL_OK;
+    return zl_error(ZL_EDEVICE, "cuda:%d: the stand-in device is cuda:%d", index, FAKE_INDEX);
+}
+
+static zl_status fake_zero(zl_tensor *t)
+{
+    memset(zl_tensor_data(t), 0, (size_t)zl_tensor_numel(t) * zl_dtype_size(t->dtype));
+    return ZL_OK;
+}
+
+static int64_t fake_in_use(void)
+{
+    int64_t sum = 0;
+    for (int c = 0; c < ZL_MEM_COUNT; c++) sum += charged[c];
+    return sum;
+}
+
+static zl_mem_stats fake_stats(int index, zl_mem_category cat)
+{
+    (void)index;
+    int64_t now = cat == ZL_MEM_COUNT ? fake_in_use() : charged[cat];
+    return (zl_mem_stats){now, now};
+}
+
+static int64_t fake_reserved(int index)
+{
+    (void)index;
+    return fake_in_use();
+}
+
+static zl_status fake_nothing(int index) { return fake_use(index); }
+
+static const zli_backend stand_in_backend = {
+    .abi = ZLI_BACKEND_ABI, .kind = ZL_DEVICE_CUDA, .name = "cuda", .max_devices = FAKE_INDEX + 1,
+    .count = fake_count, .use = fake_use, .alloc = fake_alloc, .zero = fake_zero, .stats = fake_stats,
+    .in_use = fake_in_use, .reserved = fake_reserved, .empty_cache = fake_nothing, .synchronize = fake_nothing,
+};
+
+void fake_register(bool on) { CHECK(zli_backend_register(ZL_DEVICE_CUDA, on ? &stand_in_backend : NULL) == ZL_OK); }
 
 zl_tensor *fake_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat)
 {

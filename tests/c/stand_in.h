@@ -23,6 +23,10 @@ void fake_use_streams(bool on);
 /* Copies queued on the stand-in's copy stream that no wait has done yet, and all ever queued. */
 int64_t fake_copies_pending(void);
 int64_t fake_copies_queued(void);
+/* Whether the stand-in serves CUDA's kind as a registered backend (the
+ * public device calls reach it: zl_tensor_to_device(t, CUDA, FAKE_INDEX)),
+ * or the kind goes back to its own. */
+void fake_register(bool on);
 /* An uninitialised contiguous tensor on the stand-in, charged to cat. */
 zl_tensor *fake_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat);
 /* Bytes of the stand-in's memory charged to cat now. */

@@ -1052,6 +1052,30 @@ static int64_t fake_bytes_all(void)
  * target (kept for backward, the stand-in holds its 8 bytes more than for a
  * target already there), layer_norm and embedding refuse a host weight or
  * bias by name, where they would hand its host memory to a kernel. */
+/* Registered as CUDA's backend, the stand-in is what the public device
+ * calls reach: a tensor moved to cuda:7 lands there and its ops run on the
+ * stand-in's kernels with the host's bits; unregistered, the kind is its
+ * own module's again (no device here, a GPU's on a GPU machine). */
+TEST(the_stand_in_is_a_registered_backend)
+{
+    fake_register(true);
+    CHECK(zl_device_count(ZL_DEVICE_CUDA) == FAKE_INDEX + 1);
+    CHECK_ERR(zl_device_check(ZL_DEVICE_CUDA, 0), "cuda:0: the stand-in device is cuda:7");
+    zl_tensor *x = zt_randn(SHAPE(3, 5)), *want = zl_softmax(x, -1);
+    zl_tensor *d = zl_tensor_to_device(x, ZL_DEVICE_CUDA, FAKE_INDEX);
+    CHECK(d && zl_tensor_device(d) == ZL_DEVICE_CUDA && zl_tensor_device_index(d) == FAKE_INDEX);
+    zl_tensor *y = d ? zl_softmax(d, -1) : NULL, *back = y ? zl_tensor_to_device(y, ZL_DEVICE_CPU, 0) : NULL;
+    CHECK(back != NULL);
+    if (back) check_bits(want, y, "softmax on the registered stand-in");
+    CHECK(zl_device_mem_in_use(ZL_DEVICE_CUDA) >= 2 * 15 * 4);
+    const zli_device_ops *stand_in = d ? d->storage->dev : NULL;
+    fake_register(false);
+    zl_tensor *again = zl_tensor_to_device(x, ZL_DEVICE_CUDA, FAKE_INDEX);
+    CHECK(!again || again->storage->dev != stand_in);
+    zl_tensor *objs[] = {again, back, y, d, want, x};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+}
+
 TEST(one_element_host_operands_are_uploaded_or_refused)
 {
     zl_tensor *xh = zt_randn(SHAPE(1, 5)), *th = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){1}, (int64_t[]){3});

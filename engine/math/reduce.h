@@ -14,7 +14,7 @@ enum { ZLM_R_SUM, ZLM_R_MEAN, ZLM_R_MAX, ZLM_R_ARGMAX, ZLM_R_MIN, ZLM_R_ARGMIN }
 /* Whether kind picks the lowest element rather than the highest. */
 static inline ZL_HD bool zlm_reduce_lowest(int kind) { return kind == ZLM_R_MIN || kind == ZLM_R_ARGMIN; }
 
-/* ops/cpu/util.c's chunk of zli_sum_fixed. */
+/* ops/util.c's chunk of zli_sum_fixed. */
 #define ZLM_SUM_CHUNK 4096
 
 /* Output (o, i) of x [outer, d, inner] summed over d (divided by d for mean). */

@@ -10,6 +10,7 @@ enum {
     B_ADD = ZLM_B_ADD, B_SUB = ZLM_B_SUB, B_MUL = ZLM_B_MUL, B_DIV = ZLM_B_DIV, B_POW = ZLM_B_POW, B_EQ = ZLM_B_EQ,
     B_LT = ZLM_B_LT, B_GT = ZLM_B_GT, B_NE = ZLM_B_NE, B_LE = ZLM_B_LE, B_GE = ZLM_B_GE
 };
+
 /* out [shape] (contiguous, in home's memory) = a (op) b through their
  * broadcast strides, by k's integer kernel (operands in their dtypes, out in
  * rdt) or its float one (operands in the dtypes k reads, out in the one it
@@ -39,6 +40,7 @@ static zl_tensor *run_binary(const zli_dev_kernels *k, int index, int kind, bool
     zl_tensor_release(fb);
     return out;
 }
+
 static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 static const char *const names[] = {"add", "sub", "mul", "div", "pow", "eq", "lt", "gt", "ne", "le", "ge"};
 static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
@@ -73,6 +75,7 @@ static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
     }
     return zli_op_end(op, 2, in, out);
 }
+
 zl_tensor *zl_add(zl_tensor *a, zl_tensor *b) { return binary(B_ADD, a, b); }
 zl_tensor *zl_sub(zl_tensor *a, zl_tensor *b) { return binary(B_SUB, a, b); }
 zl_tensor *zl_mul(zl_tensor *a, zl_tensor *b) { return binary(B_MUL, a, b); }
@@ -92,6 +95,7 @@ static zl_tensor *reduce_to(zl_tensor *full, const zl_tensor *like)
     zl_tensor_release(full);
     return r;
 }
+
 static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *a = n->inputs[0], *b = n->inputs[1];

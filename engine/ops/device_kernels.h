@@ -29,6 +29,11 @@ typedef struct zli_matmul_dims {
     int64_t bshape[ZL_MAX_DIMS];
 } zli_matmul_dims;
 
+/* Attention's sizes, the order of the table's dims argument and of its
+ * node's i[]: batches (query heads) B, positions tq and tk, widths d and dv,
+ * query heads per key/value head, and (in the node) causal. */
+enum { ZLI_ATT_B, ZLI_ATT_TQ, ZLI_ATT_TK, ZLI_ATT_D, ZLI_ATT_DV, ZLI_ATT_G, ZLI_ATT_CAUSAL };
+
 typedef struct zli_dev_kernels {
     /* Whether the kernels take bf16 and f16 buffers as they are (a GPU's);
      * false: every buffer is f32 and every dtype argument ZLM_F32 (the
@@ -174,8 +179,7 @@ typedef struct zli_dev_kernels {
                                  zl_tensor **gin);
     /* Attention fused (the CPU's: row blocks of its GEMMs per batch, a bool
      * mask read where it lies): in q, k, v as they are, mask or NULL; dims
-     * B (query heads), tq, tk, d, dv and query heads per key/value head, in
-     * that order; P [B, tq, tk] and out [B, tq, dv] f32 [out]; the backward
+     * in ZLI_ATT_* order; P [B, tq, tk] and out [B, tq, dv] f32 [out]; the backward
      * from the op's node. NULL (a GPU's): the op composes attention of the
      * GEMMs and att_softmax below, which know no mask. */
     zl_status (*attention)(int index, zl_tensor *const *in, const zl_tensor *mask, bool causal, float scale,
@@ -223,6 +227,20 @@ typedef struct zli_dev_kernels {
  * ones, as PyTorch lets CPU scalars do. */
 ZLI_HIDDEN int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_kernels **kernels,
                              int *index);
+/* matmul's geometry (ops/matmul.c), for the op and a table's fused matmul:
+ * how a GEMM reads t's last two dims (as stored, lead its row stride, or
+ * transposed, lead its column stride; false if neither), t as an operand of
+ * dtype dt it can read (t itself when it can be, else a copy), the
+ * operands' batch strides over md's broadcast batch shape and batch bi's
+ * offsets in them, and the result's shape (its dims returned). */
+ZLI_HIDDEN bool zli_gemm_layout(const zl_tensor *t, bool *trans, int64_t *lead);
+ZLI_HIDDEN zl_tensor *zli_gemm_operand(zl_tensor *t, zl_dtype dt, bool *trans, int64_t *lead);
+ZLI_HIDDEN void zli_matmul_batch_strides(const zl_tensor *fa, const zl_tensor *fb, const zli_matmul_dims *md,
+                                         int64_t *sa, int64_t *sb);
+ZLI_HIDDEN void zli_matmul_batch_at(const zli_matmul_dims *md, const int64_t *sa, const int64_t *sb, int64_t bi,
+                                    int64_t *oa, int64_t *ob);
+ZLI_HIDDEN int zli_matmul_out_shape(const zli_matmul_dims *md, int64_t *oshape);
+
 /* The first of in[n] in device memory, else in[0]: where an op's results go. */
 ZLI_HIDDEN const zl_tensor *zli_op_home(int n, zl_tensor *const *in);
 /* A new uninitialised contiguous tensor of dtype dt in the memory `like` lives in. */

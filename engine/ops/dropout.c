@@ -6,7 +6,6 @@
  * backward. */
 #include <math.h>
 #include "device_kernels.h"
-#include "../math/dropout.h"
 
 /* saved[0]: the keep mask (u8, x's shape); f[0]: the scale. */
 static zl_status dropout_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -25,6 +24,7 @@ static zl_status dropout_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[0] = gx;
     return st;
 }
+
 /* keep [out] and y [out] in x's memory, from the generator's next n counters. */
 static zl_status run_dropout(const zli_dev_kernels *k, int index, zl_tensor *x, double p, float scale,
                              zl_generator *g, zl_tensor *keep, zl_tensor *y)
@@ -39,6 +39,7 @@ static zl_status run_dropout(const zli_dev_kernels *k, int index, zl_tensor *x, 
     zl_tensor_release(xf);
     return st;
 }
+
 /* p == 1 is accepted and drops everything (output and gradient all zeros), as
  * in PyTorch. When !training or p == 0 the result is x itself, retained: no
  * copy, no graph node, no random numbers drawn. */

@@ -30,6 +30,7 @@ static zl_status embedding_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[0] = gw;
     return ZL_OK;
 }
+
 /* zl_embedding, and zl_embedding_padded when padded. */
 static zl_tensor *embedding(zl_tensor *weight, zl_tensor *indices, bool padded, int64_t pad)
 {
@@ -98,6 +99,7 @@ static zl_tensor *embedding(zl_tensor *weight, zl_tensor *indices, bool padded, 
     zl_tensor_release(didx);
     return zli_op_end(op, 2, in, out);
 }
+
 zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices) { return embedding(weight, indices, false, 0); }
 zl_tensor *zl_embedding_padded(zl_tensor *weight, zl_tensor *indices, int64_t padding_idx)
 {

@@ -15,6 +15,7 @@ static zl_status check_reduction(const char *op, zl_reduction red)
     if (red == ZL_REDUCE_MEAN || red == ZL_REDUCE_SUM || red == ZL_REDUCE_NONE) return ZL_OK;
     return zl_error(ZL_EINVAL, "%s: unknown reduction %d (expected mean, sum or none)", op, (int)red);
 }
+
 /* ---- cross_entropy ----
  * Design: forward keeps one float per row, its log-sum-exp, rather than the
  * [N, C] softmax: the logits are held by the graph anyway, so backward
@@ -56,6 +57,7 @@ static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[1] = NULL;
     return ZL_OK;
 }
+
 /* weight [ncls] (any float dtype and layout, in host or device memory) into
  * w as f32; the shape and dtype checked, naming the op. */
 static zl_status ce_weight(const char *op, zl_tensor *weight, int64_t ncls, float *w)
@@ -71,6 +73,7 @@ static zl_status ce_weight(const char *op, zl_tensor *weight, int64_t ncls, floa
     zl_tensor_release(c);
     return ZL_OK;
 }
+
 /* The targets range-checked (read on the host), the options (*o, its w left
  * NULL) and the mean's divisor: the rows not ignored, or their targets'
  * weights summed. */
@@ -105,16 +108,19 @@ static zl_status ce_prepare(const char *op, zl_tensor *target, zl_tensor *weight
     }
     return st;
 }
+
 zl_tensor *zl_cross_entropy(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red)
 {
     /* A NULL logits gets cross_entropy_ex's error naming it. */
     return zl_cross_entropy_ex(logits, target, NULL, ignore_index, 0.0, red, logits ? logits->dtype : ZL_DTYPE_F32);
 }
+
 zl_tensor *zl_cross_entropy_as(zl_tensor *logits, zl_tensor *target, int64_t ignore_index, zl_reduction red,
                                zl_dtype dtype)
 {
     return zl_cross_entropy_ex(logits, target, NULL, ignore_index, 0.0, red, dtype);
 }
+
 zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *weight, int64_t ignore_index,
                                double label_smoothing, zl_reduction red, zl_dtype dtype)
 {
@@ -196,6 +202,7 @@ zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *
     zl_tensor_release(lse);
     return zli_op_end(op, nin, in, out);
 }
+
 /* An mse node computes where its operands are: a device either is on (the
  * other may be a host scalar), else the host. */
 static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -223,6 +230,7 @@ static zl_status mse_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     zl_tensor_release(gc);
     return st;
 }
+
 /* The squared differences in home's memory, summed there for mean and sum
  * in the CPU's order (zli_kernel_sum). */
 static zl_tensor *run_mse(const zli_dev_kernels *kern, int index, const zl_tensor *home, const zl_tensor *xf,
@@ -244,6 +252,7 @@ static zl_tensor *run_mse(const zli_dev_kernels *kern, int index, const zl_tenso
     zl_tensor_release(sq);
     return out;
 }
+
 zl_tensor *zl_mse_loss(zl_tensor *input, zl_tensor *target, zl_reduction red)
 {
     const char *op = "mse_loss";

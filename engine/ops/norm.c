@@ -44,6 +44,7 @@ static zl_status ln_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     if (b) gin[k++] = gb;
     return st;
 }
+
 /* weight and bias must have exactly the shape of x's last nnorm dims. */
 static zl_status check_tail(const char *role, const zl_tensor *p, const zl_tensor *x, int nnorm)
 {
@@ -54,6 +55,7 @@ static zl_status check_tail(const char *role, const zl_tensor *p, const zl_tenso
                     zl_shape_str(nnorm, tail, st, sizeof st), nnorm, zl_shape_str(x->ndim, x->shape, sx, sizeof sx),
                     zl_shape_str(p->ndim, p->shape, sp, sizeof sp));
 }
+
 /* Output in x's dtype, as activations are; weight and bias may be any float dtype. */
 zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *bias, double eps)
 {

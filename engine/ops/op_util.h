@@ -1,4 +1,4 @@
-/* Private helpers shared by the CPU kernels: dtype promotion, broadcasting
+/* Private helpers shared by the ops and their CPU kernels: dtype promotion, broadcasting
  * strides, output allocation, and the parallel-for threshold. */
 #ifndef ZL_OP_UTIL_H
 #define ZL_OP_UTIL_H

@@ -7,7 +7,6 @@
  * out. */
 #include <math.h>
 #include "device_kernels.h"
-#include "../math/pool.h"
 
 typedef zli_dev_window pool_geom;
 /* The geometry a pooling node recorded (i[0..3]: stride and padding). */
@@ -19,6 +18,7 @@ static pool_geom geom_of(const zl_node *n)
                        .oh = n->out_shape[2], .ow = n->out_shape[3], .sh = n->i[0], .sw = n->i[1],
                        .ph = n->i[2], .pw = n->i[3], .dh = 1, .dw = 1};
 }
+
 /* max_pool2d's backward (saved[0]: the argmax positions, in x's memory) and
  * avg_pool2d's (no saved tensor; i[6]: count_include_pad). */
 static zl_status pool_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -42,6 +42,7 @@ static zl_status pool_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[0] = gx;
     return ZL_OK;
 }
+
 static zl_status pool_check(const char *op, const zl_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
                             pool_geom *geo)
 {
@@ -71,6 +72,7 @@ static zl_status pool_check(const char *op, const zl_tensor *x, int kh, int kw, 
                        .ow = (w + 2 * pw - kw) / sw + 1, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = 1, .dw = 1};
     return ZL_OK;
 }
+
 /* y in x's memory, and the argmax positions there (an i64 tensor) for backward. */
 static zl_tensor *run_pool(const zli_dev_kernels *k, int index, zl_tensor *x, const pool_geom *geo, zl_tensor **arg)
 {
@@ -85,6 +87,7 @@ static zl_tensor *run_pool(const zli_dev_kernels *k, int index, zl_tensor *x, co
     zl_tensor_release(xf);
     return y;
 }
+
 zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w)
 {
     const zli_dev_kernels *k = NULL;
@@ -110,6 +113,7 @@ zl_tensor *zl_max_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_
     zl_tensor_release(arg);
     return zli_op_end("max_pool2d", 1, &x, y);
 }
+
 zl_tensor *zl_avg_pool2d(zl_tensor *x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w,
                          bool count_include_pad)
 {

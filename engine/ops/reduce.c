@@ -15,6 +15,7 @@ static const char *const names[] = {"sum", "mean", "max", "argmax", "min", "argm
 /* Whether the reduction picks an element (its gradient goes to that one). */
 static bool picks(int kind) { return kind >= R_MAX; }
 static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
+
 /* out [out] (f32) and, for max, min and their positions, idx [out] (i64,
  * the same shape) in x's memory, by its kernels: d < 0 reduces everything. */
 static zl_status reduce_kernel(const zli_dev_kernels *k, int index, int kind, zl_tensor *x, int d, int64_t outer,
@@ -33,12 +34,14 @@ static zl_status reduce_kernel(const zli_dev_kernels *k, int index, int kind, zl
     zl_tensor_release(xf);
     return st;
 }
+
 /* The result's dtype: a float input's own; the mean of integers in f32 (the
  * host reduces integers' sum and max exactly, reduce_int). */
 static zl_dtype result_dtype(int kind, zl_dtype xdt)
 {
     return zl_dtype_traits_of(xdt)->is_float ? xdt : (kind == R_MAX || kind == R_MIN ? xdt : ZL_DTYPE_F32);
 }
+
 /* out (f32) in the result's dtype, recorded for backward with the kind, the
  * dim and the [outer, len, inner] view in i[]; *node [out] the node, or NULL. */
 static zl_tensor *record(zl_tensor *out, int kind, zl_tensor *x, int d, int64_t outer, int64_t len, int64_t inner,
@@ -58,6 +61,7 @@ static zl_tensor *record(zl_tensor *out, int kind, zl_tensor *x, int d, int64_t 
     }
     return out;
 }
+
 /* The reduction of x in its memory, recorded for backward with the max's or
  * min's positions saved there (saved[0]); argmax and argmin give the
  * positions themselves. */
@@ -82,6 +86,7 @@ static zl_tensor *reduce_float(const zli_dev_kernels *k, int index, int kind, zl
     zl_tensor_release(idx);
     return out;
 }
+
 /* Integers reduced exactly in 64 bits as torch does: sum in i64 (wrapping
  * on overflow, as torch's), max and min in the input's dtype, the positions
  * of argmax and argmin (the first extreme); on the host (zli_host_copy). No
@@ -110,6 +115,7 @@ static zl_tensor *reduce_int(int kind, zl_tensor *x, int64_t outer, int64_t len,
     zl_tensor_release(xc);
     return zli_host_result(out, kind == R_MAX || kind == R_MIN ? x->dtype : ZL_DTYPE_I64, x);
 }
+
 static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
 {
     const char *op = names[kind];
@@ -143,6 +149,7 @@ static zl_tensor *reduce(int kind, zl_tensor *x, int dim, bool keepdim)
         return zli_op_end(op, 1, &x, reduce_int(kind, x, outer, len, inner, nd, shape));
     return zli_op_end(op, 1, &x, reduce_float(k, index, kind, x, d, outer, len, inner, nd, shape));
 }
+
 static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = n->inputs[0];
@@ -157,6 +164,7 @@ static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     else gin[0] = gx;
     return st;
 }
+
 zl_tensor *zl_sum(zl_tensor *x, int dim, bool keepdim) { return reduce(R_SUM, x, dim, keepdim); }
 zl_tensor *zl_mean(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MEAN, x, dim, keepdim); }
 zl_tensor *zl_max(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MAX, x, dim, keepdim); }
@@ -178,6 +186,7 @@ static zl_status dims_mask(const char *op, const zl_tensor *x, int n, const int 
     }
     return ZL_OK;
 }
+
 /* The shape x reduces to over red (1 in place of a reduced dim when keepdim)
  * and the number of elements each output reduces. */
 static int reduced_shape(const zl_tensor *x, const bool *red, bool keepdim, int64_t *shape, int64_t *count)
@@ -194,6 +203,7 @@ static int reduced_shape(const zl_tensor *x, const bool *red, bool keepdim, int6
     }
     return nd;
 }
+
 /* sum and mean over several dims: one dim at a time from the last, each kept
  * as size 1 so the others keep their places, then those dims dropped. Each
  * step is the one-dim op (on any device, with its backward). */
@@ -220,14 +230,17 @@ static zl_tensor *reduce_dims(int kind, zl_tensor *x, int n, const int *dims, bo
     }
     return zli_op_end(op, 1, &x, r);
 }
+
 zl_tensor *zl_sum_dims(zl_tensor *x, int n, const int *dims, bool keepdim)
 {
     return reduce_dims(R_SUM, x, n, dims, keepdim);
 }
+
 zl_tensor *zl_mean_dims(zl_tensor *x, int n, const int *dims, bool keepdim)
 {
     return reduce_dims(R_MEAN, x, n, dims, keepdim);
 }
+
 /* ---- var and std: on the host, in double, two passes (the mean, then the
  * squares about it), so that equal values give exactly 0. A device's tensor
  * comes over and its result goes back (zli_host_copy, zli_host_result). ---- */
@@ -251,6 +264,7 @@ static void out_positions(const zl_tensor *x, const bool *red, int64_t *pos)
         }
     }
 }
+
 /* mean and m2 [nout]: each output's mean and sum of squared deviations. */
 static void moments(const float *x, const int64_t *pos, int64_t n, int64_t nout, int64_t count, double *mean,
                     double *m2)
@@ -263,12 +277,14 @@ static void moments(const float *x, const int64_t *pos, int64_t n, int64_t nout,
         m2[pos[i]] += e * e;
     }
 }
+
 /* The sum of squares' divisor, count - correction; 0 when that is not
  * positive, so the variance is inf, or NaN over no spread (torch's). */
 static double divisor(int64_t count, double correction)
 {
     return (double)count > correction ? (double)count - correction : 0.0;
 }
+
 /* x's values on the host as contiguous f32, positions and moments filled;
  * NULL (error set) when memory runs out. Free *buf after. */
 static zl_tensor *var_stats(const char *op, zl_tensor *x, const bool *red, int64_t nout, int64_t count, void **buf)
@@ -289,6 +305,7 @@ static zl_tensor *var_stats(const char *op, zl_tensor *x, const bool *red, int64
     *buf = pos;
     return xc;
 }
+
 static zl_status var_backward(zl_node *nd, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = nd->inputs[0];
@@ -329,6 +346,7 @@ static zl_status var_backward(zl_node *nd, zl_tensor *g, zl_tensor **gin)
     gin[0] = gx;
     return ZL_OK;
 }
+
 static zl_tensor *var_std(bool is_std, zl_tensor *x, int n, const int *dims, double correction, bool keepdim)
 {
     const char *op = is_std ? "std" : "var";
@@ -365,14 +383,17 @@ static zl_tensor *var_std(bool is_std, zl_tensor *x, int n, const int *dims, dou
     }
     return zli_op_end(op, 1, &x, out);
 }
+
 zl_tensor *zl_var(zl_tensor *x, int n, const int *dims, double correction, bool keepdim)
 {
     return var_std(false, x, n, dims, correction, keepdim);
 }
+
 zl_tensor *zl_std(zl_tensor *x, int n, const int *dims, double correction, bool keepdim)
 {
     return var_std(true, x, n, dims, correction, keepdim);
 }
+
 /* ---- cumsum: running sums along a dim on the host (a device's tensor comes
  * over and goes back), floats in double as torch's CPU adds them. ---- */
 
@@ -389,6 +410,7 @@ static void running_sum(const float *x, int64_t outer, int64_t len, int64_t inne
             }
         }
 }
+
 /* The gradient of a running sum is the running sum of g from the end. */
 static zl_status cumsum_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
@@ -401,6 +423,7 @@ static zl_status cumsum_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[0] = gx;
     return ZL_OK;
 }
+
 /* Integers (bool too) summed exactly in i64, wrapping on overflow as torch's. */
 static zl_tensor *int_cumsum(zl_tensor *x, int64_t outer, int64_t len, int64_t inner)
 {
@@ -422,6 +445,7 @@ static zl_tensor *int_cumsum(zl_tensor *x, int64_t outer, int64_t len, int64_t i
     zl_tensor_release(xc);
     return zli_host_result(out, ZL_DTYPE_I64, x);
 }
+
 zl_tensor *zl_cumsum(zl_tensor *x, int dim)
 {
     const char *op = "cumsum";
@@ -444,6 +468,7 @@ zl_tensor *zl_cumsum(zl_tensor *x, int dim)
     }
     return zli_op_end(op, 1, &x, out);
 }
+
 /* The dims g's sum to shape reduces are marked for its memory's kernel. */
 zl_tensor *zli_sum_to_shape(zl_tensor *g, int ndim, const int64_t *shape)
 {

@@ -41,6 +41,7 @@ static zl_status rms_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     if (w) gin[1] = gw;
     return st;
 }
+
 /* The result's dtype is torch's promotion of x's and the weight's, as HF's
  * `weight * hidden.to(input_dtype)` gives. */
 zl_tensor *zl_rms_norm(zl_tensor *x, int nnorm, zl_tensor *weight, double eps)

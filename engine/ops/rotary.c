@@ -5,7 +5,6 @@
  * strides. */
 #include <string.h>
 #include "device_kernels.h"
-#include "../math/rotary.h"
 
 /* inputs: x; saved: cos and sin as contiguous f32, in x's memory. */
 static zl_status rotary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
@@ -28,6 +27,7 @@ static zl_status rotary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[0] = gx;
     return ZL_OK;
 }
+
 /* cos or sin must broadcast to x's shape without growing it. */
 static zl_status check_table(const char *role, const zl_tensor *t, const zl_tensor *x)
 {
@@ -41,6 +41,7 @@ static zl_status check_table(const char *role, const zl_tensor *t, const zl_tens
     return zl_error(ZL_ESHAPE, "rotary: %s of shape %s does not broadcast to x's shape %s", role,
                     zl_shape_str(t->ndim, t->shape, st, sizeof st), zl_shape_str(x->ndim, x->shape, sx, sizeof sx));
 }
+
 /* Computed in f32 and rounded once to torch's promotion of the three dtypes. */
 zl_tensor *zl_rotary(zl_tensor *x, zl_tensor *cos, zl_tensor *sin)
 {

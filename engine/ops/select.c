@@ -10,6 +10,7 @@ static zl_status need_mask(const char *op, const char *role, const zl_tensor *t)
     if (t->dtype == ZL_DTYPE_BOOL || t->dtype == ZL_DTYPE_U8) return ZL_OK;
     return zl_error(ZL_EDTYPE, "%s: %s must be bool or u8, got %s", op, role, zl_dtype_name(t->dtype));
 }
+
 static const int64_t zero_strides[ZL_MAX_DIMS];
 /* out [shape] (contiguous, es bytes an element) = cond ? a : b through the
  * given strides, all in out's memory, by that memory's kernel. */
@@ -21,6 +22,7 @@ static zl_status select_into(int nd, const int64_t *shape, const zl_tensor *cond
     if (zli_op_device("select", 1, &out, &k, &index) < 0) return zli_last_code();
     return k->select(index, nd, shape, zl_tensor_data(cond), sc, a, sa, b, sb, (int)es, zl_tensor_data(out));
 }
+
 /* full [g's shape] (f32, where g lives) = g where cond (read through its
  * broadcast strides) equals `keep_true`, 0 elsewhere. */
 static zl_tensor *route_grad(zl_tensor *cond, const zl_tensor *g, bool keep_true)
@@ -43,6 +45,7 @@ static zl_tensor *route_grad(zl_tensor *cond, const zl_tensor *g, bool keep_true
     zl_tensor_release(c);
     return full;
 }
+
 static zl_status where_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     for (int side = 1; side <= 2; side++) {
@@ -55,6 +58,7 @@ static zl_status where_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     }
     return ZL_OK;
 }
+
 zl_tensor *zl_where(zl_tensor *cond, zl_tensor *a, zl_tensor *b)
 {
     zl_tensor *in[3] = {cond, a, b};
@@ -98,11 +102,13 @@ zl_tensor *zl_where(zl_tensor *cond, zl_tensor *a, zl_tensor *b)
     }
     return zli_op_end("where", 3, in, out);
 }
+
 static zl_status masked_fill_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     gin[0] = route_grad(n->inputs[1], g, false);
     return gin[0] ? ZL_OK : ZL_ENOMEM;
 }
+
 zl_tensor *zl_masked_fill(zl_tensor *x, zl_tensor *mask, double value)
 {
     zl_tensor *in[2] = {x, mask};

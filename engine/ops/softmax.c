@@ -2,7 +2,6 @@
  * the kernel table of x's memory (the CPU's kernels: ops/cpu/softmax.c). */
 #include <math.h>
 #include "device_kernels.h"
-#include "../math/softmax.h"
 
 static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
@@ -22,6 +21,7 @@ static zl_status softmax_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[0] = gx;
     return ZL_OK;
 }
+
 /* A 0-d x is treated as one row of one element (dim 0 or -1), as PyTorch does. */
 static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
 {
@@ -56,5 +56,6 @@ static zl_tensor *softmax_impl(bool is_log, zl_tensor *x, int dim)
     }
     return zli_op_end(op, 1, &x, y);
 }
+
 zl_tensor *zl_softmax(zl_tensor *x, int dim) { return softmax_impl(false, x, dim); }
 zl_tensor *zl_log_softmax(zl_tensor *x, int dim) { return softmax_impl(true, x, dim); }

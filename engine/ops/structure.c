@@ -18,6 +18,7 @@ static zl_tensor *part_of(zl_tensor *whole, const zl_tensor *part, int d, bool s
         if (!stack || k != d) stride[j++] = whole->stride[k];
     return zli_view_of(whole, part->ndim, part->shape, stride, whole->offset + at * whole->stride[d]);
 }
+
 static zl_status join_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     int d = (int)n->i[0];
@@ -30,6 +31,7 @@ static zl_status join_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     }
     return ZL_OK;
 }
+
 /* Each input copied into its part of out by core's copy, host or device. */
 static zl_status join_parts(zl_tensor *const *ts, int n, int d, bool stack, zl_tensor *out)
 {
@@ -43,6 +45,7 @@ static zl_status join_parts(zl_tensor *const *ts, int n, int d, bool stack, zl_t
     }
     return ZL_OK;
 }
+
 static zl_status join_check(const char *op, zl_tensor *const *ts, int n, bool stack, int d, zl_dtype *rdt)
 {
     const zl_tensor *t0 = ts[0];
@@ -61,6 +64,7 @@ static zl_status join_check(const char *op, zl_tensor *const *ts, int n, bool st
     }
     return ZL_OK;
 }
+
 static zl_tensor *join(const char *op, zl_tensor *const *ts, int n, int dim, bool stack)
 {
     if (!ts || n < 1) {
@@ -99,6 +103,7 @@ static zl_tensor *join(const char *op, zl_tensor *const *ts, int n, int dim, boo
     }
     return zli_op_end(op, n, ts, out);
 }
+
 zl_tensor *zl_cat(zl_tensor *const *ts, int n, int dim) { return join("cat", ts, n, dim, false); }
 zl_tensor *zl_stack(zl_tensor *const *ts, int n, int dim) { return join("stack", ts, n, dim, true); }
 /* saved[0]: the checked indices, in x's memory. */
@@ -119,6 +124,7 @@ static zl_status index_select_backward(zl_node *n, zl_tensor *g, zl_tensor **gin
     gin[0] = gx;
     return ZL_OK;
 }
+
 zl_tensor *zl_index_select(zl_tensor *x, int dim, zl_tensor *index)
 {
     const char *op = "index_select";

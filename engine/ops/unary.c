@@ -16,6 +16,7 @@ enum {
     U_GELU = ZLM_U_GELU, U_GELU_TANH = ZLM_U_GELU_TANH, U_SILU = ZLM_U_SILU, U_SIN = ZLM_U_SIN, U_COS = ZLM_U_COS,
     U_LOG1P = ZLM_U_LOG1P, U_SOFTPLUS = ZLM_U_SOFTPLUS, U_LEAKY_RELU = ZLM_U_LEAKY_RELU, U_CLAMP = ZLM_U_CLAMP
 };
+
 static const char *const names[] = {"neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs",
                                     "pow", "affine", "gelu", "gelu", "silu", "sin", "cos", "log1p",
                                     "softplus", "leaky_relu", "clamp"};
@@ -42,6 +43,7 @@ static zl_status unary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     gin[0] = gx;
     return ZL_OK;
 }
+
 /* An integer tensor to a whole power e >= 0, in its dtype, exact (wrapping
  * as torch's does on overflow); on the host (zli_host_copy). */
 static zl_tensor *int_pow(zl_tensor *x, int e)
@@ -60,6 +62,7 @@ static zl_tensor *int_pow(zl_tensor *x, int e)
     zl_tensor_release(xc);
     return zli_host_result(r, x->dtype, x);
 }
+
 /* An integer (or bool) tensor clamped to whole bounds (an infinite one
  * open), exact in 64 bits: x's dtype, i64 for bool, as torch's. */
 static zl_tensor *int_clamp(zl_tensor *x, double lo, double hi)
@@ -78,6 +81,7 @@ static zl_tensor *int_clamp(zl_tensor *x, double lo, double hi)
     zl_tensor_release(xc);
     return zli_host_result(r, x->dtype == ZL_DTYPE_BOOL ? ZL_DTYPE_I64 : x->dtype, x);
 }
+
 static bool whole_or_open(double b) { return isinf(b) || (b == floor(b) && fabs(b) < 0x1p63); }
 static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
 {
@@ -120,6 +124,7 @@ static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
     }
     return zli_op_end(op, 1, &x, y);
 }
+
 zl_tensor *zl_neg(zl_tensor *x) { return unary(U_NEG, x, 0, 0); }
 zl_tensor *zl_exp(zl_tensor *x) { return unary(U_EXP, x, 0, 0); }
 zl_tensor *zl_log(zl_tensor *x) { return unary(U_LOG, x, 0, 0); }

@@ -24,6 +24,7 @@ static inline void row(int kind, int64_t n, const float *restrict a, int64_t sa,
     case ZLM_B_GE: for (int64_t j = 0; j < n; j++) o[j] = a[j * sa] >= b[j * sb]; break;
     }
 }
+
 /* The CPU's kernels (ops/cpu/kernels.h): out [shape] (contiguous) = a (op) b,
  * each read through its strides broadcast to shape; f32 here. */
 zl_status zli_cpu_binary(int index, int kind, int nd, const int64_t *shape, const int64_t *sa, const int64_t *sb,
@@ -59,6 +60,7 @@ zl_status zli_cpu_binary(int index, int kind, int nd, const int64_t *shape, cons
     }
     return ZL_OK;
 }
+
 /* Integer operands are computed in double, exact for values up to 2^53 (f32
  * would be exact only to 2^24), one element at a time through broadcast
  * offsets (math/binary_int.h): integer tensors are indices and counts, never

@@ -24,6 +24,7 @@ zl_status zli_cpu_dropout(int index, int64_t n, uint64_t seed, uint64_t offset, 
     }
     return ZL_OK;
 }
+
 zl_status zli_cpu_dropout_backward(int index, int64_t n, const uint8_t *keep, const float *g, float scale, float *gx)
 {
     (void)index;

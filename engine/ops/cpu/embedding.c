@@ -18,6 +18,7 @@ zl_status zli_cpu_emb_forward(int index, int64_t n, int64_t d, int es, const int
     for (int64_t p = 0; p < n; p++) memcpy(dst + (size_t)p * row, src + (size_t)idx[p] * row, row);
     return ZL_OK;
 }
+
 /* gw [v, d] [out] = sum over positions p of g[p, :] into row idx[p]; g [n, d].
  * Positions whose index is pad (-1: none) add nothing. accumulate: add to gw
  * as it is instead of starting from zero. */

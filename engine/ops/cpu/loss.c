@@ -21,6 +21,7 @@ static void ce_row(int64_t ncls, const float *restrict x, int64_t target, int64_
     for (int64_t c = 0; c < ncls; c++) m = x[c] > m ? x[c] : m;
     zlm_ce_row_from_max(ncls, x, m, target, lse, loss);
 }
+
 /* Row r of x [rows, ncls] in xdt as f32: in place for f32, else widened into f. */
 static const float *row_of(const void *x, int xdt, int64_t r, int64_t ncls, float *restrict f)
 {
@@ -29,6 +30,7 @@ static const float *row_of(const void *x, int xdt, int64_t r, int64_t ncls, floa
     for (int64_t c = 0; c < ncls; c++) f[c] = zlm_load(h, xdt, c);
     return f;
 }
+
 /* A row's room for each thread when x is in halves (none for f32). */
 typedef struct {
     int threads;
@@ -44,15 +46,18 @@ static zl_status row_space_new(const char *op, int xdt, int64_t ncls, row_space 
         return zl_error(ZL_ENOMEM, "%s: out of memory for %d rows of %lld floats", op, sp->threads, (long long)ncls);
     return ZL_OK;
 }
+
 /* The calling thread's row, or NULL without halves. */
 static float *row_space_mine(const row_space *sp, int64_t ncls)
 {
     return sp->buf ? sp->buf + (size_t)omp_get_thread_num() * (size_t)ncls : NULL;
 }
+
 static void row_space_free(row_space *sp)
 {
     if (sp->buf) zl_mem_free(sp->buf, sp->bytes, ZL_MEM_ACTIVATIONS);
 }
+
 /* The CPU's kernels (ops/cpu/kernels.h): x [rows, ncls] contiguous in xdt
  * (f32, bf16 or f16), target [rows]; lse, loss [rows] [out]. A row's bits
  * do not depend on the thread count or the vector width. */
@@ -75,6 +80,7 @@ zl_status zli_cpu_ce_forward(int index, int64_t rows, int64_t ncls, const void *
     row_space_free(&sp);
     return ZL_OK;
 }
+
 /* gx [rows, ncls]: row r's gradient scaled by g[r * g_stride] * k, rounded
  * to gdt's precision; zero on ignored rows. */
 zl_status zli_cpu_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
@@ -95,6 +101,7 @@ zl_status zli_cpu_ce_backward(int index, int64_t rows, int64_t ncls, const void 
     row_space_free(&sp);
     return ZL_OK;
 }
+
 /* ---- mse_loss ---- */
 
 /* The CPU's kernels (ops/cpu/kernels.h): sq[i] = (x[i] - t[i])^2 over n
@@ -110,6 +117,7 @@ zl_status zli_cpu_mse_forward(int index, int64_t n, const float *restrict x, con
     }
     return ZL_OK;
 }
+
 /* gx[i] = k * g[i * g_stride] * (x[i] - t[i]); gt = -gx. Either output may be NULL. */
 zl_status zli_cpu_mse_backward(int index, int64_t n, const float *restrict x, const float *restrict t,
                                const float *restrict g, int64_t g_stride, float k, float *restrict gx,

@@ -36,6 +36,7 @@ zl_status zli_cpu_ln_forward(int index, int64_t rows, int64_t m, const void *xv,
     }
     return ZL_OK;
 }
+
 /* With xh = (x - mean) * rstd and gh = g * w:
  * gx = rstd * (gh - mean(gh) - xh * mean(gh * xh)), row by row. */
 zl_status zli_cpu_ln_backward_x(int index, int64_t rows, int64_t m, const void *xv, int xdt, const void *wv, int wdt,
@@ -62,6 +63,7 @@ zl_status zli_cpu_ln_backward_x(int index, int64_t rows, int64_t m, const void *
     }
     return ZL_OK;
 }
+
 /* gw[j] = sum_r g[r, j] * xh[r, j], gb[j] = sum_r g[r, j]; either may be NULL.
  * Each block of columns belongs to one thread and adds rows in order. */
 zl_status zli_cpu_ln_backward_wb(int index, int64_t rows, int64_t m, const void *xv, int xdt,

@@ -10,6 +10,7 @@ static zlm_window math_window(const zli_dev_window *g)
     return (zlm_window){.c = g->c, .h = g->h, .w = g->w, .kh = g->kh, .kw = g->kw, .oh = g->oh, .ow = g->ow,
                         .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = 1, .dw = 1};
 }
+
 /* The CPU's kernels (ops/cpu/kernels.h): y [planes, oh, ow] [out] and arg
  * [planes, oh, ow] [out] (flat position in the plane of each window's first
  * maximum) from x [planes, H, W]. */
@@ -23,6 +24,7 @@ zl_status zli_cpu_pool_forward(int index, const zli_dev_window *w, int64_t plane
     for (int64_t i = 0; i < n; i++) zlm_pool_max(&g, x, i, y, arg);
     return ZL_OK;
 }
+
 /* Each input element gathers the gradients of the windows whose maximum it
  * was (math/pool.h), in the order a scatter would add them. */
 zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t planes, const int64_t *arg,
@@ -35,6 +37,7 @@ zl_status zli_cpu_pool_backward(int index, const zli_dev_window *w, int64_t plan
     for (int64_t i = 0; i < total; i++) gx[i] = zlm_pool_grad(&mw, arg, g, i);
     return ZL_OK;
 }
+
 /* ---- avg_pool2d ---- */
 
 /* out [planes, oh, ow] = the windows' averages of in [planes, H, W], or
@@ -48,6 +51,7 @@ static void avg_pool_run(const zli_dev_window *w, int64_t planes, bool count_pad
     for (int64_t i = 0; i < n; i++)
         out[i] = backward ? zlm_avg_pool_grad(&g, in, i, count_pad) : zlm_avg_pool(&g, in, i, count_pad);
 }
+
 /* The CPU's kernels (ops/cpu/kernels.h): y [planes, oh, ow] from x [planes,
  * H, W], and gx [planes, H, W] from g. */
 zl_status zli_cpu_avg_pool_forward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
@@ -57,6 +61,7 @@ zl_status zli_cpu_avg_pool_forward(int index, const zli_dev_window *w, int64_t p
     avg_pool_run(w, planes, count_pad, false, x, y);
     return ZL_OK;
 }
+
 zl_status zli_cpu_avg_pool_backward(int index, const zli_dev_window *w, int64_t planes, bool count_pad,
                                     const float *g, float *gx)
 {

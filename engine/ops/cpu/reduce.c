@@ -43,6 +43,7 @@ zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int6
     }
     return ZL_OK;
 }
+
 /* out [1] = the sum (or mean) of x [n] in zli_sum_fixed's chunks and order
  * (it keeps the chunk sums itself: work is unused here). */
 zl_status zli_cpu_reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out)
@@ -51,6 +52,7 @@ zl_status zli_cpu_reduce_all(int index, double div, int64_t n, const float *x, d
     *out = (float)(zli_sum_fixed(x, n) / div);
     return ZL_OK;
 }
+
 /* gx [outer, len, inner] from g [outer, inner]: copied (sum), divided by len
  * (mean), or sent to the position idx names (max, min). */
 zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
@@ -69,6 +71,7 @@ zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer, int64_t le
             }
     return ZL_OK;
 }
+
 /* The CPU's kernel (ops/cpu/kernels.h): out [nout] = g [shape] (nd dims,
  * contiguous) summed over the dims red marks, rows in order: a row whose
  * last dim is kept adds into its slice of out, one whose last dim is

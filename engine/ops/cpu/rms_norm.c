@@ -24,6 +24,7 @@ zl_status zli_cpu_rms_forward(int index, int64_t rows, int64_t m, const void *xv
     }
     return ZL_OK;
 }
+
 /* One pass over x and g [rows, m] a chunk of rows at a time: gx (NULL: not
  * wanted) row by row, and the chunk's partial sums of the weight's gradient
  * (gw NULL: none), which are then added in chunk order, columns split

@@ -25,6 +25,7 @@ static inline void rotate_row(int64_t h, const float *restrict a, int64_t as, co
         y[j + h] = zlm_rotary(false, a1, c[(j + h) * cs], a0, hi[j * ss], sign);
     }
 }
+
 /* The CPU's kernel (ops/cpu/kernels.h): y [shape] (contiguous, f32) [out]
  * from a [shape] read through strides as, cos and sin through theirs
  * (broadcast: 0 on stretched dims); rows in parallel. backward: sign and

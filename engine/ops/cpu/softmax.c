@@ -26,6 +26,7 @@ static inline void row_forward(bool is_log, int64_t d, int64_t s, const float *r
         for (int64_t k = 0; k < d; k++) y[k * s] = zlm_softmax_scale(y[k * s], inv);
     }
 }
+
 static inline void row_backward(bool is_log, int64_t d, int64_t s, const float *restrict y, const float *restrict g,
                                 float *restrict gx)
 {
@@ -40,6 +41,7 @@ static inline void row_backward(bool is_log, int64_t d, int64_t s, const float *
         for (int64_t k = 0; k < d; k++) gx[k * s] = zlm_softmax_grad(y[k * s], g[k * s], dot);
     }
 }
+
 /* The CPU's kernels (ops/cpu/kernels.h): x, y [outer, d, inner] contiguous
  * f32; y [out]. A literal stride of 1 for the common last-dim case lets the
  * compiler specialise the inlined row loops. */
@@ -58,6 +60,7 @@ zl_status zli_cpu_softmax(int index, bool is_log, int64_t outer, int64_t d, int6
     }
     return ZL_OK;
 }
+
 zl_status zli_cpu_softmax_backward(int index, bool is_log, int64_t outer, int64_t d, int64_t inner, const void *yv,
                                    int ydt, const void *gv, int gdt, float *gx)
 {

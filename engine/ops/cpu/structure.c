@@ -20,6 +20,7 @@ zl_status zli_cpu_index_select(int index, int64_t outer, int64_t len, int64_t m,
     for (int64_t t = 0; t < outer * m; t++) memcpy(dst + t * row, src + (t / m * len + idx[t % m]) * row, (size_t)row);
     return ZL_OK;
 }
+
 /* gx [outer, len, inner] = g [outer, m, inner]'s rows summed into the rows
  * idx names. Each task owns a block of columns of one outer slice and adds
  * the rows of g in index order, so repeated indices sum the same way every

@@ -23,6 +23,7 @@ zl_status zli_cpu_unary(int index, int kind, int64_t n, const void *xv, int xdt,
     for (int64_t i = 0; i < n; i++) y[i] = zlm_unary_forward(kind, x[i], p0, p1);
     return ZL_OK;
 }
+
 /* gx = g * dy/dx, from x (input), y (output; NULL when the kind does not
  * read it) and the op's parameters. */
 zl_status zli_cpu_unary_backward(int index, int kind, int64_t n, const void *xv, int xdt, const void *yv, int ydt,

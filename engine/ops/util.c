@@ -1,7 +1,7 @@
-/* Shared helpers of the CPU kernels (see op_util.h). */
+/* Shared helpers of the ops and their CPU kernels (see op_util.h). */
 #include <stdlib.h>
 #include <string.h>
-#include "../device_kernels.h"
+#include "device_kernels.h"
 
 static double chunk_sum(const float *x, int64_t n, int64_t c)
 {

@@ -1,9 +1,9 @@
-/* Private: conv2d's geometry, shared by the CPU's fused kernels (conv.c) and
- * the composed path (conv_device.c), and the composed path's two entry points. */
+/* Private: conv2d's geometry, shared by the CPU's fused kernels (cpu/conv.c) and
+ * the composed path (conv_composed.c), and the composed path's two entry points. */
 #ifndef ZL_CONV_H
 #define ZL_CONV_H
 
-#include "kernels.h"
+#include "device_kernels.h"
 
 typedef zli_dev_window conv_geom;
 

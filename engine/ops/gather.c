@@ -4,7 +4,7 @@
  * they live, at the cost of the copies. */
 #include <stdlib.h>
 #include <string.h>
-#include "../device_kernels.h"
+#include "device_kernels.h"
 
 /* Where each element of index [m] (row-major) reads or writes: xoff into x
  * and soff into src (or into gather's output), both contiguous. One block,

@@ -87,9 +87,10 @@ ZLI_HIDDEN const zli_backend *zli_backend_of(const char *op, zl_device kind);
 ZLI_HIDDEN const zli_backend *zli_backend_opened(zl_device kind);
 /* Whether kind names a device kind zlua knows (served or not). */
 ZLI_HIDDEN bool zli_backend_known(zl_device kind);
-/* b serves its kind from now on in place of the kind's own (a program's or
- * a test's device over its own memory); NULL gives the kind back to its
- * own. ZL_EINVAL for the CPU or a kind zlua does not know. */
+/* b serves its kind in the current context from now on, in place of the
+ * kind's own (a program's or a test's device over its own memory); NULL
+ * gives the kind back to its own. ZL_EINVAL for the CPU or a kind zlua does
+ * not know. */
 ZLI_HIDDEN zl_status zli_backend_register(zl_device kind, const zli_backend *b);
 /* The CPU's (cpu_backend.c). */
 ZLI_HIDDEN extern const zli_backend zli_cpu_backend;

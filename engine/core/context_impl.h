@@ -40,6 +40,9 @@ struct zl_context {
     zl_generator rng;
     int num_threads;       /* 0: the count the process started with */
     zli_cache cache;       /* freed large blocks for reuse (cache.c) */
+    /* A backend registered for CUDA's kind in place of its module
+     * (zli_backend_register); the module itself is one per process. */
+    const struct zli_backend *_Atomic cuda_backend;
     void *user;
 };
 

@@ -1,7 +1,7 @@
 /* Finding a device kind's backend: the CPU's is here; CUDA's is the module
  * libzlua_cuda.so, opened once, on the first call that needs it, so a
- * process that never touches a GPU never maps the CUDA runtime, unless a
- * backend was registered for the kind in its place. */
+ * process that never touches a GPU never maps the CUDA runtime; a context
+ * may have a backend registered for the kind in its place. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include "backend.h"
 #include "dl.h"
+#include "context_impl.h"
 #include "memory_impl.h"
 
 #define CUDA_MODULE "libzlua_cuda.so"
@@ -97,14 +98,11 @@ static void open_cuda(void)
 }
 #endif
 
-/* A backend registered for CUDA's kind, served before the module. */
-static const zli_backend *g_registered;
-
 zl_status zli_backend_register(zl_device kind, const zli_backend *b)
 {
     if (kind != ZL_DEVICE_CUDA || (b && b->kind != kind))
         return zl_error(ZL_EINVAL, "backend_register: device kind %d cannot take another backend", (int)kind);
-    __atomic_store_n(&g_registered, b, __ATOMIC_RELEASE);
+    atomic_store(&zl_context_current()->cuda_backend, b);
     return ZL_OK;
 }
 
@@ -115,7 +113,7 @@ const zli_backend *zli_backend_of(const char *op, zl_device kind)
         zl_error(ZL_EINVAL, "%s: unknown device kind %d", op, (int)kind);
         return NULL;
     }
-    const zli_backend *r = __atomic_load_n(&g_registered, __ATOMIC_ACQUIRE);
+    const zli_backend *r = atomic_load(&zl_context_current()->cuda_backend);
     if (r) return r;
     pthread_once(&g_once, open_cuda);
     if (!g_cuda) zl_error(ZL_EDEVICE, "%s", g_why);
@@ -128,6 +126,6 @@ const zli_backend *zli_backend_opened(zl_device kind)
 {
     if (kind == ZL_DEVICE_CPU) return &zli_cpu_backend;
     if (kind != ZL_DEVICE_CUDA) return NULL;
-    const zli_backend *r = __atomic_load_n(&g_registered, __ATOMIC_ACQUIRE);
+    const zli_backend *r = atomic_load(&zl_context_current()->cuda_backend);
     return r ? r : __atomic_load_n(&g_cuda, __ATOMIC_ACQUIRE);
 }

@@ -1052,10 +1052,11 @@ static int64_t fake_bytes_all(void)
  * target (kept for backward, the stand-in holds its 8 bytes more than for a
  * target already there), layer_norm and embedding refuse a host weight or
  * bias by name, where they would hand its host memory to a kernel. */
-/* Registered as CUDA's backend, the stand-in is what the public device
- * calls reach: a tensor moved to cuda:7 lands there and its ops run on the
- * stand-in's kernels with the host's bits; unregistered, the kind is its
- * own module's again (no device here, a GPU's on a GPU machine). */
+/* Registered as CUDA's backend in the current context, the stand-in is what
+ * the public device calls reach there: a tensor moved to cuda:7 lands on it
+ * and its ops run on the stand-in's kernels with the host's bits; in another
+ * context, or unregistered, the kind is its own module's (no device here, a
+ * GPU's on a GPU machine). */
 TEST(the_stand_in_is_a_registered_backend)
 {
     fake_register(true);
@@ -1069,6 +1070,12 @@ TEST(the_stand_in_is_a_registered_backend)
     if (back) check_bits(want, y, "softmax on the registered stand-in");
     CHECK(zl_device_mem_in_use(ZL_DEVICE_CUDA) >= 2 * 15 * 4);
     const zli_device_ops *stand_in = d ? d->storage->dev : NULL;
+    zl_context *other = zl_context_new(), *prev = zl_context_set_current(other);
+    zl_tensor *elsewhere = zl_tensor_to_device(x, ZL_DEVICE_CUDA, FAKE_INDEX);
+    CHECK(!elsewhere || elsewhere->storage->dev != stand_in);
+    zl_tensor_release(elsewhere);
+    zl_context_set_current(prev);
+    zl_context_free(other);
     fake_register(false);
     zl_tensor *again = zl_tensor_to_device(x, ZL_DEVICE_CUDA, FAKE_INDEX);
     CHECK(!again || again->storage->dev != stand_in);

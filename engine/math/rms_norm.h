@@ -27,7 +27,10 @@ static inline ZL_HD float zlm_rms_out(float x, float rstd, int rdt, bool has_w, 
 static inline ZL_HD float zlm_rms_gn(float g, bool has_w, float w) { return has_w ? g * w : g; }
 
 /* gx = rstd * gn - x * k, k = mean(gn * x) * rstd³ from the row's dot. */
-static inline ZL_HD float zlm_rms_k(double dot, int64_t m, float rstd) { return (float)(dot / (double)m) * rstd * rstd * rstd; }
+static inline ZL_HD float zlm_rms_k(double dot, int64_t m, float rstd)
+{
+    return (float)(dot / (double)m) * rstd * rstd * rstd;
+}
 static inline ZL_HD float zlm_rms_grad_x(float x, float gn, float rstd, float k) { return rstd * gn - x * k; }
 
 /* One row's term of the weight's gradient: g times the rounded normalised x. */

@@ -20,7 +20,8 @@ static zl_status attention_backward_composed(const zli_dev_kernels *kern, int in
                                              zl_tensor **gin)
 {
     zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
-    int64_t B = n->i[ZLI_ATT_B], tq = n->i[ZLI_ATT_TQ], tk = n->i[ZLI_ATT_TK], d = n->i[ZLI_ATT_D], dv = n->i[ZLI_ATT_DV], grp = n->i[ZLI_ATT_G];
+    int64_t B = n->i[ZLI_ATT_B], tq = n->i[ZLI_ATT_TQ], tk = n->i[ZLI_ATT_TK], d = n->i[ZLI_ATT_D];
+    int64_t dv = n->i[ZLI_ATT_DV], grp = n->i[ZLI_ATT_G];
     int64_t bk = B / grp, mq = grp * tq;
     float scale = (float)n->f[0];
     zl_dtype dt = zli_gemm_dtype(kern, 3, n->inputs);
@@ -141,7 +142,8 @@ static zl_status attention_check(const zl_tensor *q, const zl_tensor *k, const z
 static zl_status attention_composed(const zli_dev_kernels *kern, int index, zl_tensor *const *in, bool causal,
                                     float scale, const int64_t *dims, zl_tensor *p, zl_tensor *out)
 {
-    int64_t B = dims[ZLI_ATT_B], grp = dims[ZLI_ATT_G], tq = dims[ZLI_ATT_TQ], tk = dims[ZLI_ATT_TK], d = dims[ZLI_ATT_D], dv = dims[ZLI_ATT_DV];
+    int64_t B = dims[ZLI_ATT_B], grp = dims[ZLI_ATT_G], tq = dims[ZLI_ATT_TQ], tk = dims[ZLI_ATT_TK];
+    int64_t d = dims[ZLI_ATT_D], dv = dims[ZLI_ATT_DV];
     zl_dtype dt = zli_gemm_dtype(kern, 3, in);
     int64_t bk = B / grp, mq = grp * tq;
     zl_tensor *qc = zli_contiguous_as_like(in[0], dt, p), *kc = zli_contiguous_as_like(in[1], dt, p);
@@ -197,7 +199,8 @@ zl_tensor *zl_attention_masked(zl_tensor *q, zl_tensor *k, zl_tensor *v, zl_tens
     int64_t B = zli_numel(nb, q->shape);
     if (scale == 0) scale = 1.0 / sqrt((double)d);
     int64_t dims[ZLI_ATT_CAUSAL];
-    dims[ZLI_ATT_B] = B; dims[ZLI_ATT_TQ] = tq; dims[ZLI_ATT_TK] = tk; dims[ZLI_ATT_D] = d; dims[ZLI_ATT_DV] = dv; dims[ZLI_ATT_G] = grp;
+    dims[ZLI_ATT_B] = B; dims[ZLI_ATT_TQ] = tq; dims[ZLI_ATT_TK] = tk;
+    dims[ZLI_ATT_D] = d; dims[ZLI_ATT_DV] = dv; dims[ZLI_ATT_G] = grp;
     int64_t oshape[ZL_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof oshape);
     oshape[nb + 1] = dv;

@@ -43,6 +43,7 @@ static zl_tensor *run_binary(const zli_dev_kernels *k, int index, int kind, bool
 
 static zl_status binary_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 static const char *const names[] = {"add", "sub", "mul", "div", "pow", "eq", "lt", "gt", "ne", "le", "ge"};
+
 static zl_tensor *binary(int kind, zl_tensor *a, zl_tensor *b)
 {
     const char *op = names[kind];
@@ -87,6 +88,7 @@ zl_tensor *zl_gt(zl_tensor *a, zl_tensor *b) { return binary(B_GT, a, b); }
 zl_tensor *zl_ne(zl_tensor *a, zl_tensor *b) { return binary(B_NE, a, b); }
 zl_tensor *zl_le(zl_tensor *a, zl_tensor *b) { return binary(B_LE, a, b); }
 zl_tensor *zl_ge(zl_tensor *a, zl_tensor *b) { return binary(B_GE, a, b); }
+
 /* g * f(a, b) reduced to `like`'s shape; f chosen per input below. */
 static zl_tensor *reduce_to(zl_tensor *full, const zl_tensor *like)
 {

@@ -101,7 +101,8 @@ zl_tensor *zl_conv2d_ex(zl_tensor *x, zl_tensor *w, zl_tensor *b, int stride_h, 
         return zli_op_end("conv2d", nin, in, NULL);
     zl_tensor *xf = zli_f32c(x), *wf = zli_f32c(w), *bf = b ? zli_f32c_like(b, x) : NULL, *y = NULL;
     if (xf && wf && (!b || bf))
-        y = k->conv2d ? k->conv2d(index, &geo, groups, xf, wf, bf) : zli_conv2d_composed(k, index, &geo, groups, xf, wf, bf);
+        y = k->conv2d ? k->conv2d(index, &geo, groups, xf, wf, bf)
+                      : zli_conv2d_composed(k, index, &geo, groups, xf, wf, bf);
     zl_tensor_release(xf);
     zl_tensor_release(wf);
     zl_tensor_release(bf);

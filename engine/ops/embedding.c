@@ -101,6 +101,7 @@ static zl_tensor *embedding(zl_tensor *weight, zl_tensor *indices, bool padded, 
 }
 
 zl_tensor *zl_embedding(zl_tensor *weight, zl_tensor *indices) { return embedding(weight, indices, false, 0); }
+
 zl_tensor *zl_embedding_padded(zl_tensor *weight, zl_tensor *indices, int64_t padding_idx)
 {
     return embedding(weight, indices, true, padding_idx);

@@ -27,6 +27,7 @@ static zl_status check_reduction(const char *op, zl_reduction red)
  * 50257-word vocabulary makes one of the largest tensors of a step. */
 
 static bool is_half(zl_dtype dt) { return dt == ZL_DTYPE_BF16 || dt == ZL_DTYPE_F16; }
+
 /* The node keeps the targets, the log-sum-exps and the class weights (saved
  * slots 0, 1 and 2) where the kernels run; f[0..2] the options' keep,
  * spread and wsum, f[3] the mean's factor (1 otherwise). */

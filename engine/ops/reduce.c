@@ -12,8 +12,10 @@
 enum { R_SUM = ZLM_R_SUM, R_MEAN = ZLM_R_MEAN, R_MAX = ZLM_R_MAX, R_ARGMAX = ZLM_R_ARGMAX, R_MIN = ZLM_R_MIN,
        R_ARGMIN = ZLM_R_ARGMIN };
 static const char *const names[] = {"sum", "mean", "max", "argmax", "min", "argmin"};
+
 /* Whether the reduction picks an element (its gradient goes to that one). */
 static bool picks(int kind) { return kind >= R_MAX; }
+
 static zl_status reduce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 
 /* out [out] (f32) and, for max, min and their positions, idx [out] (i64,
@@ -171,6 +173,7 @@ zl_tensor *zl_max(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MAX, x,
 zl_tensor *zl_argmax(zl_tensor *x, int dim, bool keepdim) { return reduce(R_ARGMAX, x, dim, keepdim); }
 zl_tensor *zl_min(zl_tensor *x, int dim, bool keepdim) { return reduce(R_MIN, x, dim, keepdim); }
 zl_tensor *zl_argmin(zl_tensor *x, int dim, bool keepdim) { return reduce(R_ARGMIN, x, dim, keepdim); }
+
 /* dims [n] checked (each a dim of x, none twice) into red [x->ndim]: true
  * where reduced; n == 0 reduces every dim. */
 static zl_status dims_mask(const char *op, const zl_tensor *x, int n, const int *dims, bool *red)

@@ -106,6 +106,7 @@ static zl_tensor *join(const char *op, zl_tensor *const *ts, int n, int dim, boo
 
 zl_tensor *zl_cat(zl_tensor *const *ts, int n, int dim) { return join("cat", ts, n, dim, false); }
 zl_tensor *zl_stack(zl_tensor *const *ts, int n, int dim) { return join("stack", ts, n, dim, true); }
+
 /* saved[0]: the checked indices, in x's memory. */
 static zl_status index_select_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {

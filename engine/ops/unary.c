@@ -83,6 +83,7 @@ static zl_tensor *int_clamp(zl_tensor *x, double lo, double hi)
 }
 
 static bool whole_or_open(double b) { return isinf(b) || (b == floor(b) && fabs(b) < 0x1p63); }
+
 static zl_tensor *unary(int kind, zl_tensor *x, double p0, double p1)
 {
     const char *op = names[kind];
@@ -142,6 +143,7 @@ zl_tensor *zl_cos(zl_tensor *x) { return unary(U_COS, x, 0, 0); }
 zl_tensor *zl_log1p(zl_tensor *x) { return unary(U_LOG1P, x, 0, 0); }
 zl_tensor *zl_softplus(zl_tensor *x, double beta, double threshold) { return unary(U_SOFTPLUS, x, beta, threshold); }
 zl_tensor *zl_leaky_relu(zl_tensor *x, double slope) { return unary(U_LEAKY_RELU, x, slope, 0); }
+
 zl_tensor *zl_clamp(zl_tensor *x, double lo, double hi)
 {
     if (isnan(lo) || isnan(hi)) {

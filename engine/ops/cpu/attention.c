@@ -118,11 +118,14 @@ static bool bmat_of(zl_tensor *t, bmat *m)
 }
 
 static const float *bmat_at(const bmat *m, int64_t b) { return m->base + batch_offset(m->nb, m->shape, m->stride, b); }
+
 static void bmat_done(bmat *m) { zl_tensor_release(m->owner); }
+
 /* Batches in parallel when there is more than one and enough work. */
 #define BATCH_PARALLEL(B, work) if ((B) > 1 && (B) * (work) > ZLI_PAR_MIN)
 /* Rows per block of one batch's products: all of them, or CAUSAL_ROWS. */
 static int64_t block_rows(bool causal, int64_t tq) { return causal ? CAUSAL_ROWS : tq > 0 ? tq : 1; }
+
 /* Keys a block of rows ending before row r1 reads: those its last row sees. */
 static int64_t block_keys(int64_t r1, int64_t tq, int64_t tk, bool causal)
 {
@@ -138,7 +141,8 @@ zl_status zli_cpu_attention_backward(int index, zl_node *n, zl_tensor *g, zl_ten
 {
     (void)index;
     zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2];
-    int64_t B = n->i[ZLI_ATT_B], tq = n->i[ZLI_ATT_TQ], tk = n->i[ZLI_ATT_TK], d = n->i[ZLI_ATT_D], dv = n->i[ZLI_ATT_DV], grp = n->i[ZLI_ATT_G];
+    int64_t B = n->i[ZLI_ATT_B], tq = n->i[ZLI_ATT_TQ], tk = n->i[ZLI_ATT_TK], d = n->i[ZLI_ATT_D];
+    int64_t dv = n->i[ZLI_ATT_DV], grp = n->i[ZLI_ATT_G];
     bool causal = n->i[ZLI_ATT_CAUSAL];
     float scale = (float)n->f[0];
     const float *pp = zl_tensor_data(n->saved[0]), *pg = zl_tensor_data(g);
@@ -213,7 +217,8 @@ zl_status zli_cpu_attention(int index, zl_tensor *const *in, const zl_tensor *ma
                             const int64_t *dims, zl_tensor *p, zl_tensor *out)
 {
     (void)index;
-    int64_t B = dims[ZLI_ATT_B], grp = dims[ZLI_ATT_G], tq = dims[ZLI_ATT_TQ], tk = dims[ZLI_ATT_TK], d = dims[ZLI_ATT_D], dv = dims[ZLI_ATT_DV];
+    int64_t B = dims[ZLI_ATT_B], grp = dims[ZLI_ATT_G], tq = dims[ZLI_ATT_TQ], tk = dims[ZLI_ATT_TK];
+    int64_t d = dims[ZLI_ATT_D], dv = dims[ZLI_ATT_DV];
     zl_tensor *q = in[0];
     int nb = q->ndim - 2;
     amask am = {0};

@@ -48,7 +48,8 @@ zl_status zli_cpu_rms_backward(int index, int64_t rows, int64_t m, const void *x
                 float k = zlm_rms_k(zlm_rms_row_sum(m, xr, ZLM_F32, gr, ZLM_F32, w, ZLM_F32), m, rs);
                 float *out = gx + r * m;
                 if (w)
-                    for (int64_t j = 0; j < m; j++) out[j] = zlm_rms_grad_x(xr[j], zlm_rms_gn(gr[j], true, w[j]), rs, k);
+                    for (int64_t j = 0; j < m; j++)
+                        out[j] = zlm_rms_grad_x(xr[j], zlm_rms_gn(gr[j], true, w[j]), rs, k);
                 else
                     for (int64_t j = 0; j < m; j++) out[j] = zlm_rms_grad_x(xr[j], gr[j], rs, k);
             }

@@ -5,10 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
 #include "device_kernels.h"
-#include "../math/convert.h"
-#include "../math/cross_entropy.h"
 
 static zl_status check_reduction(const char *op, zl_reduction red)
 {

@@ -32,7 +32,7 @@ static zl_status matmul_backward(zl_node *n, zl_tensor *g, zl_tensor **gin);
 static zl_tensor *table_operand(zl_tensor *t, const zl_tensor *home, zl_dtype dt, bool *trans, int64_t *lead)
 {
     if (t->storage->dev == home->storage->dev) return zli_gemm_operand(t, dt, trans, lead);
-    zl_tensor *c = dt == ZL_DTYPE_F32 ? zli_f32c_like(t, home) : zli_copy_as_like(t, dt, home);
+    zl_tensor *c = zli_copy_as_like(t, dt, home);
     if (c) zli_gemm_layout(c, trans, lead);
     return c;
 }

@@ -45,17 +45,6 @@ static zl_status ln_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
-/* weight and bias must have exactly the shape of x's last nnorm dims. */
-static zl_status check_tail(const char *role, const zl_tensor *p, const zl_tensor *x, int nnorm)
-{
-    const int64_t *tail = x->shape + x->ndim - nnorm;
-    if (p->ndim == nnorm && memcmp(p->shape, tail, (size_t)nnorm * sizeof p->shape[0]) == 0) return ZL_OK;
-    char sp[128], st[128], sx[128];
-    return zl_error(ZL_ESHAPE, "layer_norm: %s must have shape %s, the last %d dims of the input %s; got %s", role,
-                    zl_shape_str(nnorm, tail, st, sizeof st), nnorm, zl_shape_str(x->ndim, x->shape, sx, sizeof sx),
-                    zl_shape_str(p->ndim, p->shape, sp, sizeof sp));
-}
-
 /* Output in x's dtype, as activations are; weight and bias may be any float dtype. */
 zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *bias, double eps)
 {
@@ -75,21 +64,14 @@ zl_tensor *zl_layer_norm(zl_tensor *x, int nnorm, zl_tensor *weight, zl_tensor *
     if (zli_need_float(op, "input", x) || (weight && zli_need_float(op, "weight", weight)) ||
         (bias && zli_need_float(op, "bias", bias)))
         return zli_op_end(op, nin, in, NULL);
-    if (nnorm < 1 || nnorm > x->ndim) {
-        char s[128];
-        zl_error(ZL_EINVAL, "%s: cannot normalise over the last %d dims of an input of shape %s (expected 1..%d)",
-                 op, nnorm, zl_shape_str(x->ndim, x->shape, s, sizeof s), x->ndim);
-        return zli_op_end(op, nin, in, NULL);
-    }
-    if ((weight && check_tail("weight", weight, x, nnorm)) || (bias && check_tail("bias", bias, x, nnorm)))
+    int64_t rows, m;
+    if (zli_norm_dims(op, x, nnorm, 2, (const zl_tensor *[]){weight, bias}, (const char *[]){"weight", "bias"},
+                      &rows, &m))
         return zli_op_end(op, nin, in, NULL);
     if (!(eps >= 0)) {
         zl_error(ZL_EINVAL, "%s: eps must be >= 0, got %g", op, eps);
         return zli_op_end(op, nin, in, NULL);
     }
-    int64_t rows = 1, m = 1;
-    for (int i = 0; i < x->ndim - nnorm; i++) rows *= x->shape[i];
-    for (int i = x->ndim - nnorm; i < x->ndim; i++) m *= x->shape[i];
     /* mean and rstd, kept for backward in x's memory. */
     int64_t nstats = rows ? 2 * rows : 1;
     zl_tensor *dstats = zli_new_f32_like(x, 1, &nstats);

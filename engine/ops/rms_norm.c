@@ -58,27 +58,13 @@ zl_tensor *zl_rms_norm(zl_tensor *x, int nnorm, zl_tensor *weight, double eps)
     if (weight && zli_same_device(op, x, weight)) return zli_op_end(op, nin, in, NULL);
     if (zli_need_float(op, "input", x) || (weight && zli_need_float(op, "weight", weight)))
         return zli_op_end(op, nin, in, NULL);
-    if (nnorm < 1 || nnorm > x->ndim) {
-        char s[128];
-        zl_error(ZL_EINVAL, "%s: cannot normalise over the last %d dims of an input of shape %s (expected 1..%d)",
-                 op, nnorm, zl_shape_str(x->ndim, x->shape, s, sizeof s), x->ndim);
+    int64_t rows, m;
+    if (zli_norm_dims(op, x, nnorm, 1, (const zl_tensor *[]){weight}, (const char *[]){"weight"}, &rows, &m))
         return zli_op_end(op, nin, in, NULL);
-    }
-    const int64_t *tail = x->shape + x->ndim - nnorm;
-    if (weight && (weight->ndim != nnorm || memcmp(weight->shape, tail, (size_t)nnorm * sizeof *tail) != 0)) {
-        char sw[128], st[128], sx[128];
-        zl_error(ZL_ESHAPE, "%s: weight must have shape %s, the last %d dims of the input %s; got %s", op,
-                 zl_shape_str(nnorm, tail, st, sizeof st), nnorm, zl_shape_str(x->ndim, x->shape, sx, sizeof sx),
-                 zl_shape_str(weight->ndim, weight->shape, sw, sizeof sw));
-        return zli_op_end(op, nin, in, NULL);
-    }
     if (!(eps >= 0) || isinf(eps)) {
         zl_error(ZL_EINVAL, "%s: eps must be finite and >= 0, got %g", op, eps);
         return zli_op_end(op, nin, in, NULL);
     }
-    int64_t rows = 1, m = 1;
-    for (int i = 0; i < x->ndim - nnorm; i++) rows *= x->shape[i];
-    for (int i = x->ndim - nnorm; i < x->ndim; i++) m *= x->shape[i];
     zl_dtype ydt = weight ? zli_promote(x->dtype, weight->dtype) : x->dtype;
     int64_t nstats = rows > 0 ? rows : 1;
     zl_tensor *rstd = zli_new_f32_like(x, 1, &nstats);

@@ -94,6 +94,26 @@ zl_tensor *zli_host_result(zl_tensor *r, zl_dtype dt, const zl_tensor *like)
     return out;
 }
 
+zl_status zli_norm_dims(const char *op, const zl_tensor *x, int nnorm, int np, const zl_tensor *const *params,
+                        const char *const *roles, int64_t *rows, int64_t *m)
+{
+    char sx[128], st[128], sp[128];
+    if (nnorm < 1 || nnorm > x->ndim)
+        return zl_error(ZL_EINVAL, "%s: cannot normalise over the last %d dims of an input of shape %s (expected "
+                        "1..%d)", op, nnorm, zl_shape_str(x->ndim, x->shape, sx, sizeof sx), x->ndim);
+    const int64_t *tail = x->shape + x->ndim - nnorm;
+    for (int i = 0; i < np; i++) {
+        const zl_tensor *p = params[i];
+        if (!p || (p->ndim == nnorm && memcmp(p->shape, tail, (size_t)nnorm * sizeof *tail) == 0)) continue;
+        return zl_error(ZL_ESHAPE, "%s: %s must have shape %s, the last %d dims of the input %s; got %s", op,
+                        roles[i], zl_shape_str(nnorm, tail, st, sizeof st), nnorm,
+                        zl_shape_str(x->ndim, x->shape, sx, sizeof sx), zl_shape_str(p->ndim, p->shape, sp, sizeof sp));
+    }
+    *rows = zli_numel(x->ndim - nnorm, x->shape);
+    *m = zli_numel(nnorm, tail);
+    return ZL_OK;
+}
+
 zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, int64_t **out)
 {
     if (t->dtype != ZL_DTYPE_I64 && t->dtype != ZL_DTYPE_I32)

@@ -26,7 +26,7 @@ __device__ void ce_forward_row(int64_t r, int64_t ncls, const void *x, int xdt, 
     s = zlk_block_reduce(s, zlk_sum(), 0.0);
     float l = zlm_ce_lse(m, s);
     double q = 0;
-    if (!zlm_ce_plain(&o) && o.spread != 0.0f) {   /* the same for every thread of the block */
+    if (o.spread != 0.0f) {   /* the same for every thread of the block */
         for (int64_t c = threadIdx.x; c < ncls; c += blockDim.x)
             q += zlm_ce_smooth_term(&o, c, l, zlm_load(x, xdt, base + c));
         q = zlk_block_reduce(q, zlk_sum(), 0.0);

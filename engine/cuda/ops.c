@@ -160,6 +160,29 @@ static zl_status att_softmax_backward(int index, int64_t rows, int64_t tk, float
     return zli_cuda_done(index, "attention backward", zlk_cuda_attention_softmax_backward(rows, tk, dp, p, NULL));
 }
 
+static zl_status flash_forward(int index, int dt, const int64_t *dims, bool causal, float scale, const void *q,
+                               const void *k, const void *v, void *out, float *lse, bool *done)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    const void *bufs[] = {q, k, v, out, lse};
+    *done = zlk_cuda_flash_takes(dt, dims[ZLI_ATT_D], dims[ZLI_ATT_DV], dims[ZLI_ATT_TQ], dims[ZLI_ATT_TK], bufs, 5);
+    if (!*done) return ZL_OK;
+    return zli_cuda_done(index, "attention", zlk_cuda_flash_forward(dt, dims, causal, scale, q, k, v, out, lse, NULL));
+}
+
+static zl_status flash_backward(int index, int dt, const int64_t *dims, bool causal, float scale, const void *q,
+                                const void *k, const void *v, const void *out, const void *dout, const float *lse,
+                                float *delta, float *dq, float *dk, float *dv)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    const void *bufs[] = {q, k, v, out, dout, lse, delta, dq ? dq : q, dk ? dk : q, dv ? dv : q};
+    if (!zlk_cuda_flash_takes(dt, dims[ZLI_ATT_D], dims[ZLI_ATT_DV], dims[ZLI_ATT_TQ], dims[ZLI_ATT_TK], bufs, 10))
+        return zl_error(ZL_EINVAL, "attention backward: the flash kernels do not take these buffers");
+    return zli_cuda_done(index, "attention backward",
+                         zlk_cuda_flash_backward(dt, dims, causal, scale, q, k, v, out, dout, lse, delta, dq, dk, dv,
+                                                 NULL));
+}
+
 static zl_status dropout(int index, int64_t n, uint64_t seed, uint64_t offset, float p, float scale, const float *x,
                          uint8_t *keep, float *y)
 {
@@ -310,6 +333,7 @@ const zli_dev_kernels zli_cuda_kernels = {
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
     .gemm_batched = zli_cuda_gemm_batched, .gemm_half = zli_cuda_gemm_half, .linear_half = zli_cuda_linear_half,
     .att_softmax = att_softmax, .att_softmax_backward = att_softmax_backward,
+    .flash_forward = flash_forward, .flash_backward = flash_backward,
     .dropout = dropout, .dropout_backward = dropout_backward, .reduce_dim = reduce_dim, .reduce_all = reduce_all,
     .reduce_backward = reduce_backward, .select = select_,
 };

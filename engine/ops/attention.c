@@ -4,7 +4,9 @@
  * rebuilds dS from P. A table's fused attention runs it where it has one
  * (the CPU's, ops/cpu/attention.c); a table without (a GPU's) gets it
  * composed of strided-batched GEMMs, all batches at once, a group's query
- * heads one matrix of rows against their shared keys. */
+ * heads one matrix of rows against their shared keys, unless its flash
+ * kernels take the sizes: then P is never written, and forward keeps each
+ * row's log-sum-exp and its output instead. */
 #include <math.h>
 #include <string.h>
 #include "device_kernels.h"
@@ -56,6 +58,42 @@ static zl_status attention_backward_composed(const zli_dev_kernels *kern, int in
         st = zli_dev_gemm(kern, index, dt, true, false, tk, d, mq, scale, pdsc, tk, mq * tk, zl_tensor_data(qc), d,
                           mq * d, 0.0f, zl_tensor_data(gin[1]), d, tk * d, bk);
     zl_tensor *objs[] = {qc, kc, vc, gc, pc, ds, dsc};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    return st;
+}
+
+/* The flash kernels' backward: dO and the inputs in the forward's dtype, the
+ * lse and output it saved; k's and v's gradients come from one kernel, so
+ * both are made when either is wanted. */
+static zl_status attention_backward_flash(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    const zli_dev_kernels *kern = NULL;
+    int index = 0;
+    if (zli_op_device("attention backward", 1, &g, &kern, &index) < 0) return zli_last_code();
+    zl_tensor *q = n->inputs[0], *k = n->inputs[1], *v = n->inputs[2], *lse = n->saved[0], *out = n->saved[1];
+    zl_dtype dt = out->dtype;
+    bool want_q = zli_requires_grad(q), want_kv = zli_requires_grad(k) || zli_requires_grad(v);
+    zl_tensor *qc = zli_contiguous_as_like(q, dt, g), *kc = zli_contiguous_as_like(k, dt, g);
+    zl_tensor *vc = zli_contiguous_as_like(v, dt, g), *oc = zli_contiguous_as_like(out, dt, g);
+    zl_tensor *gc = zli_contiguous_as_like(g, dt, g);
+    zl_tensor *delta = zli_new_f32_like(g, 1, (int64_t[]){n->i[ZLI_ATT_B] * n->i[ZLI_ATT_TQ]});
+    zl_tensor *dq = want_q ? zli_new_f32_like(g, q->ndim, q->shape) : NULL;
+    zl_tensor *dk = want_kv ? zli_new_f32_like(g, k->ndim, k->shape) : NULL;
+    zl_tensor *dv = want_kv ? zli_new_f32_like(g, v->ndim, v->shape) : NULL;
+    zl_status st = qc && kc && vc && oc && gc && delta && (dq || !want_q) && ((dk && dv) || !want_kv) ? ZL_OK
+                                                                                                 : ZL_ENOMEM;
+    if (!st)
+        st = kern->flash_backward(index, (int)dt, n->i, n->i[ZLI_ATT_CAUSAL] != 0, (float)n->f[0], zl_tensor_data(qc),
+                                  zl_tensor_data(kc), zl_tensor_data(vc), zl_tensor_data(oc), zl_tensor_data(gc),
+                                  zl_tensor_data(lse), zl_tensor_data(delta), dq ? zl_tensor_data(dq) : NULL,
+                                  dk ? zl_tensor_data(dk) : NULL, dv ? zl_tensor_data(dv) : NULL);
+    if (!st) {
+        gin[0] = dq;
+        dq = NULL;
+        if (zli_requires_grad(k)) { gin[1] = dk; dk = NULL; }
+        if (zli_requires_grad(v)) { gin[2] = dv; dv = NULL; }
+    }
+    zl_tensor *objs[] = {qc, kc, vc, oc, gc, delta, dq, dk, dv};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     return st;
 }
@@ -163,6 +201,33 @@ static zl_status attention_composed(const zli_dev_kernels *kern, int index, zl_t
     return st;
 }
 
+/* The table's flash kernels, for q, k and v all in dt (bf16 or f16): *out
+ * [oshape] in dt and *lse [B, tq] f32, or both NULL when the kernels decline
+ * these sizes. */
+static zl_status attention_flash(const zli_dev_kernels *kern, int index, zl_tensor *const *in, bool causal,
+                                 float scale, const int64_t *dims, zl_dtype dt, int ndim, const int64_t *oshape,
+                                 zl_tensor **out, zl_tensor **lse)
+{
+    const zl_tensor *home = zli_op_home(3, in);
+    zl_tensor *qc = zli_contiguous_as_like(in[0], dt, home), *kc = zli_contiguous_as_like(in[1], dt, home);
+    zl_tensor *vc = zli_contiguous_as_like(in[2], dt, home);
+    *out = zli_new_like(home, dt, ndim, oshape, ZL_MEM_ACTIVATIONS);
+    *lse = zli_new_f32_like(home, 2, (int64_t[]){dims[ZLI_ATT_B], dims[ZLI_ATT_TQ]});
+    bool done = false;
+    zl_status st = qc && kc && vc && *out && *lse ? ZL_OK : ZL_ENOMEM;
+    if (!st)
+        st = kern->flash_forward(index, (int)dt, dims, causal, scale, zl_tensor_data(qc), zl_tensor_data(kc),
+                                 zl_tensor_data(vc), zl_tensor_data(*out), zl_tensor_data(*lse), &done);
+    if (st || !done) {
+        zl_tensor_release(*out);
+        zl_tensor_release(*lse);
+        *out = *lse = NULL;
+    }
+    zl_tensor *objs[] = {qc, kc, vc};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    return st;
+}
+
 zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, double scale)
 {
     return zl_attention_masked(q, k, v, NULL, causal, scale);
@@ -204,24 +269,39 @@ zl_tensor *zl_attention_masked(zl_tensor *q, zl_tensor *k, zl_tensor *v, zl_tens
     int64_t oshape[ZL_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof oshape);
     oshape[nb + 1] = dv;
-    const zl_tensor *home = zli_op_home(3, in);
-    zl_tensor *p = zli_new_f32_like(home, 3, (int64_t[]){B, tq, tk});
-    zl_tensor *out = p ? zli_new_f32_like(home, q->ndim, oshape) : NULL;
-    zl_status st = !out            ? ZL_ENOMEM
-                   : kern->attention ? kern->attention(index, in, mask, causal, (float)scale, dims, p, out)
-                                     : attention_composed(kern, index, in, causal, (float)scale, dims, p, out);
+    /* p: the probabilities [B, tq, tk] f32, or the flash kernels' lse [B, tq] */
+    zl_tensor *p = NULL, *out = NULL;
+    zl_dtype dt = zli_gemm_dtype(kern, 3, in);
+    zl_status st = ZL_OK;
+    if (!mask && !kern->attention && kern->flash_forward && dt != ZL_DTYPE_F32)
+        st = attention_flash(kern, index, in, causal, (float)scale, dims, dt, q->ndim, oshape, &out, &p);
+    bool flash = out != NULL;
+    if (!st && !flash) {
+        const zl_tensor *home = zli_op_home(3, in);
+        p = zli_new_f32_like(home, 3, (int64_t[]){B, tq, tk});
+        out = p ? zli_new_f32_like(home, q->ndim, oshape) : NULL;
+        st = !out            ? ZL_ENOMEM
+             : kern->attention ? kern->attention(index, in, mask, causal, (float)scale, dims, p, out)
+                               : attention_composed(kern, index, in, causal, (float)scale, dims, p, out);
+    }
     if (st) {
         zl_tensor_release(out);
         out = NULL;
     }
     out = zli_cast_result(out, zli_promote(zli_promote(q->dtype, k->dtype), v->dtype));
     zl_node *n = NULL;
-    if (out && zli_record(out, op, attention_backward, 3, in, &n)) { zl_tensor_release(out); out = NULL; }
+    if (out && zli_record(out, op, flash ? attention_backward_flash : attention_backward, 3, in, &n)) {
+        zl_tensor_release(out);
+        out = NULL;
+    }
     if (n) {
         n->f[0] = scale;
         n->i[ZLI_ATT_B] = B; n->i[ZLI_ATT_TQ] = tq; n->i[ZLI_ATT_TK] = tk; n->i[ZLI_ATT_D] = d; n->i[ZLI_ATT_DV] = dv;
         n->i[ZLI_ATT_G] = grp; n->i[ZLI_ATT_CAUSAL] = causal;
-        if (zli_node_save(n, 0, p, false)) { zl_tensor_release(out); out = NULL; }
+        if (zli_node_save(n, 0, p, false) || (flash && zli_node_save(n, 1, out, true))) {
+            zl_tensor_release(out);
+            out = NULL;
+        }
     }
     zl_tensor_release(p);
     return zli_op_end(op, nin, in, out);

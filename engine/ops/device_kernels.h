@@ -185,6 +185,21 @@ typedef struct zli_dev_kernels {
     zl_status (*attention)(int index, zl_tensor *const *in, const zl_tensor *mask, bool causal, float scale,
                            const int64_t *dims, zl_tensor *p, zl_tensor *out);
     zl_status (*attention_backward)(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);
+    /* Attention that never writes its scores (math/flash.h; a GPU's flash
+     * kernels): q [B, tq, d], k and v [B / g, tk, d], contiguous in dt (bf16
+     * or f16), dims in ZLI_ATT_* order; out [B, tq, d] in dt and lse [B, tq]
+     * f32, each row's log-sum-exp of its scaled scores. *done false (and
+     * ZL_OK) when the kernels do not take these sizes, this alignment or this
+     * device: the op composes attention instead. May be NULL. */
+    zl_status (*flash_forward)(int index, int dt, const int64_t *dims, bool causal, float scale, const void *q,
+                               const void *k, const void *v, void *out, float *lse, bool *done);
+    /* Its backward, for sizes the forward took: dq [B, tq, d] (or NULL), dk
+     * and dv [B / g, tk, d] (both or neither) f32 from the forward's inputs,
+     * out and lse, and dout [B, tq, d] in dt; delta [B, tq] f32 scratch.
+     * Deterministic: a key's gradients sum its query heads and rows in order. */
+    zl_status (*flash_backward)(int index, int dt, const int64_t *dims, bool causal, float scale, const void *q,
+                                const void *k, const void *v, const void *out, const void *dout, const float *lse,
+                                float *delta, float *dq, float *dk, float *dv);
     /* s [rows, tk] [in/out]: attention's scaled scores to probabilities, row r
      * being query r % tq, causal rows cut there (attention.c's softmax_rows). */
     zl_status (*att_softmax)(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s);

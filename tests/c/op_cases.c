@@ -303,6 +303,13 @@ const op_case op_cases[] = {
     {"zl_attention", "a scale, not causal", "f32[1,2,3,4] f32[1,2,5,4] f32[1,2,5,4]", attention_scaled, G | CLOSE},
     {"zl_attention", "grouped queries, a KV cache", "f32[1,4,3,8] f32[1,2,5,8] f32[1,2,5,8]", attention_causal,
      G | CLOSE},
+    /* bf16 and f16 at a GPU's flash widths: key tiles of 64, their edges crossed */
+    {"zl_attention", "bf16, causal over two key tiles", "bf16[1,2,70,64] bf16[1,2,70,64] bf16[1,2,70,64]",
+     attention_causal, G | CLOSE},
+    {"zl_attention", "f16, not causal, more keys", "f16[2,2,5,64] f16[2,2,130,64] f16[2,2,130,64]", attention_scaled,
+     G | CLOSE},
+    {"zl_attention", "bf16, grouped queries, width 128", "bf16[1,4,65,128] bf16[1,1,66,128] bf16[1,1,66,128]",
+     attention_causal, G | CLOSE},
     {"zl_attention_masked", "no mask", "f32[1,2,4,8] f32[1,2,4,8] f32[1,2,4,8]", attention_masked_null, G | CLOSE},
     {"zl_attention_masked", "a mask", "f32[1,2,3,4] f32[1,2,5,4] f32[1,2,5,4] bool[1,1,3,5]?", attention_masked,
      G | HOST},

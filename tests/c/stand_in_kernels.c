@@ -11,6 +11,7 @@
 #include "math/cross_entropy.h"
 #include "math/dropout.h"
 #include "math/embedding.h"
+#include "math/flash.h"
 #include "math/index_select.h"
 #include "math/layer_norm.h"
 #include "math/reduce.h"
@@ -158,6 +159,85 @@ static zl_status fake_att_softmax_backward(int index, int64_t rows, int64_t tk, 
 {
     CHECK(index == FAKE_INDEX);
     for (int64_t r = 0; r < rows; r++) zlm_attention_softmax_row_backward(dp + r * tk, p + r * tk, tk);
+    return ZL_OK;
+}
+
+/* n elements of p (dt) widened to f32, in a new buffer. */
+static float *widen(const void *p, int dt, int64_t n)
+{
+    float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+    for (int64_t i = 0; f && i < n; i++) f[i] = zlm_load(p, dt, i);
+    return f;
+}
+
+static float dot(const float *a, const float *b, int64_t n)
+{
+    float s = 0.0f;
+    for (int64_t c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+/* Flash attention a query row at a time (math/flash.h). It takes only keys
+ * and values of one width, as a GPU's kernels take only some widths, so
+ * the composed path has the rest. */
+static zl_status fake_flash_forward(int index, int dt, const int64_t *dims, bool causal, float scale, const void *q,
+                                    const void *k, const void *v, void *out, float *lse, bool *done)
+{
+    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16));
+    int64_t B = dims[ZLI_ATT_B], tq = dims[ZLI_ATT_TQ], tk = dims[ZLI_ATT_TK], d = dims[ZLI_ATT_D];
+    int64_t grp = dims[ZLI_ATT_G];
+    *done = d == dims[ZLI_ATT_DV];
+    if (!*done) return ZL_OK;
+    float *qf = widen(q, dt, B * tq * d), *kf = widen(k, dt, B / grp * tk * d), *vf = widen(v, dt, B / grp * tk * d);
+    float s[ZLM_FLASH_BK], *o = malloc((size_t)d * sizeof *o);
+    CHECK(qf && kf && vf && o);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < tq; i++) {
+            int64_t r = b * tq + i, kv = b / grp * tk * d;
+            lse[r] = zlm_flash_row(qf + r * d, kf + kv, vf + kv, zlm_attention_limit(i, tq, tk, causal), d, scale, dt,
+                                   s, o);
+            for (int64_t c = 0; c < d; c++) zlm_store(out, dt, r * d + c, o[c]);
+        }
+    free(o), free(vf), free(kf), free(qf);
+    stand_in_calls.flash[0]++;
+    return ZL_OK;
+}
+
+/* Its backward score by score: P from the row's lse, dS = P (dP - delta),
+ * each rounded to dt where a GEMM of the GPU's reads it; the products with
+ * scale applied at the end, as the kernels' accumulators are. */
+static zl_status fake_flash_backward(int index, int dt, const int64_t *dims, bool causal, float scale, const void *q,
+                                     const void *k, const void *v, const void *out, const void *dout,
+                                     const float *lse, float *delta, float *dq, float *dk, float *dv)
+{
+    CHECK(index == FAKE_INDEX && (dt == ZLM_BF16 || dt == ZLM_F16) && !dk == !dv);
+    int64_t B = dims[ZLI_ATT_B], tq = dims[ZLI_ATT_TQ], tk = dims[ZLI_ATT_TK], d = dims[ZLI_ATT_D];
+    int64_t grp = dims[ZLI_ATT_G], nq = B * tq * d, nkv = B / grp * tk * d;
+    float *qf = widen(q, dt, nq), *kf = widen(k, dt, nkv), *vf = widen(v, dt, nkv);
+    float *of = widen(out, dt, nq), *gf = widen(dout, dt, nq);
+    CHECK(qf && kf && vf && of && gf);
+    for (int64_t r = 0; r < B * tq; r++) delta[r] = dot(gf + r * d, of + r * d, d);
+    if (dq) memset(dq, 0, (size_t)nq * sizeof *dq);
+    if (dk) memset(dk, 0, (size_t)nkv * sizeof *dk), memset(dv, 0, (size_t)nkv * sizeof *dv);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < tq; i++) {
+            int64_t r = b * tq + i, lim = zlm_attention_limit(i, tq, tk, causal);
+            for (int64_t j = 0; j < lim; j++) {
+                int64_t kj = (b / grp * tk + j) * d;
+                float p = zlm_flash_p(dot(qf + r * d, kf + kj, d) * scale, lse[r]);
+                float ds = zlm_round_to(zlm_attention_grad(p, dot(gf + r * d, vf + kj, d), delta[r]), dt);
+                p = zlm_round_to(p, dt);
+                for (int64_t c = 0; dk && c < d; c++) {
+                    dv[kj + c] += p * gf[r * d + c];
+                    dk[kj + c] += ds * qf[r * d + c];
+                }
+                for (int64_t c = 0; dq && c < d; c++) dq[r * d + c] += ds * kf[kj + c];
+            }
+        }
+    for (int64_t e = 0; dq && e < nq; e++) dq[e] *= scale;
+    for (int64_t e = 0; dk && e < nkv; e++) dk[e] *= scale;
+    free(gf), free(of), free(vf), free(kf), free(qf);
+    stand_in_calls.flash[1]++;
     return ZL_OK;
 }
 
@@ -540,8 +620,8 @@ const zli_dev_kernels stand_in_kernels = {
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,
     .unary = fake_unary, .unary_backward = fake_unary_backward, .binary = fake_binary, .sum_to = fake_sum_to,
     .gemm = fake_gemm, .gemm_batched = fake_gemm_batched, .gemm_half = fake_gemm_half, .linear_half = fake_linear_half,
-    .att_softmax = fake_att_softmax,
-    .att_softmax_backward = fake_att_softmax_backward, .dropout = fake_dropout,
+    .att_softmax = fake_att_softmax, .att_softmax_backward = fake_att_softmax_backward,
+    .flash_forward = fake_flash_forward, .flash_backward = fake_flash_backward, .dropout = fake_dropout,
     .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
     .reduce_backward = fake_reduce_backward, .select = fake_select,
 };

@@ -14,6 +14,7 @@ typedef struct stand_in_counts {
     int half_gemms[3];          /* half-precision GEMM calls, by ZLM_* dtype */
     int linear_halfs;           /* linear's one-pass half-precision forward, run */
     bool linear_half_declines;  /* set: that kernel says it has none, as a GPU's may for some shapes */
+    int flash[2];               /* flash attention's forward and backward, run */
 } stand_in_counts;
 
 extern stand_in_counts stand_in_calls;

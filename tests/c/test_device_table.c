@@ -498,6 +498,43 @@ TEST(attention_on_the_device)
         }
 }
 
+/* Attention whose keys and values have one width goes to the stand-in's
+ * flash kernels (math/flash.h: no P written, each row's lse kept) for bf16
+ * and f16: causal across a key tile's edge, causal with more keys than
+ * queries, grouped queries, not causal; against the host within the half
+ * dtype's tolerance, with no GEMM of the composed path called. A query alone
+ * wanting its gradient gets it from the same backward. */
+TEST(flash_attention_on_the_device)
+{
+    struct { int64_t tq, tk, hkv; bool causal; } cases[] = {{70, 70, 4, true}, {5, 9, 2, true}, {3, 70, 1, false}};
+    const zl_dtype dts[] = {ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int k = 0; k < 2; k++) {
+            zl_tensor *r[3] = {zt_randn(SHAPE(2, 4, cases[c].tq, 8)), zt_randn(SHAPE(2, cases[c].hkv, cases[c].tk, 8)),
+                               zt_randn(SHAPE(2, cases[c].hkv, cases[c].tk, 8))};
+            zl_tensor *h[3];
+            for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], dts[k]);
+            zl_tensor *gh = zt_randn(SHAPE(2, 4, cases[c].tq, 8)), *y[2], *gr[2][3];
+            int before[2] = {stand_in_calls.flash[0], stand_in_calls.flash[1]}, gemms = stand_in_calls.half_gemms[dts[k]];
+            run3(attention3, cases[c].causal, h, gh, y, gr);
+            CHECK(stand_in_calls.flash[0] - before[0] == 1 && stand_in_calls.flash[1] - before[1] == 1);
+            CHECK(stand_in_calls.half_gemms[dts[k]] == gemms);
+            CHECK(y[0] && y[1] && zl_tensor_dtype(y[1]) == dts[k]);
+            if (y[0] && y[1]) check_close_host(y[0], y[1], 2e-2, "flash attention");
+            for (int i = 0; i < 3; i++)
+                if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], 3e-2, "flash attention's gradient");
+            release_run(y, gr);
+            zl_tensor *objs[] = {gh, h[2], h[1], h[0], r[2], r[1], r[0]};
+            release_all(objs, 7);
+        }
+    zl_tensor *qh = zt_randn(SHAPE(1, 2, 3, 8)), *kh = zt_randn(SHAPE(1, 2, 3, 8));
+    zl_tensor *qb = zl_tensor_to(qh, ZL_DTYPE_BF16), *kb = zl_tensor_to(kh, ZL_DTYPE_BF16);
+    zl_tensor *q = leaf(qb, 1), *kd = to_fake(kb), *g = to_fake(qh), *y = zl_attention(q, kd, kd, true, 0);
+    CHECK(y && zl_backward(y, g, false) == ZL_OK && zl_tensor_grad(q) && !zl_tensor_grad(kd));
+    zl_tensor *objs[] = {y, g, kd, q, kb, qb, kh, qh};
+    release_all(objs, 8);
+}
+
 static zl_tensor *rms_norm3(zl_tensor *x, zl_tensor *w, zl_tensor *unused, bool two_dims)
 {
     (void)unused;

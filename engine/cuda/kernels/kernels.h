@@ -103,6 +103,18 @@ int zlk_cuda_mse_backward(int64_t n, const float *x, const float *t, const float
 int zlk_cuda_attention_softmax(int64_t rows, int64_t tq, int64_t tk, bool causal, float *s, void *stream);
 int zlk_cuda_attention_softmax_backward(int64_t rows, int64_t tk, float *dp, const float *p, void *stream);
 
+/* Flash attention (flash.cu; ops/device_kernels.h's flash_forward and
+ * flash_backward, dims in its ZLI_ATT_* order): whether the kernels take
+ * these sizes, the nbufs buffers' alignment and the current device; the
+ * forward, out [B, tq, d] (dt) and lse [B, tq]; the backward, dq (or NULL),
+ * dk and dv (or both NULL) f32, delta [B, tq] scratch. */
+bool zlk_cuda_flash_takes(int dt, int64_t d, int64_t dv, int64_t tq, int64_t tk, const void *const *bufs, int nbufs);
+int zlk_cuda_flash_forward(int dt, const int64_t *dims, bool causal, float scale, const void *q, const void *k,
+                           const void *v, void *out, float *lse, void *stream);
+int zlk_cuda_flash_backward(int dt, const int64_t *dims, bool causal, float scale, const void *q, const void *k,
+                            const void *v, const void *out, const void *dout, const float *lse, float *delta,
+                            float *dq, float *dk, float *dv, void *stream);
+
 /* out [n, d] = the rows of w [v, d] that idx [n] names (0 <= idx < v, checked
  * by the caller); es bytes an element, any dtype. */
 int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out,

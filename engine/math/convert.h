@@ -72,4 +72,21 @@ static inline ZL_HD void zlm_store(void *p, int dt, int64_t i, float v)
     else ((uint16_t *)p)[i] = dt == ZLM_F16 ? zlm_f32_to_f16(v) : zlm_f32_to_bf16(v);
 }
 
+/* Two consecutive elements of a half dtype (ZLM_F16 or ZLM_BF16) in one
+ * little-endian word, the first in its low half, as a wide load reads them:
+ * v[2] from w, and w from v rounded to dt. */
+static inline ZL_HD void zlm_unpack_pair(uint32_t w, int dt, float *v)
+{
+    uint16_t lo = (uint16_t)(w & 0xffffu), hi = (uint16_t)(w >> 16);
+    v[0] = dt == ZLM_F16 ? zlm_f16_to_f32(lo) : zlm_bf16_to_f32(lo);
+    v[1] = dt == ZLM_F16 ? zlm_f16_to_f32(hi) : zlm_bf16_to_f32(hi);
+}
+
+static inline ZL_HD uint32_t zlm_pack_pair(const float *v, int dt)
+{
+    uint16_t lo = dt == ZLM_F16 ? zlm_f32_to_f16(v[0]) : zlm_f32_to_bf16(v[0]);
+    uint16_t hi = dt == ZLM_F16 ? zlm_f32_to_f16(v[1]) : zlm_f32_to_bf16(v[1]);
+    return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
 #endif

@@ -184,6 +184,26 @@ TEST(conversions_match_their_definitions)
 #endif
 }
 
+/* The kernels' 16-byte loads and stores take half elements two to a word:
+ * each pair gives the bits zlm_load and zlm_store give one at a time. */
+TEST(half_pairs_are_two_elements)
+{
+    const int dts[2] = {ZLM_F16, ZLM_BF16};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4096; i++) {
+            float v[2] = {zlm_bits_f32((uint32_t)next_u64()), (float)(i - 2048) * 0.37f}, got[2];
+            uint16_t two[4];   /* room for two f32s: zlm_load reads as its dtype says */
+            zlm_store(two, dts[k], 0, v[0]);
+            zlm_store(two, dts[k], 1, v[1]);
+            uint32_t w = zlm_pack_pair(v, dts[k]), ref;
+            memcpy(&ref, two, 4);
+            CHECK(w == ref);
+            zlm_unpack_pair(w, dts[k], got);
+            for (int e = 0; e < 2; e++)
+                CHECK(zlm_f32_bits(got[e]) == zlm_f32_bits(zlm_load(two, dts[k], e)) || (isnan(got[e]) && isnan(v[e])));
+        }
+}
+
 /* ---- unary ---- */
 
 typedef zl_tensor *(*unary_fn)(zl_tensor *);

@@ -515,7 +515,8 @@ TEST(flash_attention_on_the_device)
             zl_tensor *h[3];
             for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], dts[k]);
             zl_tensor *gh = zt_randn(SHAPE(2, 4, cases[c].tq, 8)), *y[2], *gr[2][3];
-            int before[2] = {stand_in_calls.flash[0], stand_in_calls.flash[1]}, gemms = stand_in_calls.half_gemms[dts[k]];
+            int before[2] = {stand_in_calls.flash[0], stand_in_calls.flash[1]};
+            int gemms = stand_in_calls.half_gemms[dts[k]];
             run3(attention3, cases[c].causal, h, gh, y, gr);
             CHECK(stand_in_calls.flash[0] - before[0] == 1 && stand_in_calls.flash[1] - before[1] == 1);
             CHECK(stand_in_calls.half_gemms[dts[k]] == gemms);

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 #include "kernels.h"
+#include "../../math/convert.h"
 
 #define ZLK_THREADS 256
 
@@ -24,6 +25,52 @@ static inline unsigned zlk_blocks(int64_t n)
 static inline unsigned zlk_row_blocks(int64_t rows) { return (unsigned)(rows < 65536 ? (rows > 0 ? rows : 1) : 65536); }
 
 static inline int zlk_launched(void) { return (int)cudaGetLastError(); }
+
+/* The contiguous fast paths: a thread takes ZLK_VEC consecutive elements in
+ * 16-byte loads and stores (one for bf16 and f16, two for f32), so enough
+ * bytes are in flight to reach the memory's bandwidth, which a load of one
+ * 2-byte element per thread leaves at a fraction of it. Each element is
+ * converted and rounded by math/convert.h, as the one-element path does. */
+#define ZLK_VEC 8
+
+/* Whether the n buffers (NULL ones left out) all start on 16 bytes. */
+static inline bool zlk_aligned16(const void *const *p, int n)
+{
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)p[i] % 16) return false;
+    return true;
+}
+
+/* Blocks for a grid-stride loop over n elements taken ZLK_VEC at a time. */
+static inline unsigned zlk_vec_blocks(int64_t n) { return zlk_blocks(n / ZLK_VEC + 1); }
+
+/* v[ZLK_VEC] = elements i .. i + ZLK_VEC - 1 of p (dt, a float dtype) in f32;
+ * i a multiple of ZLK_VEC and p 16-byte aligned. */
+__device__ inline void zlk_load_vec(const void *p, int dt, int64_t i, float *v)
+{
+    if (dt == ZLM_F32) {
+        float4 a = *(const float4 *)((const float *)p + i), b = *(const float4 *)((const float *)p + i + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        return;
+    }
+    uint4 u = *(const uint4 *)((const uint16_t *)p + i);
+    zlm_unpack_pair(u.x, dt, v);
+    zlm_unpack_pair(u.y, dt, v + 2);
+    zlm_unpack_pair(u.z, dt, v + 4);
+    zlm_unpack_pair(u.w, dt, v + 6);
+}
+
+/* Elements i .. i + ZLK_VEC - 1 of p (dt, a float dtype) = v, rounded to dt. */
+__device__ inline void zlk_store_vec(void *p, int dt, int64_t i, const float *v)
+{
+    if (dt == ZLM_F32) {
+        *(float4 *)((float *)p + i) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)((float *)p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        return;
+    }
+    *(uint4 *)((uint16_t *)p + i) =
+        make_uint4(zlm_pack_pair(v, dt), zlm_pack_pair(v + 2, dt), zlm_pack_pair(v + 4, dt), zlm_pack_pair(v + 6, dt));
+}
 
 struct zlk_sum {
     template <typename T> __device__ T operator()(T a, T b) const { return a + b; }

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include "../core/backend.h"
+#include "../math/index_fault.h"
 
 /* Device indices the allocator keeps figures for; a higher one is refused. */
 #define ZLI_CUDA_MAX_DEVICES 64
@@ -20,7 +21,9 @@ ZLI_HIDDEN zl_status zli_cuda_use(int index);
 /* An uninitialised contiguous tensor in device memory from the caching allocator. */
 ZLI_HIDDEN zl_tensor *zli_cuda_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category cat, int index);
 /* n bytes between host and device, or within a device, on device `index`;
- * returns when the copy is done. */
+ * returns when the copy is done. A copy to the host then reads the
+ * device's index-fault note (faults.c): the host is about to act on what the
+ * device computed. */
 ZLI_HIDDEN zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_copy_dir dir, int index);
 /* A copy from device `from` to device `to`, contiguous blocks. */
 ZLI_HIDDEN zl_status zli_cuda_copy_peer(void *dst, int to, const void *src, int from, size_t n);
@@ -35,6 +38,12 @@ ZLI_HIDDEN bool zli_cuda_record_use(int index, const void *at, void *stream);
 ZLI_HIDDEN int64_t zli_cuda_reserved(int index);
 ZLI_HIDDEN zl_status zli_cuda_empty_cache(int index);
 ZLI_HIDDEN zl_status zli_cuda_synchronize(int index);
+/* The device's index-fault note (faults.c), made on first use; NULL when it
+ * cannot be (the op then checks its indices on the host). */
+ZLI_HIDDEN zlm_index_fault *zli_cuda_index_faults(int index);
+/* After the device's queued work: the fault noted since the last read as
+ * the op's error (the note cleared), ZL_OK when none. */
+ZLI_HIDDEN zl_status zli_cuda_check_faults(int index);
 /* ZL_EDEVICE with "cuda:<index>: <what> failed: <name> (<text>)" for the
  * runtime's error code e (a cudaError_t). */
 ZLI_HIDDEN zl_status zli_cuda_fail(const char *what, int index, int e);

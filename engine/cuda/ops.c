@@ -127,10 +127,11 @@ static zl_status rms_backward(int index, int64_t rows, int64_t m, const void *x,
                          zlk_cuda_rms_norm_backward(rows, m, x, xdt, w, wdt, rdt, rstd, g, gdt, gx, gw, part, NULL));
 }
 
-static zl_status emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out)
+static zl_status emb_forward(int index, int64_t n, int64_t v, int64_t d, int es, const int64_t *idx, const void *w,
+                             void *out, zlm_index_fault *fault)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "embedding", zlk_cuda_embedding_forward(n, d, es, idx, w, out, NULL));
+    return zli_cuda_done(index, "embedding", zlk_cuda_embedding_forward(n, v, d, es, idx, w, out, fault, NULL));
 }
 
 static zl_status emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
@@ -326,7 +327,7 @@ const zli_dev_kernels zli_cuda_kernels = {
     .conv_bias_backward = conv_bias_backward,
     .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward,
-    .emb_forward = emb_forward, .emb_backward = emb_backward, .rotary = rotary,
+    .emb_forward = emb_forward, .emb_backward = emb_backward, .index_faults = zli_cuda_index_faults, .rotary = rotary,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
     .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward, .rms_backward = rms_backward,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,

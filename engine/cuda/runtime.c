@@ -83,7 +83,8 @@ zl_status zli_cuda_copy(void *dst, const void *src, size_t n, zli_copy_dir dir, 
     enum cudaMemcpyKind k = dir == ZLI_H2D ? cudaMemcpyHostToDevice
                           : dir == ZLI_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
     cudaError_t e = cudaMemcpy(dst, src, n, k);
-    return e == cudaSuccess ? ZL_OK : zli_cuda_fail("copy", index, e);
+    if (e != cudaSuccess) return zli_cuda_fail("copy", index, e);
+    return dir == ZLI_D2H ? zli_cuda_check_faults(index) : ZL_OK;
 }
 
 zl_status zli_cuda_copy_peer(void *dst, int to, const void *src, int from, size_t n)
@@ -126,5 +127,5 @@ zl_status zli_cuda_synchronize(int index)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     cudaError_t e = cudaDeviceSynchronize();
-    return e == cudaSuccess ? ZL_OK : zli_cuda_fail("synchronize", index, e);
+    return e != cudaSuccess ? zli_cuda_fail("synchronize", index, e) : zli_cuda_check_faults(index);
 }

@@ -6,13 +6,22 @@
 #define ZL_MATH_EMBEDDING_H
 
 #include "convert.h"
+#include "index_fault.h"
 
 /* Element i of out [n, d] = the element of w [v, d] in row idx[i / d], column
- * i % d; es bytes an element, copied as they are (any dtype). */
-static inline ZL_HD void zlm_embedding_gather(int64_t i, int64_t d, int es, const int64_t *idx, const void *w,
-                                              void *out)
+ * i % d; es bytes an element, copied as they are (any dtype). With a fault
+ * note, an index outside [0, v) is noted there (by its column 0) and its
+ * row's elements are zeros; without, the indices were checked. */
+static inline ZL_HD void zlm_embedding_gather(int64_t i, int64_t v, int64_t d, int es, const int64_t *idx,
+                                              const void *w, void *out, zlm_index_fault *fault)
 {
-    memcpy((char *)out + i * es, (const char *)w + (idx[i / d] * d + i % d) * es, (size_t)es);
+    int64_t p = i / d, r = idx[p];
+    if (fault && !(r >= 0 && r < v)) {
+        if (i % d == 0) zlm_index_in(fault, ZLM_FAULT_EMBEDDING, p, r, v);
+        memset((char *)out + i * es, 0, (size_t)es);
+        return;
+    }
+    memcpy((char *)out + i * es, (const char *)w + (r * d + i % d) * es, (size_t)es);
 }
 
 /* gw_row [out] [lo, hi) += g_row [lo, hi) (g in gdt): one position's share. */
@@ -23,7 +32,8 @@ static inline ZL_HD void zlm_embedding_accumulate(int64_t lo, int64_t hi, const 
 
 /* Columns [lo, hi) of gw [v, d] [out] from g [n, d] and idx [n]: zeroed
  * first, unless accumulating into the gradient gw already holds, then each
- * position's row added, but for positions whose index is pad (-1: none). A
+ * position's row added, but for positions whose index is pad (-1: none) or
+ * outside [0, v) (one the forward noted as a fault). A
  * kernel runs disjoint column ranges in parallel: each column sees the
  * positions in order, as the CPU's column blocks do. */
 static inline ZL_HD void zlm_embedding_backward_columns(int64_t n, int64_t v, int64_t d, int64_t lo, int64_t hi,
@@ -33,7 +43,7 @@ static inline ZL_HD void zlm_embedding_backward_columns(int64_t n, int64_t v, in
     for (int64_t r = 0; r < v && !accumulate; r++)
         for (int64_t j = lo; j < hi; j++) gw[r * d + j] = 0.0f;
     for (int64_t p = 0; p < n; p++)
-        if (idx[p] != pad)
+        if (idx[p] != pad && idx[p] >= 0 && idx[p] < v)
             zlm_embedding_accumulate(lo, hi, (const char *)g + p * d * (gdt == ZLM_F32 ? 4 : 2), gdt,
                                      gw + idx[p] * d);
 }

@@ -13,8 +13,8 @@ static inline ZL_HD void zlm_index_select_gather(int64_t i, int64_t len, int64_t
                                                  const int64_t *idx, const void *x, void *out)
 {
     int64_t per = m * inner, o = i / per;
-    zlm_embedding_gather(i % per, inner, es, idx, (const char *)x + o * len * inner * es,
-                         (char *)out + o * per * es);
+    zlm_embedding_gather(i % per, len, inner, es, idx, (const char *)x + o * len * inner * es,
+                         (char *)out + o * per * es, NULL);
 }
 
 /* Column t % inner of outer slice t / inner of gx [outer, len, inner] [out]:

@@ -13,6 +13,7 @@
 
 #include "op_util.h"
 #include "../math/cross_entropy.h"
+#include "../math/index_fault.h"
 
 /* A 2-d window sliding over planes of [h, w] (c planes an image, for conv):
  * kernel kh x kw, stride sh, sw, padding ph, pw, output oh x ow, dilation
@@ -97,10 +98,18 @@ typedef struct zli_dev_kernels {
      * part holds ceil(rows / ZLM_RMS_CHUNK_ROWS) * m doubles, gw's partial sums. */
     zl_status (*rms_backward)(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
                               int rdt, const float *rstd, const void *g, int gdt, float *gx, float *gw, double *part);
-    /* out[n, d] = rows idx[n] (i64, on the device, checked) of w[v, d]; es bytes an element. */
-    zl_status (*emb_forward)(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out);
+    /* out[n, d] = rows idx[n] (i64, on the device) of w[v, d]; es bytes an
+     * element. fault NULL: the indices were checked; else each is checked
+     * here, a bad one noted in fault (math/index_fault.h) and its row zeros. */
+    zl_status (*emb_forward)(int index, int64_t n, int64_t v, int64_t d, int es, const int64_t *idx, const void *w,
+                             void *out, zlm_index_fault *fault);
+    /* The device's fault note (in its memory), which its next copy to the
+     * host reads, so an op may check indices in its kernel instead of
+     * reading them back first. NULL: the ops check indices on the host. */
+    zlm_index_fault *(*index_faults)(int index);
     /* gw[v, d] = g's rows summed into the rows idx names, in position order,
-     * but for positions whose index is pad (-1: none); added to gw as it is
+     * but for positions whose index is pad (-1: none) or out of range (a
+     * fault the forward noted); added to gw as it is
      * when accumulating (a tied weight's pending gradient), else into zeros. */
     zl_status (*emb_backward)(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
                               const float *g, float *gw, bool accumulate);

@@ -61,27 +61,37 @@ static zl_tensor *embedding(zl_tensor *weight, zl_tensor *indices, bool padded, 
                  (long long)pad, (long long)v, (long long)(v - 1));
         return zli_op_end(op, 2, in, NULL);
     }
-    int64_t *idx = NULL;
-    if (zli_index_array(op, "indices", indices, &idx)) return zli_op_end(op, 2, in, NULL);
-    for (int64_t p = 0; p < n; p++) {
-        if (idx[p] < 0 || idx[p] >= v) {
-            zl_error(ZL_EINVAL, "%s: index %lld at position %lld is out of range for a weight of %lld rows "
-                     "(expected 0..%lld)", op, (long long)idx[p], (long long)p, (long long)v, (long long)(v - 1));
-            free(idx);
+    /* A device with a fault note checks the indices in its kernel; otherwise
+     * they are checked here, and go where the weight is. Either way they
+     * stay there for backward. */
+    zlm_index_fault *fault = k->index_faults ? k->index_faults(index) : NULL;
+    zl_tensor *didx = NULL;
+    if (fault) {
+        if (zli_need_index(op, "indices", indices) || !(didx = zli_copy_as(indices, ZL_DTYPE_I64, ZL_MEM_ACTIVATIONS)))
             return zli_op_end(op, 2, in, NULL);
+    } else {
+        int64_t *idx = NULL;
+        if (zli_index_array(op, "indices", indices, &idx)) return zli_op_end(op, 2, in, NULL);
+        for (int64_t p = 0; p < n; p++) {
+            if (idx[p] < 0 || idx[p] >= v) {
+                zl_error(ZL_EINVAL, "%s: index %lld at position %lld is out of range for a weight of %lld rows "
+                         "(expected 0..%lld)", op, (long long)idx[p], (long long)p, (long long)v, (long long)(v - 1));
+                free(idx);
+                return zli_op_end(op, 2, in, NULL);
+            }
         }
+        didx = zli_i64_like(idx, n, weight);
+        free(idx);
+        if (!didx) return zli_op_end(op, 2, in, NULL);
     }
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, indices->shape, (size_t)indices->ndim * sizeof shape[0]);
     shape[indices->ndim] = d;
     zl_tensor *wc = zl_tensor_is_contiguous(weight) ? zl_tensor_retain(weight)
                                                      : zli_copy_as(weight, weight->dtype, ZL_MEM_ACTIVATIONS);
-    /* The checked indices go where the weight is, and stay there for backward. */
-    zl_tensor *didx = wc ? zli_i64_like(idx, n, wc) : NULL;
-    free(idx);
-    zl_tensor *out = didx ? zli_new_like(wc, weight->dtype, indices->ndim + 1, shape, ZL_MEM_ACTIVATIONS) : NULL;
-    if (out && k->emb_forward(index, n, d, (int)zl_dtype_size(weight->dtype), zl_tensor_data(didx),
-                              zl_tensor_data(wc), zl_tensor_data(out))) {
+    zl_tensor *out = wc ? zli_new_like(wc, weight->dtype, indices->ndim + 1, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    if (out && k->emb_forward(index, n, v, d, (int)zl_dtype_size(weight->dtype), zl_tensor_data(didx),
+                              zl_tensor_data(wc), zl_tensor_data(out), fault)) {
         zl_tensor_release(out);
         out = NULL;
     }

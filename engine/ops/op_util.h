@@ -36,7 +36,6 @@ ZLI_HIDDEN zl_status zli_need_float(const char *op, const char *role, const zl_t
  * `like` lives (r is released). */
 ZLI_HIDDEN zl_tensor *zli_host_copy(zl_tensor *t, zl_dtype dt);
 ZLI_HIDDEN zl_tensor *zli_host_result(zl_tensor *r, zl_dtype dt, const zl_tensor *like);
-/* Check that t is an index tensor (i64/i32) and copy it into a contiguous i64 array (malloc'd). */
 /* A norm over x's last nnorm dims (layer_norm, rms_norm): nnorm in
  * 1..ndim, and each of params[np] that is not NULL (named roles[i]) of
  * exactly those dims' shape; *rows and *m [out] the rows x is normalised in
@@ -44,6 +43,9 @@ ZLI_HIDDEN zl_tensor *zli_host_result(zl_tensor *r, zl_dtype dt, const zl_tensor
 ZLI_HIDDEN zl_status zli_norm_dims(const char *op, const zl_tensor *x, int nnorm, int np,
                                    const zl_tensor *const *params, const char *const *roles, int64_t *rows,
                                    int64_t *m);
+/* ZL_EDTYPE naming op and role unless t is an index tensor (i64 or i32). */
+ZLI_HIDDEN zl_status zli_need_index(const char *op, const char *role, const zl_tensor *t);
+/* Check that t is an index tensor (i64/i32) and copy it into a contiguous i64 array (malloc'd). */
 ZLI_HIDDEN zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, int64_t **out);
 
 #endif

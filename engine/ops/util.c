@@ -114,11 +114,16 @@ zl_status zli_norm_dims(const char *op, const zl_tensor *x, int nnorm, int np, c
     return ZL_OK;
 }
 
+zl_status zli_need_index(const char *op, const char *role, const zl_tensor *t)
+{
+    if (t->dtype == ZL_DTYPE_I64 || t->dtype == ZL_DTYPE_I32) return ZL_OK;
+    return zl_error(ZL_EDTYPE, "%s: %s must be an integer tensor (i64 or i32), got %s", op, role,
+                    zl_dtype_name(t->dtype));
+}
+
 zl_status zli_index_array(const char *op, const char *role, const zl_tensor *t, int64_t **out)
 {
-    if (t->dtype != ZL_DTYPE_I64 && t->dtype != ZL_DTYPE_I32)
-        return zl_error(ZL_EDTYPE, "%s: %s must be an integer tensor (i64 or i32), got %s", op, role,
-                        zl_dtype_name(t->dtype));
+    if (zli_need_index(op, role, t)) return zli_last_code();
     int64_t n = zl_tensor_numel(t);
     int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v) return zl_error(ZL_ENOMEM, "%s: out of memory", op);

@@ -7,6 +7,7 @@
 #include "core/backend.h"
 #include "core/tensor_impl.h"
 #include "math/grad.h"
+#include "math/index_fault.h"
 #include "math/optim.h"
 #include "math/rng.h"
 #include "optim/device_optim.h"
@@ -136,10 +137,30 @@ static zl_status fake_from_host(zl_tensor *dst, const zl_tensor *src)
     return ZL_OK;
 }
 
+/* The device's index-fault note: armed by the op that takes it, read by
+ * the next copy to the host, as CUDA's (cuda/faults.c). */
+static zlm_index_fault fault_note;
+static bool fault_armed;
+int fake_to_hosts;
+
+zlm_index_fault *fake_index_faults(int index)
+{
+    CHECK(index == FAKE_INDEX);
+    fault_armed = true;
+    return &fault_note;
+}
+
 static zl_status fake_to_host(void *dst, const zl_tensor *src)
 {
     memcpy(dst, zl_tensor_data(src), (size_t)zl_tensor_numel(src) * zl_dtype_size(src->dtype));
-    return ZL_OK;
+    fake_to_hosts++;
+    if (!fault_armed) return ZL_OK;
+    fault_armed = false;
+    if (!fault_note.set) return ZL_OK;
+    char msg[512];
+    zlm_index_fault_message(&fault_note, "cuda:7", msg, sizeof msg);
+    fault_note = (zlm_index_fault){0};
+    return zl_error(ZL_EINVAL, "%s", msg);
 }
 
 /* The generator's draw at each element's counter (kernels/rng.cu). */

@@ -9,6 +9,7 @@
 #include "harness.h"
 
 struct zli_dev_kernels;
+struct zlm_index_fault;
 
 /* The stand-in's device index: tensors on it are cuda:7. */
 #define FAKE_INDEX 7
@@ -33,6 +34,10 @@ zl_tensor *fake_new(zl_dtype dt, int ndim, const int64_t *shape, zl_mem_category
 int64_t fake_bytes(zl_mem_category cat);
 /* Bytes of pinned host memory the stand-in gave out and has not had back. */
 int64_t fake_pinned_bytes(void);
+/* The stand-in's index-fault note (its kernel table's index_faults), which
+ * its next copy to the host reads; and the copies to the host so far. */
+struct zlm_index_fault *fake_index_faults(int index);
+extern int fake_to_hosts;
 /* A contiguous copy of host tensor h on the stand-in, and one of d back in host memory. */
 zl_tensor *to_fake(zl_tensor *h);
 zl_tensor *from_fake(const zl_tensor *d);

@@ -455,11 +455,11 @@ static zl_status fake_rms_backward(int index, int64_t rows, int64_t m, const voi
     return ZL_OK;
 }
 
-static zl_status fake_emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w,
-                                  void *out)
+static zl_status fake_emb_forward(int index, int64_t n, int64_t v, int64_t d, int es, const int64_t *idx,
+                                  const void *w, void *out, zlm_index_fault *fault)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < n * d; i++) zlm_embedding_gather(i, d, es, idx, w, out);
+    for (int64_t i = 0; i < n * d; i++) zlm_embedding_gather(i, v, d, es, idx, w, out, fault);
     return ZL_OK;
 }
 
@@ -613,7 +613,8 @@ const zli_dev_kernels stand_in_kernels = {
     .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
     .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
     .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
-    .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward, .rotary = fake_rotary,
+    .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward, .index_faults = fake_index_faults,
+    .rotary = fake_rotary,
     .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .rms_forward = fake_rms_forward, .rms_backward = fake_rms_backward,

@@ -1,21 +1,22 @@
-/* embedding: forward gathers rows, one thread per element; backward zeroes
+/* embedding: forward gathers rows, one thread per element, noting an index
+ * out of range in the device's fault note when given one; backward zeroes
  * the [V, D] gradient (unless it accumulates into one), then a block per
- * position, when it is the first of its index and that is not the padding
- * row, adds the rows of every position with that index in position order
+ * position, when it is the first of its index and that is neither the
+ * padding row nor out of range, adds the rows of every position with that index in position order
  * (math/embedding.h), the block's threads over the columns: repeated
  * indices sum the way the CPU sums them and no atomics decide the bits. */
 #include "common.cuh"
 #include "../../math/embedding.h"
 
-__global__ void embedding_backward(int64_t n, int64_t d, const int64_t *idx, int64_t pad, const void *g, int gdt,
-                                   float *gw)
+__global__ void embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad, const void *g,
+                                   int gdt, float *gw)
 {
     __shared__ unsigned hits[ZLK_THREADS / 32];
     size_t es = gdt == ZLM_F32 ? 4 : 2;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int64_t p = blockIdx.x; p < n; p += gridDim.x) {
         int64_t ip = idx[p];
-        if (ip == pad) continue;   /* the same for the whole block */
+        if (ip == pad || ip < 0 || ip >= v) continue;   /* the same for the whole block; a bad index was noted */
         int seen = 0;
         for (int64_t q = threadIdx.x; q < p && !seen; q += blockDim.x) seen = idx[q] == ip;
         if (__syncthreads_or(seen)) continue;
@@ -38,18 +39,20 @@ __global__ void embedding_backward(int64_t n, int64_t d, const int64_t *idx, int
     }
 }
 
-__global__ void embedding_forward(int64_t total, int64_t d, int es, const int64_t *idx, const void *w, void *out)
+__global__ void embedding_forward(int64_t total, int64_t v, int64_t d, int es, const int64_t *idx, const void *w,
+                                  void *out, zlm_index_fault *fault)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-        zlm_embedding_gather(i, d, es, idx, w, out);
+        zlm_embedding_gather(i, v, d, es, idx, w, out, fault);
 }
 
-extern "C" int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out,
-                                          void *stream)
+extern "C" int zlk_cuda_embedding_forward(int64_t n, int64_t v, int64_t d, int es, const int64_t *idx, const void *w,
+                                          void *out, zlm_index_fault *fault, void *stream)
 {
     int64_t total = n * d;
     if (total <= 0) return 0;
-    embedding_forward<<<zlk_blocks(total), ZLK_THREADS, 0, zlk_stream(stream)>>>(total, d, es, idx, w, out);
+    embedding_forward<<<zlk_blocks(total), ZLK_THREADS, 0, zlk_stream(stream)>>>(total, v, d, es, idx, w, out,
+                                                                                  fault);
     return zlk_launched();
 }
 
@@ -61,6 +64,6 @@ extern "C" int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, cons
                                : cudaMemsetAsync(gw, 0, (size_t)(v * d) * sizeof(float), zlk_stream(stream));
     if (e != cudaSuccess || n <= 0) return (int)e;
     unsigned blocks = (unsigned)(n < (1 << 20) ? n : (1 << 20));
-    embedding_backward<<<blocks, ZLK_THREADS, 0, zlk_stream(stream)>>>(n, d, idx, pad, g, gdt, gw);
+    embedding_backward<<<blocks, ZLK_THREADS, 0, zlk_stream(stream)>>>(n, v, d, idx, pad, g, gdt, gw);
     return zlk_launched();
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "../../math/cross_entropy.h"
 #include "../../math/grad.h"
+#include "../../math/index_fault.h"
 #include "../../math/optim.h"
 #include "../../math/select.h"
 #include "../../math/strided.h"
@@ -115,13 +116,14 @@ int zlk_cuda_flash_backward(int dt, const int64_t *dims, bool causal, float scal
                             const void *v, const void *out, const void *dout, const float *lse, float *delta,
                             float *dq, float *dk, float *dv, void *stream);
 
-/* out [n, d] = the rows of w [v, d] that idx [n] names (0 <= idx < v, checked
- * by the caller); es bytes an element, any dtype. */
-int zlk_cuda_embedding_forward(int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out,
-                               void *stream);
+/* out [n, d] = the rows of w [v, d] that idx [n] names; es bytes an element,
+ * any dtype. fault NULL: the caller checked 0 <= idx < v; else a bad index
+ * is noted there (math/index_fault.h) and its row is zeros. */
+int zlk_cuda_embedding_forward(int64_t n, int64_t v, int64_t d, int es, const int64_t *idx, const void *w, void *out,
+                               zlm_index_fault *fault, void *stream);
 /* gw [v, d] f32 [out] = the rows of g [n, d] summed into the rows idx [n]
- * names (0 <= idx < v, checked by the caller), in position order, but for
- * positions whose index is pad (-1: none); added to gw as it is when
+ * names, in position order, but for positions whose index is pad (-1:
+ * none) or outside [0, v) (noted by the forward); added to gw as it is when
  * accumulating, else into zeros. */
 int zlk_cuda_embedding_backward(int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad, const void *g,
                                 int gdt, float *gw, bool accumulate, void *stream);

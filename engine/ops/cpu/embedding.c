@@ -7,10 +7,12 @@
 
 /* Columns of the gradient one thread owns at a time. */
 #define COLS 64
-/* The CPU's kernels (ops/cpu/kernels.h): out [n, d] = rows idx[n] of w [v, d], es bytes an element. */
-zl_status zli_cpu_emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w, void *out)
+/* The CPU's kernels (ops/cpu/kernels.h): out [n, d] = rows idx[n] of w [v, d], es bytes an element; the
+ * CPU has no fault note, so the op checked the indices. */
+zl_status zli_cpu_emb_forward(int index, int64_t n, int64_t v, int64_t d, int es, const int64_t *idx, const void *w,
+                              void *out, zlm_index_fault *fault)
 {
-    (void)index;
+    (void)index, (void)v, (void)fault;
     size_t row = (size_t)d * (size_t)es;
     const char *src = w;
     char *dst = out;

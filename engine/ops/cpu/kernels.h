@@ -80,8 +80,8 @@ ZLI_HIDDEN zl_status zli_cpu_index_select(int index, int64_t outer, int64_t len,
                                           const int64_t *idx, const void *x, void *out);
 ZLI_HIDDEN zl_status zli_cpu_index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
                                                    const int64_t *idx, const float *g, float *gx);
-ZLI_HIDDEN zl_status zli_cpu_emb_forward(int index, int64_t n, int64_t d, int es, const int64_t *idx, const void *w,
-                                         void *out);
+ZLI_HIDDEN zl_status zli_cpu_emb_forward(int index, int64_t n, int64_t v, int64_t d, int es, const int64_t *idx,
+                                         const void *w, void *out, zlm_index_fault *fault);
 ZLI_HIDDEN zl_status zli_cpu_emb_backward(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
                                           const float *g, float *gw, bool accumulate);
 ZLI_HIDDEN zl_status zli_cpu_rotary(int index, int nd, const int64_t *shape, const float *a, const int64_t *as,

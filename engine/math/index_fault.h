@@ -1,0 +1,48 @@
+/* An index a device's kernel finds out of range, noted for the host to
+ * report later instead of read back before the kernel runs: the kernel
+ * notes the first (an atomic compare-and-swap; the host's loops a plain
+ * store), leaves the bad index's element alone, and the device's next copy
+ * to the host, or its synchronisation, turns the note into the op's error.
+ * The note is the op's, its position, the index and the rows it indexes. */
+#ifndef ZL_MATH_INDEX_FAULT_H
+#define ZL_MATH_INDEX_FAULT_H
+
+#include <stdio.h>
+#include "hd.h"
+
+enum { ZLM_FAULT_EMBEDDING = 1 };
+
+typedef struct zlm_index_fault {
+    int32_t set;   /* 0 until an op notes one; then one of ZLM_FAULT_* */
+    int32_t unused;
+    int64_t pos, value, limit;
+} zlm_index_fault;
+
+/* Whether v indexes limit rows; when not, noted in f as op's at pos, unless
+ * a fault was noted before. */
+static inline ZL_HD bool zlm_index_in(zlm_index_fault *f, int op, int64_t pos, int64_t v, int64_t limit)
+{
+    if (v >= 0 && v < limit) return true;
+#ifdef __CUDA_ARCH__
+    if (atomicCAS((int *)&f->set, 0, op) == 0) {
+#else
+    if (!f->set) {
+        f->set = op;
+#endif
+        f->pos = pos;
+        f->value = v;
+        f->limit = limit;
+    }
+    return false;
+}
+
+/* The error a note stands for, as the op says it when it checks on the
+ * host, and where it was found. */
+static inline void zlm_index_fault_message(const zlm_index_fault *f, const char *where, char *buf, size_t size)
+{
+    snprintf(buf, size, "embedding: index %lld at position %lld is out of range for a weight of %lld rows "
+             "(expected 0..%lld; found on %s after the op was queued)", (long long)f->value, (long long)f->pos,
+             (long long)f->limit, (long long)(f->limit - 1), where);
+}
+
+#endif

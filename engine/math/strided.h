@@ -64,6 +64,19 @@ static inline ZL_HD void zlm_view_coalesce(zlm_view *v)
     v->ndim = n;
 }
 
+/* Whether every w elements of v, from a multiple of w on, lie side by side
+ * from an offset that is a multiple of w: the innermost dim is contiguous and
+ * w divides its length, the view's offset and every other stride. A kernel
+ * then reads them in one wide load (a head of q narrowed from a fused qkv
+ * and transposed, say) with one offset computed per w elements. */
+static inline ZL_HD bool zlm_view_runs_of(const zlm_view *v, int64_t w)
+{
+    if (v->ndim == 0 || v->stride[v->ndim - 1] != 1 || v->shape[v->ndim - 1] % w || v->offset % w) return false;
+    for (int k = 0; k < v->ndim - 1; k++)
+        if (v->stride[k] % w) return false;
+    return true;
+}
+
 static inline ZL_HD int zlm_dtype_size(int dt)
 {
     return dt == ZLM_I64 ? 8 : dt == ZLM_F32 || dt == ZLM_I32 ? 4 : dt == ZLM_F16 || dt == ZLM_BF16 ? 2 : 1;

@@ -76,6 +76,42 @@ TEST(copy_views_every_dtype_pair)
     zl_tensor_release(f);
 }
 
+/* zlm_view_runs_of: the views it takes (heads narrowed from a fused qkv and
+ * transposed, a permutation keeping the last dim) hold every element of a
+ * run of 8 at the run's first offset plus its place, from a multiple of 8;
+ * the views it refuses (a last dim not contiguous or not a multiple of 8,
+ * an offset or another stride off the multiple) would not. */
+TEST(runs_of_eight_lie_side_by_side)
+{
+    zl_tensor *qkv = zt_randn(SHAPE(2, 5, 3 * 32));
+    zl_tensor *q = zl_tensor_narrow(qkv, 2, 32, 32), *q4 = zl_tensor_view(q, 4, (int64_t[]){2, 5, 2, 16});
+    zl_tensor *heads = q4 ? zl_tensor_transpose(q4, 1, 2) : NULL;
+    zl_tensor *odd = zl_tensor_narrow(qkv, 2, 4, 32), *tr = zl_tensor_transpose(qkv, 1, 2);
+    zl_tensor *short_row = zl_tensor_narrow(qkv, 2, 0, 12), *second = zl_tensor_narrow(qkv, 0, 1, 1);
+    CHECK(heads != NULL);
+    zlm_view good[2] = {heads ? view_of(heads) : view_of(qkv), view_of(second)};
+    for (int g = 0; g < 2; g++) {
+        zlm_view v = good[g];
+        zlm_view_coalesce(&v);
+        CHECK(zlm_view_runs_of(&v, 8));
+        int64_t n = 1;
+        for (int k = 0; k < v.ndim; k++) n *= v.shape[k];
+        for (int64_t i = 0; i < n; i += 8) {
+            int64_t at = zlm_view_offset(&v, i);
+            CHECK(at % 8 == 0);
+            for (int64_t k = 1; k < 8; k++) CHECK(zlm_view_offset(&v, i + k) == at + k);
+        }
+    }
+    const zl_tensor *bad[3] = {odd, tr, short_row};
+    for (int b = 0; b < 3; b++) {
+        zlm_view v = view_of(bad[b]);
+        zlm_view_coalesce(&v);
+        CHECK(!zlm_view_runs_of(&v, 8));
+    }
+    zl_tensor *objs[] = {second, short_row, tr, odd, heads, q4, q, qkv};
+    for (int i = 0; i < 8; i++) zl_tensor_release(objs[i]);
+}
+
 /* A copy into a strided destination (a transposed view, a slice of a wider
  * tensor), converting dtypes on the way: the bytes core's copy_ writes. */
 TEST(copy_into_views_matches_core)

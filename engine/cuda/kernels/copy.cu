@@ -3,7 +3,8 @@
  * dtype. A copy into a contiguous destination coalesces the source's view
  * first; a contiguous source is then a plain copy (same dtype) or a
  * conversion between float dtypes with no offset arithmetic, ZLK_VEC
- * elements a thread where both buffers are 16-byte aligned. */
+ * elements a thread where both buffers are 16-byte aligned; a source lying
+ * in runs of ZLK_VEC takes one offset and one wide load a run. */
 #include "common.cuh"
 #include "../../math/strided.h"
 
@@ -22,6 +23,18 @@ template <bool VEC> __global__ void convert_dense(int64_t n, const void *src, in
 }
 
 static bool is_float(int dt) { return dt == ZLM_F32 || dt == ZLM_F16 || dt == ZLM_BF16; }
+
+/* A view whose elements lie in runs of ZLK_VEC (zlm_view_runs_of) into a
+ * contiguous destination, a run a thread: one offset and one wide load. */
+__global__ void copy_runs(int64_t n, zlm_view s, const void *src, int sdt, void *dst, int ddt)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) * ZLK_VEC; i < n; i += step * ZLK_VEC) {
+        float v[ZLK_VEC];
+        zlk_load_vec(src, sdt, zlm_view_offset(&s, i), v);
+        zlk_store_vec(dst, ddt, i, v);
+    }
+}
 
 /* A contiguous destination skips the offset arithmetic of its view. */
 __global__ void copy_view(int64_t n, zlm_view s, const void *src, int sdt, bool strided, zlm_view d, void *dst, int ddt)
@@ -66,6 +79,11 @@ extern "C" int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src,
                 return zlk_launched();
             }
         }
+    }
+    const void *bufs[] = {src, dst};
+    if (!d && is_float(sdt) && is_float(ddt) && zlm_view_runs_of(&sv, ZLK_VEC) && zlk_aligned16(bufs, 2)) {
+        copy_runs<<<zlk_vec_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, sv, src, sdt, dst, ddt);
+        return zlk_launched();
     }
     zlm_view dv = d ? *d : zlm_view{};
     copy_view<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, sv, src, sdt, d != NULL, dv, dst, ddt);

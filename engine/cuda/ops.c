@@ -79,12 +79,20 @@ static zl_status ce_forward(int index, int64_t rows, int64_t ncls, const void *x
 
 static zl_status ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                              int64_t ignore, const zlm_ce_opts *o, const float *lse, const float *g,
-                             int64_t g_stride, float k, int gdt, float *gx)
+                             int64_t g_stride, float k, const float *count, int gdt, float *gx)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "cross_entropy backward",
                          zlk_cuda_cross_entropy_backward(rows, ncls, x, xdt, target, ignore, o, lse, g, g_stride, k,
-                                                         gdt, gx, NULL));
+                                                         count, gdt, gx, NULL));
+}
+
+static zl_status ce_targets(int index, int64_t rows, int64_t ncls, int64_t *target, int64_t ignore,
+                            zlm_index_fault *fault, float *counted)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "cross_entropy",
+                         zlk_cuda_cross_entropy_targets(rows, ncls, target, ignore, fault, counted, NULL));
 }
 
 static zl_status ln_forward(int index, int64_t rows, int64_t m, const void *x, int xdt, const void *w, int wdt,
@@ -204,10 +212,11 @@ static zl_status reduce_dim(int index, int kind, int64_t outer, int64_t d, int64
     return zli_cuda_done(index, "reduction", zlk_cuda_reduce_dim(kind, outer, d, inner, x, out, idx, NULL));
 }
 
-static zl_status reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out)
+static zl_status reduce_all(int index, double div, const float *count, int64_t n, const float *x, double *work,
+                            float *out)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "sum", zlk_cuda_reduce_all(div, n, x, work, out, NULL));
+    return zli_cuda_done(index, "sum", zlk_cuda_reduce_all(div, count, n, x, work, out, NULL));
 }
 
 static zl_status reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
@@ -328,7 +337,7 @@ const zli_dev_kernels zli_cuda_kernels = {
     .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward, .index_faults = zli_cuda_index_faults, .rotary = rotary,
-    .ce_forward = ce_forward, .ce_backward = ce_backward, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
+    .ce_forward = ce_forward, .ce_backward = ce_backward, .ce_targets = ce_targets, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
     .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward, .rms_backward = rms_backward,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,

@@ -9,6 +9,7 @@
 
 #include "softmax.h"
 #include "expf.h"
+#include "index_fault.h"
 
 static inline ZL_HD float zlm_ce_lse(float m, double sum) { return m + (float)log(sum); }
 /* x - max and x - lse are never above 0 (lse >= max; NaN stays NaN). */
@@ -26,6 +27,19 @@ static inline ZL_HD float zlm_ce_grad(float x, float lse, float scale, bool is_t
  * g * k, with k = 1 / count of rows not ignored (mean) or 1 (sum). */
 static inline ZL_HD float zlm_ce_scale(float g, float k) { return g * k; }
 static inline ZL_HD float zlm_ce_mean_factor(int64_t count) { return (float)(1.0 / (double)count); }
+
+/* Row r's target checked where the kernels run, before them: one outside
+ * [0, ncls) other than ignore is noted in f and made ignore (its row then
+ * has loss and gradient 0); counted[r] [out] is 1 for a row a mean counts,
+ * else 0. */
+static inline ZL_HD void zlm_ce_check_target(zlm_index_fault *f, int64_t r, int64_t *target, int64_t ignore,
+                                             int64_t ncls, float *counted)
+{
+    int64_t t = target[r];
+    bool ok = t == ignore || zlm_index_in(f, ZLM_FAULT_TARGET, r, t, ncls, ignore);
+    if (!ok) target[r] = ignore;
+    counted[r] = ok && t != ignore ? 1.0f : 0.0f;
+}
 
 /* A row's exponentials are summed in ZLM_CE_LANES interleaved lanes, each
  * in double, combined in lane order at the end: the loops vectorize at any

@@ -17,7 +17,7 @@ static inline ZL_HD void zlm_embedding_gather(int64_t i, int64_t v, int64_t d, i
 {
     int64_t p = i / d, r = idx[p];
     if (fault && !(r >= 0 && r < v)) {
-        if (i % d == 0) zlm_index_in(fault, ZLM_FAULT_EMBEDDING, p, r, v);
+        if (i % d == 0) zlm_index_in(fault, ZLM_FAULT_EMBEDDING, p, r, v, 0);
         memset((char *)out + i * es, 0, (size_t)es);
         return;
     }

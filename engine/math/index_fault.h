@@ -10,17 +10,18 @@
 #include <stdio.h>
 #include "hd.h"
 
-enum { ZLM_FAULT_EMBEDDING = 1 };
+enum { ZLM_FAULT_EMBEDDING = 1, ZLM_FAULT_TARGET = 2 };
 
 typedef struct zlm_index_fault {
     int32_t set;   /* 0 until an op notes one; then one of ZLM_FAULT_* */
     int32_t unused;
     int64_t pos, value, limit;
+    int64_t aux;   /* cross_entropy's ignore_index */
 } zlm_index_fault;
 
-/* Whether v indexes limit rows; when not, noted in f as op's at pos, unless
- * a fault was noted before. */
-static inline ZL_HD bool zlm_index_in(zlm_index_fault *f, int op, int64_t pos, int64_t v, int64_t limit)
+/* Whether v indexes limit rows; when not, noted in f as op's at pos (with
+ * aux), unless a fault was noted before. */
+static inline ZL_HD bool zlm_index_in(zlm_index_fault *f, int op, int64_t pos, int64_t v, int64_t limit, int64_t aux)
 {
     if (v >= 0 && v < limit) return true;
 #ifdef __CUDA_ARCH__
@@ -32,6 +33,7 @@ static inline ZL_HD bool zlm_index_in(zlm_index_fault *f, int op, int64_t pos, i
         f->pos = pos;
         f->value = v;
         f->limit = limit;
+        f->aux = aux;
     }
     return false;
 }
@@ -40,9 +42,14 @@ static inline ZL_HD bool zlm_index_in(zlm_index_fault *f, int op, int64_t pos, i
  * host, and where it was found. */
 static inline void zlm_index_fault_message(const zlm_index_fault *f, const char *where, char *buf, size_t size)
 {
-    snprintf(buf, size, "embedding: index %lld at position %lld is out of range for a weight of %lld rows "
-             "(expected 0..%lld; found on %s after the op was queued)", (long long)f->value, (long long)f->pos,
-             (long long)f->limit, (long long)(f->limit - 1), where);
+    if (f->set == ZLM_FAULT_TARGET)
+        snprintf(buf, size, "cross_entropy: target %lld at position %lld is out of range for %lld classes "
+                 "(expected 0..%lld, or ignore_index %lld; found on %s after the op was queued)", (long long)f->value,
+                 (long long)f->pos, (long long)f->limit, (long long)(f->limit - 1), (long long)f->aux, where);
+    else
+        snprintf(buf, size, "embedding: index %lld at position %lld is out of range for a weight of %lld rows "
+                 "(expected 0..%lld; found on %s after the op was queued)", (long long)f->value, (long long)f->pos,
+                 (long long)f->limit, (long long)(f->limit - 1), where);
 }
 
 #endif

@@ -127,13 +127,13 @@ zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like)
 }
 
 zl_status zli_kernel_sum(const zli_dev_kernels *k, int index, const zl_tensor *like, const float *x, int64_t n,
-                         double div, float *out)
+                         double div, const float *count, float *out)
 {
     /* One double per chunk: 8-byte slots of an i64 scratch. */
     int64_t nchunks = (n + ZLI_SUM_CHUNK - 1) / ZLI_SUM_CHUNK;
     if (nchunks < 1) nchunks = 1;
     zl_tensor *work = zli_new_like(like, ZL_DTYPE_I64, 1, &nchunks, ZL_MEM_ACTIVATIONS);
-    zl_status st = work ? k->reduce_all(index, div, n, x, zl_tensor_data(work), out) : ZL_ENOMEM;
+    zl_status st = work ? k->reduce_all(index, div, count, n, x, zl_tensor_data(work), out) : ZL_ENOMEM;
     zl_tensor_release(work);
     return st;
 }

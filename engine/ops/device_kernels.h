@@ -71,10 +71,17 @@ typedef struct zli_dev_kernels {
     zl_status (*ce_forward)(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                             int64_t ignore, const zlm_ce_opts *o, float *lse, float *loss);
     /* gx[rows, ncls]: row r scaled by g[r * g_stride] * k, zero on ignored
-     * rows, rounded to gdt's precision (ZLM_F32: not). */
+     * rows, rounded to gdt's precision (ZLM_F32: not); with count (in the
+     * kernels' memory) not NULL, k is 1 / *count instead, a mean's. */
     zl_status (*ce_backward)(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                              int64_t ignore, const zlm_ce_opts *o, const float *lse, const float *g,
-                             int64_t g_stride, float k, int gdt, float *gx);
+                             int64_t g_stride, float k, const float *count, int gdt, float *gx);
+    /* target [rows] (i64, the op's own copy) checked before ce_forward where
+     * the table has index_faults (math/cross_entropy.h's
+     * zlm_ce_check_target): a bad one noted in fault and made ignore;
+     * counted [rows] 1 where a mean counts the row, else 0. */
+    zl_status (*ce_targets)(int index, int64_t rows, int64_t ncls, int64_t *target, int64_t ignore,
+                            zlm_index_fault *fault, float *counted);
     /* sq[n] = (x - t)^2, elementwise. */
     zl_status (*mse_forward)(int index, int64_t n, const float *x, const float *t, float *sq);
     /* gx[n] and gt[n] (either NULL) = +-k * g[i * g_stride] * (x - t). */
@@ -226,9 +233,11 @@ typedef struct zli_dev_kernels {
     zl_status (*reduce_dim)(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out,
                             int64_t *idx);
     /* out [1] = the sum of x [n] as zli_sum_fixed adds it, divided by div in
-     * double (n for a mean, 1 for the sum); work holds one double per
-     * 4096-element chunk. */
-    zl_status (*reduce_all)(int index, double div, int64_t n, const float *x, double *work, float *out);
+     * double (n for a mean, 1 for the sum), or by *count (in the kernels'
+     * memory) when count is not NULL; work holds one double per 4096-element
+     * chunk. */
+    zl_status (*reduce_all)(int index, double div, const float *count, int64_t n, const float *x, double *work,
+                            float *out);
     /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
     zl_status (*reduce_backward)(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
                                  const int64_t *idx, float *gx);
@@ -301,10 +310,11 @@ ZLI_HIDDEN zl_status zli_dev_gemm(const zli_dev_kernels *k, int index, zl_dtype 
                                   const void *B, int64_t ldb, int64_t sb, float beta, float *C, int64_t ldc,
                                   int64_t sc, int64_t batch);
 
-/* out [1] (in like's memory) = the sum of x [n] there divided by div (see
- * reduce_all), by k's reduce_all in zli_sum_fixed's chunks and order. */
+/* out [1] (in like's memory) = the sum of x [n] there divided by div, or by
+ * *count there (see reduce_all), by k's reduce_all in zli_sum_fixed's
+ * chunks and order. */
 ZLI_HIDDEN zl_status zli_kernel_sum(const zli_dev_kernels *k, int index, const zl_tensor *like, const float *x,
-                                    int64_t n, double div, float *out);
+                                    int64_t n, double div, const float *count, float *out);
 
 /* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);

@@ -25,9 +25,10 @@ static zl_status check_reduction(const char *op, zl_reduction red)
 
 static bool is_half(zl_dtype dt) { return dt == ZL_DTYPE_BF16 || dt == ZL_DTYPE_F16; }
 
-/* The node keeps the targets, the log-sum-exps and the class weights (saved
- * slots 0, 1 and 2) where the kernels run; f[0..2] the options' keep,
- * spread and wsum, f[3] the mean's factor (1 otherwise). */
+/* The node keeps the targets, the log-sum-exps, the class weights and the
+ * mean's count of rows when the kernels counted them (saved slots 0 to 3)
+ * where the kernels run; f[0..2] the options' keep, spread and wsum, f[3]
+ * the mean's factor (1 otherwise). */
 static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *logits = n->inputs[0];
@@ -46,8 +47,8 @@ static zl_status ce_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     if (gx && rows * ncls > 0)
         st = kern->ce_backward(index, rows, ncls, zl_tensor_data(xk), (int)xk->dtype, zl_tensor_data(n->saved[0]),
                                ignore, &o, zl_tensor_data(n->saved[1]), zl_tensor_data(gc),
-                               (zl_reduction)n->i[0] == ZL_REDUCE_NONE ? 1 : 0, (float)n->f[3], gdt,
-                               zl_tensor_data(gx));
+                               (zl_reduction)n->i[0] == ZL_REDUCE_NONE ? 1 : 0, (float)n->f[3],
+                               n->saved[3] ? zl_tensor_data(n->saved[3]) : NULL, gdt, zl_tensor_data(gx));
     zl_tensor_release(xk);
     zl_tensor_release(gc);
     if (st) { zl_tensor_release(gx); return st; }
@@ -72,20 +73,22 @@ static zl_status ce_weight(const char *op, zl_tensor *weight, int64_t ncls, floa
     return ZL_OK;
 }
 
-/* The targets range-checked (read on the host), the options (*o, its w left
- * NULL) and the mean's divisor: the rows not ignored, or their targets'
- * weights summed. */
+/* The targets range-checked (read on the host, unless the kernels check
+ * them: then there is no weight), the options (*o, its w left NULL) and the
+ * mean's divisor: the rows not ignored, or their targets' weights summed
+ * (the kernels count them when they check). */
 static zl_status ce_prepare(const char *op, zl_tensor *target, zl_tensor *weight, int64_t rows, int64_t ncls,
-                            int64_t ignore, double smoothing, zlm_ce_opts *o, double *denom)
+                            int64_t ignore, double smoothing, bool kernels_check, zlm_ce_opts *o, double *denom)
 {
     float *w = NULL;
     int64_t *tv = NULL;
     *o = (zlm_ce_opts){NULL, 1.0f, 0.0f, 0.0f};
-    if (zli_index_array(op, "target", target, &tv)) return zli_last_code();
+    if (kernels_check ? zli_need_index(op, "target", target) : zli_index_array(op, "target", target, &tv))
+        return zli_last_code();
     if (weight && !(w = malloc((size_t)ncls * sizeof *w))) return zl_error(ZL_ENOMEM, "%s: out of memory", op);
     zl_status st = weight ? ce_weight(op, weight, ncls, w) : ZL_OK;
     double count = 0.0, wsum = 0.0, all = 0.0;
-    for (int64_t r = 0; !st && r < rows; r++) {
+    for (int64_t r = 0; !st && tv && r < rows; r++) {
         int64_t t = tv[r];
         if (t == ignore) continue;
         if (t < 0 || t >= ncls)
@@ -145,13 +148,34 @@ zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *
         return zli_op_end(op, nin, in, NULL);
     }
     int64_t rows = batched ? logits->shape[0] : 1, ncls = logits->shape[logits->ndim - 1];
+    /* A device with a fault note checks the targets in a kernel and counts
+     * the mean's rows there, so nothing is read back to the host; class
+     * weights still are, to be summed. */
+    zlm_index_fault *fault = !weight && kern->ce_targets && kern->index_faults ? kern->index_faults(index) : NULL;
     zlm_ce_opts o;
     double denom = 0.0;
-    if (ce_prepare(op, target, weight, rows, ncls, ignore_index, label_smoothing, &o, &denom))
+    if (ce_prepare(op, target, weight, rows, ncls, ignore_index, label_smoothing, fault != NULL, &o, &denom))
         return zli_op_end(op, nin, in, NULL);
-    /* Everything the kernels read lives where the logits do. */
+    /* Everything the kernels read lives where the logits do; targets the
+     * kernels check are the op's own copy, which they rewrite. */
     int64_t nlse = rows ? rows : 1;
-    zl_tensor *tk = zli_contiguous_as_like(target, ZL_DTYPE_I64, logits);
+    zl_tensor *tk = zli_contiguous_as_like(target, ZL_DTYPE_I64, logits), *count = NULL;
+    if (tk && fault && tk == target) {
+        zl_tensor *own = zl_tensor_clone(tk);
+        zl_tensor_release(tk);
+        tk = own;
+    }
+    if (tk && fault) {
+        zl_tensor *counted = zli_new_f32_like(logits, 1, &nlse);
+        count = counted ? zli_new_f32_like(logits, 0, NULL) : NULL;
+        if (!count || kern->ce_targets(index, rows, ncls, zl_tensor_data(tk), ignore_index, fault,
+                                       zl_tensor_data(counted)) ||
+            zli_kernel_sum(kern, index, logits, zl_tensor_data(counted), rows, 1.0, NULL, zl_tensor_data(count))) {
+            zl_tensor_release(tk);
+            tk = NULL;
+        }
+        zl_tensor_release(counted);
+    }
     zl_tensor *wk = tk && weight ? zli_contiguous_as_like(weight, ZL_DTYPE_F32, logits) : NULL;
     zl_tensor *xk = tk && (!weight || wk) ? zli_kernel_input(logits, true) : NULL;
     zl_tensor *lse = xk ? zli_new_f32_like(logits, 1, &nlse) : NULL;
@@ -169,7 +193,8 @@ zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *
     } else if (!st && (out = zli_new_f32_like(logits, 0, NULL))) {
         /* Summed in zli_sum_fixed's order, in double, and divided there: all
          * rows ignored make the mean 0/0 = NaN, as in PyTorch. */
-        if (zli_kernel_sum(kern, index, logits, zl_tensor_data(loss), rows, red == ZL_REDUCE_SUM ? 1.0 : denom,
+        const float *by = red == ZL_REDUCE_MEAN && count ? zl_tensor_data(count) : NULL;
+        if (zli_kernel_sum(kern, index, logits, zl_tensor_data(loss), rows, red == ZL_REDUCE_SUM ? 1.0 : denom, by,
                            zl_tensor_data(out))) {
             zl_tensor_release(out);
             out = NULL;
@@ -188,9 +213,10 @@ zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *
         n->f[0] = o.keep;
         n->f[1] = o.spread;
         n->f[2] = o.wsum;
-        n->f[3] = red == ZL_REDUCE_MEAN ? (float)(1.0 / denom) : 1.0f;
+        n->f[3] = red == ZL_REDUCE_MEAN && !count ? (float)(1.0 / denom) : 1.0f;
+        bool by_count = red == ZL_REDUCE_MEAN && count;
         if (zli_node_save(n, 0, tk, false) || zli_node_save(n, 1, lse, false) ||
-            (wk && zli_node_save(n, 2, wk, false))) {
+            (wk && zli_node_save(n, 2, wk, false)) || (by_count && zli_node_save(n, 3, count, false))) {
             zl_tensor_release(out);
             out = NULL;
         }
@@ -198,6 +224,7 @@ zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *
     zl_tensor_release(tk);
     zl_tensor_release(wk);
     zl_tensor_release(lse);
+    zl_tensor_release(count);
     return zli_op_end(op, nin, in, out);
 }
 
@@ -243,7 +270,7 @@ static zl_tensor *run_mse(const zli_dev_kernels *kern, int index, const zl_tenso
     if (red == ZL_REDUCE_NONE) return sq;
     out = zli_new_f32_like(home, 0, NULL);
     if (out && zli_kernel_sum(kern, index, home, zl_tensor_data(sq), cnt,
-                                  red == ZL_REDUCE_MEAN ? (double)cnt : 1.0, zl_tensor_data(out))) {
+                                  red == ZL_REDUCE_MEAN ? (double)cnt : 1.0, NULL, zl_tensor_data(out))) {
         zl_tensor_release(out);
         out = NULL;
     }

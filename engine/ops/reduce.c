@@ -28,7 +28,7 @@ static zl_status reduce_kernel(const zli_dev_kernels *k, int index, int kind, zl
     zl_status st;
     if (d < 0 && (kind == R_SUM || kind == R_MEAN)) {
         st = zli_kernel_sum(k, index, x, zl_tensor_data(xf), zl_tensor_numel(x),
-                            kind == R_MEAN ? (double)zl_tensor_numel(x) : 1.0, zl_tensor_data(out));
+                            kind == R_MEAN ? (double)zl_tensor_numel(x) : 1.0, NULL, zl_tensor_data(out));
     } else {
         st = k->reduce_dim(index, kind, outer, len, inner, zl_tensor_data(xf), zl_tensor_data(out),
                            idx ? zl_tensor_data(idx) : NULL);

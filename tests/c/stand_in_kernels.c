@@ -274,12 +274,13 @@ static zl_status fake_reduce_dim(int index, int kind, int64_t outer, int64_t d, 
     return ZL_OK;
 }
 
-static zl_status fake_reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out)
+static zl_status fake_reduce_all(int index, double div, const float *count, int64_t n, const float *x, double *work,
+                                 float *out)
 {
     CHECK(index == FAKE_INDEX);
     int64_t nc = zlm_sum_chunks(n);
     for (int64_t c = 0; c < nc; c++) work[c] = zlm_chunk_sum(x, n, c);
-    out[0] = zlm_sum_finish(work, nc, div);
+    out[0] = zlm_sum_finish(work, nc, count ? (double)*count : div);
     return ZL_OK;
 }
 
@@ -368,16 +369,25 @@ static zl_status fake_ce_forward(int index, int64_t rows, int64_t ncls, const vo
 
 static zl_status fake_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
                                   const int64_t *target, int64_t ignore, const zlm_ce_opts *o, const float *lse,
-                                  const float *g, int64_t g_stride, float k, int gdt, float *gx)
+                                  const float *g, int64_t g_stride, float k, const float *count, int gdt, float *gx)
 {
     CHECK(index == FAKE_INDEX);
     count_half(1, &xdt);
+    if (count) k = zlm_ce_mean_factor((int64_t)*count);
     for (int64_t r = 0; r < rows; r++) {
         float *row = row_f32(x, xdt, ncls, r);
         zlm_ce_opts_row_backward(o, ncls, row, target[r], ignore, lse[r], zlm_ce_scale(g[r * g_stride], k), gdt,
                                  gx + r * ncls);
         free(row);
     }
+    return ZL_OK;
+}
+
+static zl_status fake_ce_targets(int index, int64_t rows, int64_t ncls, int64_t *target, int64_t ignore,
+                                 zlm_index_fault *fault, float *counted)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t r = 0; r < rows; r++) zlm_ce_check_target(fault, r, target, ignore, ncls, counted);
     return ZL_OK;
 }
 
@@ -615,7 +625,7 @@ const zli_dev_kernels stand_in_kernels = {
     .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
     .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward, .index_faults = fake_index_faults,
     .rotary = fake_rotary,
-    .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ln_forward = fake_ln_forward,
+    .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ce_targets = fake_ce_targets, .ln_forward = fake_ln_forward,
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .rms_forward = fake_rms_forward, .rms_backward = fake_rms_backward,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,

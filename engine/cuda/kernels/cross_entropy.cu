@@ -46,10 +46,11 @@ __global__ void ce_forward(int64_t rows, int64_t ncls, const void *x, int xdt, c
 }
 
 __global__ void ce_backward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target, int64_t ignore,
-                            zlm_ce_opts o, const float *lse, const float *g, int64_t g_stride, float k, int gdt,
-                            float *gx)
+                            zlm_ce_opts o, const float *lse, const float *g, int64_t g_stride, float k,
+                            const float *count, int gdt, float *gx)
 {
     bool plain = zlm_ce_plain(&o);
+    if (count) k = zlm_ce_mean_factor((int64_t)*count);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t base = r * ncls, t = target[r];
         float scale = zlm_ce_scale(g[r * g_stride], k), l = lse[r];
@@ -75,11 +76,26 @@ extern "C" int zlk_cuda_cross_entropy_forward(int64_t rows, int64_t ncls, const 
 
 extern "C" int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, int xdt,
                                                const int64_t *target, int64_t ignore, const zlm_ce_opts *o,
-                                               const float *lse, const float *g, int64_t g_stride, float k, int gdt,
-                                               float *gx, void *stream)
+                                               const float *lse, const float *g, int64_t g_stride, float k,
+                                               const float *count, int gdt, float *gx, void *stream)
 {
     if (rows <= 0 || ncls <= 0) return 0;
     ce_backward<<<zlk_row_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, ncls, x, xdt, target, ignore, *o,
-                                                                             lse, g, g_stride, k, gdt, gx);
+                                                                             lse, g, g_stride, k, count, gdt, gx);
+    return zlk_launched();
+}
+
+__global__ void ce_targets(int64_t rows, int64_t ncls, int64_t *target, int64_t ignore, zlm_index_fault *fault,
+                           float *counted)
+{
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x)
+        zlm_ce_check_target(fault, r, target, ignore, ncls, counted);
+}
+
+extern "C" int zlk_cuda_cross_entropy_targets(int64_t rows, int64_t ncls, int64_t *target, int64_t ignore,
+                                              zlm_index_fault *fault, float *counted, void *stream)
+{
+    if (rows <= 0) return 0;
+    ce_targets<<<zlk_blocks(rows), ZLK_THREADS, 0, zlk_stream(stream)>>>(rows, ncls, target, ignore, fault, counted);
     return zlk_launched();
 }

@@ -87,10 +87,16 @@ int zlk_cuda_cross_entropy_forward(int64_t rows, int64_t ncls, const void *x, in
                                    int64_t ignore, const zlm_ce_opts *o, float *lse, float *loss, void *stream);
 /* gx [rows, ncls] f32, rounded to gdt's precision; row r's factor is
  * g[r * g_stride] * k (g_stride 1 for reduction none, 0 otherwise; k the
- * mean's 1 / divisor, else 1). */
+ * mean's 1 / divisor, else 1; 1 / *count, on the device, when count is not
+ * NULL). */
 int zlk_cuda_cross_entropy_backward(int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                                     int64_t ignore, const zlm_ce_opts *o, const float *lse, const float *g,
-                                    int64_t g_stride, float k, int gdt, float *gx, void *stream);
+                                    int64_t g_stride, float k, const float *count, int gdt, float *gx, void *stream);
+/* target [rows] [in/out] checked (math/cross_entropy.h's
+ * zlm_ce_check_target): a bad one noted in fault and made ignore; counted
+ * [rows] [out] 1 where a mean counts the row. */
+int zlk_cuda_cross_entropy_targets(int64_t rows, int64_t ncls, int64_t *target, int64_t ignore,
+                                   zlm_index_fault *fault, float *counted, void *stream);
 
 /* sq [n] f32 [out] = (x - t)^2; x, t [n] f32. */
 int zlk_cuda_mse_forward(int64_t n, const float *x, const float *t, float *sq, void *stream);
@@ -151,8 +157,10 @@ int zlk_cuda_dropout_backward(int64_t n, const uint8_t *keep, const float *g, fl
  * d >= 1 for max and min. */
 int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const float *x, float *out, int64_t *idx,
                         void *stream);
-/* out [1] = the sum (or mean) of x [n]; work holds zlm_sum_chunks(n) doubles. */
-int zlk_cuda_reduce_all(double div, int64_t n, const float *x, double *work, float *out, void *stream);
+/* out [1] = the sum (or mean) of x [n], divided by div or, when count is not
+ * NULL, by *count (on the device); work holds zlm_sum_chunks(n) doubles. */
+int zlk_cuda_reduce_all(double div, const float *count, int64_t n, const float *x, double *work, float *out,
+                        void *stream);
 /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
 int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner, const float *g, const int64_t *idx,
                              float *gx, void *stream);

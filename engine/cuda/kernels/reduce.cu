@@ -61,9 +61,9 @@ __global__ void chunk_sums(int64_t n, const float *x, double *part)
         part[c] = zlm_chunk_sum(x, n, c);
 }
 
-__global__ void sum_finish(int64_t n, double div, const double *part, float *out)
+__global__ void sum_finish(int64_t n, double div, const float *count, const double *part, float *out)
 {
-    out[0] = zlm_sum_finish(part, zlm_sum_chunks(n), div);
+    out[0] = zlm_sum_finish(part, zlm_sum_chunks(n), count ? (double)*count : div);
 }
 
 __global__ void reduce_backward(int kind, int64_t n, int64_t len, int64_t inner, const float *g, const int64_t *idx,
@@ -92,12 +92,13 @@ extern "C" int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t i
     return zlk_launched();
 }
 
-extern "C" int zlk_cuda_reduce_all(double div, int64_t n, const float *x, double *work, float *out, void *stream)
+extern "C" int zlk_cuda_reduce_all(double div, const float *count, int64_t n, const float *x, double *work, float *out,
+                                   void *stream)
 {
     cudaStream_t s = zlk_stream(stream);
     int64_t nc = zlm_sum_chunks(n);
     if (nc > 0) chunk_sums<<<zlk_blocks(nc), ZLK_THREADS, 0, s>>>(n, x, work);
-    sum_finish<<<1, 1, 0, s>>>(n, div, work, out);
+    sum_finish<<<1, 1, 0, s>>>(n, div, count, work, out);
     return zlk_launched();
 }
 

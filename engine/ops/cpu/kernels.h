@@ -29,7 +29,8 @@ ZLI_HIDDEN zl_status zli_cpu_binary_int(int index, int kind, int nd, const int64
                                         int odt);
 ZLI_HIDDEN zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
                                         float *out, int64_t *idx);
-ZLI_HIDDEN zl_status zli_cpu_reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out);
+ZLI_HIDDEN zl_status zli_cpu_reduce_all(int index, double div, const float *count, int64_t n, const float *x,
+                                        double *work, float *out);
 ZLI_HIDDEN zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner,
                                              const float *g, const int64_t *idx, float *gx);
 ZLI_HIDDEN zl_status zli_cpu_sum_to(int index, int nd, const int64_t *shape, const int *red, const float *g,
@@ -57,7 +58,8 @@ ZLI_HIDDEN zl_status zli_cpu_ce_forward(int index, int64_t rows, int64_t ncls, c
                                         float *loss);
 ZLI_HIDDEN zl_status zli_cpu_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt,
                                          const int64_t *target, int64_t ignore, const zlm_ce_opts *o, const float *lse,
-                                         const float *g, int64_t g_stride, float k, int gdt, float *gx);
+                                         const float *g, int64_t g_stride, float k, const float *count, int gdt,
+                                         float *gx);
 ZLI_HIDDEN zl_tensor *zli_cpu_matmul(int index, zl_tensor *a, zl_tensor *b, const zli_matmul_dims *md, zl_dtype odt);
 ZLI_HIDDEN zl_tensor *zli_cpu_linear(int index, zl_tensor *const *in, int nin, int64_t rows, int64_t inf, int64_t outf,
                                      int ndim, const int64_t *shape);

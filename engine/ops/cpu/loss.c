@@ -85,9 +85,10 @@ zl_status zli_cpu_ce_forward(int index, int64_t rows, int64_t ncls, const void *
  * to gdt's precision; zero on ignored rows. */
 zl_status zli_cpu_ce_backward(int index, int64_t rows, int64_t ncls, const void *x, int xdt, const int64_t *target,
                               int64_t ignore, const zlm_ce_opts *o, const float *lse, const float *g,
-                              int64_t g_stride, float k, int gdt, float *gx)
+                              int64_t g_stride, float k, const float *count, int gdt, float *gx)
 {
     (void)index;
+    if (count) k = zlm_ce_mean_factor((int64_t)*count);
     row_space sp;
     if (row_space_new("cross_entropy backward", xdt, ncls, &sp)) return zli_last_code();
     #pragma omp parallel num_threads(sp.threads) if (sp.threads > 1 && rows * ncls > ZLI_PAR_MIN && rows > 1)

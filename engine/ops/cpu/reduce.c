@@ -46,10 +46,11 @@ zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int6
 
 /* out [1] = the sum (or mean) of x [n] in zli_sum_fixed's chunks and order
  * (it keeps the chunk sums itself: work is unused here). */
-zl_status zli_cpu_reduce_all(int index, double div, int64_t n, const float *x, double *work, float *out)
+zl_status zli_cpu_reduce_all(int index, double div, const float *count, int64_t n, const float *x, double *work,
+                             float *out)
 {
     (void)index, (void)work;
-    *out = (float)(zli_sum_fixed(x, n) / div);
+    *out = (float)(zli_sum_fixed(x, n) / (count ? (double)*count : div));
     return ZL_OK;
 }
 

@@ -423,6 +423,61 @@ TEST(half_attention_matches_the_cpu)
         }
 }
 
+/* Attention at the flash kernels' widths (64 and 128, bf16 and f16; grouped
+ * queries, causal over key tiles' edges) against the CPU, and its
+ * gradients the same bits on a second run: no atomics. */
+TEST(flash_attention_matches_the_cpu)
+{
+    const zl_dtype dts[] = {ZL_DTYPE_BF16, ZL_DTYPE_F16};
+    for (int w = 0; w < 2; w++)
+        for (int k = 0; k < 2; k++) {
+            int64_t d = w ? 128 : 64, t = 130;
+            zl_tensor *r[3] = {zt_randn(SHAPE(2, 4, t, d)), zt_randn(SHAPE(2, 2, t, d)), zt_randn(SHAPE(2, 2, t, d))};
+            zl_tensor *g = zt_randn(SHAPE(2, 4, t, d)), *h[3], *y[2], *gr[2][3], *y2[2], *gr2[2][3];
+            for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], dts[k]);
+            run3(attention3, true, h, g, y, gr);
+            run3(attention3, true, h, g, y2, gr2);
+            CHECK(zl_tensor_dtype(y[1]) == dts[k]);
+            check_close_dev(y[0], y[1], 2e-2, "flash attention");
+            for (int i = 0; i < 3; i++) {
+                check_close_dev(gr[0][i], gr[1][i], 3e-2, "flash attention's gradient");
+                zl_tensor *a = zl_tensor_to_device(gr[1][i], ZL_DEVICE_CPU, 0);
+                zl_tensor *b = zl_tensor_to_device(gr2[1][i], ZL_DEVICE_CPU, 0);
+                CHECK(a && b && !memcmp(zl_tensor_data(a), zl_tensor_data(b), (size_t)zl_tensor_numel(a) * 4));
+                zl_tensor_release(a);
+                zl_tensor_release(b);
+            }
+            zl_tensor *objs[] = {y[0], y[1], gr[0][0], gr[0][1], gr[0][2], gr[1][0], gr[1][1], gr[1][2],
+                                 y2[0], y2[1], gr2[0][0], gr2[0][1], gr2[0][2], gr2[1][0], gr2[1][1], gr2[1][2],
+                                 h[0], h[1], h[2], g, r[0], r[1], r[2]};
+            release_all(objs, 23);
+        }
+}
+
+/* An embedding index and a cross-entropy target out of range are checked
+ * in the kernels: the ops return, and the next copy to the host fails with
+ * each op's message, once. */
+TEST(bad_indices_are_reported_at_the_next_copy)
+{
+    zl_tensor *wh = zt_randn(SHAPE(10, 8)), *w = on_gpu(wh);
+    zl_tensor *ih = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){2, 70000}), *idx = on_gpu(ih);
+    zl_tensor *y = zl_embedding(w, idx);
+    CHECK(y != NULL);
+    CHECK_ERR(zl_tensor_to_device(y, ZL_DEVICE_CPU, 0), "embedding: index 70000 at position 1 is out of range for "
+              "a weight of 10 rows (expected 0..9; found on cuda:0 after the op was queued)");
+    zl_tensor *yh = zl_tensor_to_device(y, ZL_DEVICE_CPU, 0);
+    CHECK(yh && zl_tensor_get(yh, 8) == 0.0 && zl_tensor_get(yh, 0) == zl_tensor_get(wh, 16));
+    zl_tensor *xh = zt_randn(SHAPE(3, 10)), *x = on_gpu(xh);
+    zl_tensor *th = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){3}, (int64_t[]){1, 12, 3}), *t = on_gpu(th);
+    zl_tensor *l = zl_cross_entropy(x, t, -100, ZL_REDUCE_MEAN);
+    CHECK(l != NULL);
+    CHECK_ERR(zl_tensor_to_device(l, ZL_DEVICE_CPU, 0), "cross_entropy: target 12 at position 1 is out of range");
+    zl_tensor *lh = zl_tensor_to_device(l, ZL_DEVICE_CPU, 0);
+    CHECK(lh && isfinite(zl_tensor_get(lh, 0)));
+    zl_tensor *objs[] = {lh, l, t, th, x, xh, yh, y, idx, ih, w, wh};
+    release_all(objs, 12);
+}
+
 static zl_tensor *matmul3(zl_tensor *a, zl_tensor *b, zl_tensor *unused, bool flag)
 {
     (void)unused;

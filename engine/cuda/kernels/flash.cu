@@ -7,6 +7,8 @@
  * gradient is added atomically and every run gives the same bits: one a
  * block per 64 keys (dK, dV: its query heads and rows in order), one a
  * block per 64 queries (dQ), each recomputing P from the rows' lse. */
+#include <stdlib.h>
+#include <string.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -325,11 +327,17 @@ __global__ void __launch_bounds__(FL_THREADS) flash_backward_q(int64_t tq, int64
 
 /* Whether the kernels take these sizes, pointers and the current device:
  * bf16 or f16, d = dv of 64 or 128, 16-byte aligned buffers (their rows
- * then are too), tiles that fit the grid, compute capability 8 or more. */
+ * then are too), tiles that fit the grid, compute capability 8 or more; and
+ * not while ZLUA_CUDA_FLASH=0 asks for the composed attention (to tell
+ * the two apart when a result looks wrong, as PyTorch's sdp_kernel switch). */
 extern "C" bool zlk_cuda_flash_takes(int dt, int64_t d, int64_t dv, int64_t tq, int64_t tk, const void *const *bufs,
                                      int nbufs)
 {
-    if ((dt != ZLM_BF16 && dt != ZLM_F16) || d != dv || (d != 64 && d != 128)) return false;
+    static const bool off = [] {
+        const char *v = getenv("ZLUA_CUDA_FLASH");
+        return v && strcmp(v, "0") == 0;
+    }();
+    if (off || (dt != ZLM_BF16 && dt != ZLM_F16) || d != dv || (d != 64 && d != 128)) return false;
     if (tq <= 0 || tk <= 0 || (tq + FL_BQ - 1) / FL_BQ > 65535 || (tk + FL_BK - 1) / FL_BK > 65535) return false;
     for (int i = 0; i < nbufs; i++)
         if ((uintptr_t)bufs[i] % 16) return false;

@@ -157,10 +157,11 @@ static zl_status rotary(int index, int nd, const int64_t *shape, const float *a,
     return zli_cuda_done(index, "rotary", zlk_cuda_rotary(nd, shape, a, as, c, cs, s, ss, backward, y, NULL));
 }
 
-static zl_status att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)
+static zl_status att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, const uint8_t *mask,
+                             const zlm_view *mv, float *s)
 {
     if (zli_cuda_use(index)) return zli_last_code();
-    return zli_cuda_done(index, "attention", zlk_cuda_attention_softmax(rows, tq, tk, causal, s, NULL));
+    return zli_cuda_done(index, "attention", zlk_cuda_attention_softmax(rows, tq, tk, causal, mask, mv, s, NULL));
 }
 
 static zl_status att_softmax_backward(int index, int64_t rows, int64_t tk, float *dp, const float *p)

@@ -14,6 +14,7 @@
 
 #include "hd.h"
 #include "expf.h"
+#include "strided.h"
 
 #define ZLM_ATT_LANES 16
 
@@ -70,6 +71,34 @@ static inline ZL_HD void zlm_attention_softmax_row_max(float *s, float m, int64_
 static inline ZL_HD void zlm_attention_softmax_row(float *s, int64_t lim, int64_t tk)
 {
     zlm_attention_softmax_row_max(s, zlm_attention_max(s, lim), lim, tk);
+}
+
+/* Whether key j of score row r may be seen under a bool mask read through
+ * the view mv over the scores' [rows * tk] elements (mask NULL: all). */
+static inline ZL_HD bool zlm_attention_allowed(const uint8_t *mask, const zlm_view *mv, int64_t r, int64_t tk,
+                                               int64_t j)
+{
+    return !mask || mask[zlm_view_offset(mv, r * tk + j)];
+}
+
+/* s [tk] [in/out]: score row r to probabilities, the first lim seen where
+ * the mask allows (cpu/attention.c's softmax_rows: a hidden key gets 0, a
+ * row that sees no key is all 0). */
+static inline ZL_HD void zlm_attention_softmax_row_masked(float *s, int64_t r, int64_t lim, int64_t tk,
+                                                          const uint8_t *mask, const zlm_view *mv)
+{
+    float m = -INFINITY;
+    bool any = false;
+    for (int64_t j = 0; j < lim; j++)
+        if (zlm_attention_allowed(mask, mv, r, tk, j)) {
+            any = true;
+            m = s[j] > m ? s[j] : m;
+        }
+    for (int64_t j = 0; j < tk; j++)
+        s[j] = any && j < lim && zlm_attention_allowed(mask, mv, r, tk, j) ? zlm_attention_exp(s[j], m) : 0.0f;
+    if (!any) return;
+    float inv = 1.0f / zlm_attention_sum(s, NULL, lim);
+    for (int64_t j = 0; j < lim; j++) s[j] *= inv;
 }
 
 /* dp [n] [in/out] to dS, p [n] the row's probabilities. */

@@ -172,14 +172,24 @@ static zl_status attention_check(const zl_tensor *q, const zl_tensor *k, const z
 }
 
 /* The same composed of a table's GEMMs and att_softmax, each step one call
- * for all batches: the scores' GEMM (scale as its alpha), the rows' softmax,
+ * for all batches: the scores' GEMM (scale as its alpha), the rows' softmax
+ * (the mask, in[3] or NULL, read where it lies once in the kernels' memory),
  * the values' GEMM, a key/value head's grp query heads as one matrix of grp
  * * tq rows. With q, k and v all bf16 (or all f16) the GEMMs read them as
  * they are, and P, kept in f32 for the backward, is rounded to their dtype
- * for the values' GEMM. */
+ * for the values' GEMM. The backward needs no mask: P is 0 where it hides. */
 static zl_status attention_composed(const zli_dev_kernels *kern, int index, zl_tensor *const *in, bool causal,
                                     float scale, const int64_t *dims, zl_tensor *p, zl_tensor *out)
 {
+    zl_tensor *q = in[0], *mk = in[3] ? zli_copy_as_like(in[3], ZL_DTYPE_BOOL, p) : NULL;
+    zlm_view mv = {0};
+    if (mk) {
+        int64_t full[ZL_MAX_DIMS], mstr[ZL_MAX_DIMS];
+        memcpy(full, q->shape, sizeof full);
+        full[q->ndim - 1] = dims[ZLI_ATT_TK];
+        zli_bcast_strides(mk, q->ndim, full, mstr);
+        mv = zlm_view_over(q->ndim, full, mstr);
+    }
     int64_t B = dims[ZLI_ATT_B], grp = dims[ZLI_ATT_G], tq = dims[ZLI_ATT_TQ], tk = dims[ZLI_ATT_TK];
     int64_t d = dims[ZLI_ATT_D], dv = dims[ZLI_ATT_DV];
     zl_dtype dt = zli_gemm_dtype(kern, 3, in);
@@ -191,12 +201,13 @@ static zl_status attention_composed(const zli_dev_kernels *kern, int index, zl_t
     if (!st)
         st = zli_dev_gemm(kern, index, dt, false, true, mq, tk, d, scale, zl_tensor_data(qc), d, mq * d,
                           zl_tensor_data(kc), d, tk * d, 0.0f, pp, tk, mq * tk, bk);
-    if (!st) st = kern->att_softmax(index, B * tq, tq, tk, causal, pp);
+    if (!st && in[3] && !mk) st = ZL_ENOMEM;
+    if (!st) st = kern->att_softmax(index, B * tq, tq, tk, causal, mk ? zl_tensor_data(mk) : NULL, &mv, pp);
     if (!st && !(pc = zli_contiguous_as_like(p, dt, p))) st = ZL_ENOMEM;
     if (!st)
         st = zli_dev_gemm(kern, index, dt, false, false, mq, dv, tk, 1.0f, zl_tensor_data(pc), tk, mq * tk,
                           zl_tensor_data(vc), dv, tk * dv, 0.0f, zl_tensor_data(out), dv, mq * dv, bk);
-    zl_tensor *objs[] = {qc, kc, vc, pc};
+    zl_tensor *objs[] = {qc, kc, vc, pc, mk};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
     return st;
 }
@@ -233,8 +244,8 @@ zl_tensor *zl_attention(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal, d
     return zl_attention_masked(q, k, v, NULL, causal, scale);
 }
 
-/* A table without a fused attention (a GPU's) composes it of kernels that
- * know no mask: a masked attention needs the fused one. */
+/* The CPU's fused attention reads a mask in host memory; a composed one
+ * takes it wherever it is, and moves it where the kernels run. */
 zl_tensor *zl_attention_masked(zl_tensor *q, zl_tensor *k, zl_tensor *v, zl_tensor *mask, bool causal,
                                double scale)
 {
@@ -246,14 +257,7 @@ zl_tensor *zl_attention_masked(zl_tensor *q, zl_tensor *k, zl_tensor *v, zl_tens
     int64_t grp = 1;
     if (zli_op_begin(op, nin, in)) return NULL;
     if (zli_op_device(op, 3, in, &kern, &index) < 0) return zli_op_end(op, nin, in, NULL);
-    if (mask && !kern->attention) {
-        char where[32];
-        const zl_tensor *home = zli_op_home(3, in);
-        zl_device_str(zl_tensor_device(home), zl_tensor_device_index(home), where, sizeof where);
-        zl_error(ZL_EDEVICE, "attention: a mask is not supported for tensors on %s yet (compute it on the CPU)", where);
-        return zli_op_end(op, nin, in, NULL);
-    }
-    if ((mask && zli_need_host(op, "mask", mask)) || attention_check(q, k, v, mask, causal, &grp))
+    if ((mask && kern->attention && zli_need_host(op, "mask", mask)) || attention_check(q, k, v, mask, causal, &grp))
         return zli_op_end(op, nin, in, NULL);
     if (!(scale >= 0) || isinf(scale)) {
         zl_error(ZL_EINVAL, "attention: scale must be finite and positive (0 for 1/sqrt(D)), got %g", scale);

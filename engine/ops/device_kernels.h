@@ -197,7 +197,7 @@ typedef struct zli_dev_kernels {
      * mask read where it lies): in q, k, v as they are, mask or NULL; dims
      * in ZLI_ATT_* order; P [B, tq, tk] and out [B, tq, dv] f32 [out]; the backward
      * from the op's node. NULL (a GPU's): the op composes attention of the
-     * GEMMs and att_softmax below, which know no mask. */
+     * GEMMs and att_softmax below. */
     zl_status (*attention)(int index, zl_tensor *const *in, const zl_tensor *mask, bool causal, float scale,
                            const int64_t *dims, zl_tensor *p, zl_tensor *out);
     zl_status (*attention_backward)(int index, zl_node *n, zl_tensor *g, zl_tensor **gin);
@@ -217,8 +217,12 @@ typedef struct zli_dev_kernels {
                                 const void *k, const void *v, const void *out, const void *dout, const float *lse,
                                 float *delta, float *dq, float *dk, float *dv);
     /* s [rows, tk] [in/out]: attention's scaled scores to probabilities, row r
-     * being query r % tq, causal rows cut there (attention.c's softmax_rows). */
-    zl_status (*att_softmax)(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s);
+     * being query r % tq, causal rows cut there, and where mask (bool, in the
+     * kernels' memory, or NULL) read through the view mv over the scores'
+     * [rows * tk] elements is 0 (math/attention.h's
+     * zlm_attention_softmax_row_masked; cpu/attention.c's softmax_rows). */
+    zl_status (*att_softmax)(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, const uint8_t *mask,
+                             const zlm_view *mv, float *s);
     /* dp [rows, tk] [in/out]: dP to dS = P * (dP - <dP, P>), p [rows, tk]. */
     zl_status (*att_softmax_backward)(int index, int64_t rows, int64_t tk, float *dp, const float *p);
     /* keep [n] (u8) = the generator's uniform draw at counter offset + i

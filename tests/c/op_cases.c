@@ -130,7 +130,7 @@ OP(where_, zl_where(in[0], in[1], in[2]))
 OP(masked_fill, zl_masked_fill(in[0], in[1], -1e9))
 OP(masked_fill_inf, zl_masked_fill(in[0], in[1], -INFINITY))
 
-enum { G = CASE_GRAD, NOFD = CASE_NO_FD, CLOSE = CASE_CLOSE, HOST = CASE_HOST };
+enum { G = CASE_GRAD, NOFD = CASE_NO_FD, CLOSE = CASE_CLOSE };
 
 const op_case op_cases[] = {
     /* elementwise, broadcasting */
@@ -312,7 +312,7 @@ const op_case op_cases[] = {
      attention_causal, G | CLOSE},
     {"zl_attention_masked", "no mask", "f32[1,2,4,8] f32[1,2,4,8] f32[1,2,4,8]", attention_masked_null, G | CLOSE},
     {"zl_attention_masked", "a mask", "f32[1,2,3,4] f32[1,2,5,4] f32[1,2,5,4] bool[1,1,3,5]?", attention_masked,
-     G | HOST},
+     G | CLOSE},
 
     /* gather and scatter */
     {"zl_gather", "the last dim", "f32[2,3,4] i64[2,3,2]<4", gather_2, G},

@@ -13,7 +13,6 @@ enum {
     CASE_NO_FD = 2,   /* no finite-difference check on the host (ties, random masks) */
     CASE_CLOSE = 4,   /* the device adds in an order of its own (a GEMM, a composed op) or fuses
                          its multiply-adds otherwise (rotary's vector loop): a tolerance */
-    CASE_HOST = 8,    /* the host only: a device refuses it, naming the op */
 };
 
 /* One case: `op` is the ops.h function it covers; `inputs` names each input,

@@ -288,18 +288,8 @@ static void run_case(const op_target *t, const op_case *c, uint64_t key)
     zl_device where = ZL_DEVICE_CPU;
     for (int i = 0; i < p.n; i++)
         if (!p.in[i].host) where = zl_tensor_device(dev[i]);
-    const char *bare = strncmp(c->op, "zl_", 3) ? c->op : c->op + 3;
     zl_clear_error();
     bool ran = run_on(&p, dev, &gy, t, &got, key);
-    if ((c->flags & CASE_HOST) && where != ZL_DEVICE_CPU) {
-        /* The refusal leads with the op's name, or its family's (attention for attention_masked). */
-        const char *e = zl_last_error();
-        size_t lead = strcspn(e, ":");
-        if (ran || !e[lead] || !lead || strncmp(bare, e, lead) || !strstr(e, "cuda"))
-            zt_fail(__FILE__, __LINE__, "case %s (%s) on %s: expected a refusal naming %s and the device, got %s",
-                    c->op, c->what, t->name, bare, ran ? "a result" : e);
-        goto out;
-    }
     if (!ran) {
         zt_fail(__FILE__, __LINE__, "case %s (%s) on %s: %s", c->op, c->what, t->name, zl_last_error());
         goto out;

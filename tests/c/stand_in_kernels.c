@@ -147,11 +147,12 @@ static zl_status fake_gemm(int index, bool ta, bool tb, int64_t M, int64_t N, in
     return fake_gemm_batched(index, ta, tb, M, N, K, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, C, ldc, 0, 1);
 }
 
-static zl_status fake_att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, float *s)
+static zl_status fake_att_softmax(int index, int64_t rows, int64_t tq, int64_t tk, bool causal, const uint8_t *mask,
+                                  const zlm_view *mv, float *s)
 {
     CHECK(index == FAKE_INDEX);
     for (int64_t r = 0; r < rows; r++)
-        zlm_attention_softmax_row(s + r * tk, zlm_attention_limit(r, tq, tk, causal), tk);
+        zlm_attention_softmax_row_masked(s + r * tk, r, zlm_attention_limit(r, tq, tk, causal), tk, mask, mv);
     return ZL_OK;
 }
 

@@ -453,6 +453,15 @@ static void release_run(zl_tensor *y[2], zl_tensor *gr[2][3])
     release_all(objs, 8);
 }
 
+/* run3's device results against the host's within tol, then released. */
+static void check_run(zl_tensor *y[2], zl_tensor *gr[2][3], double tol, const char *what, const char *grad)
+{
+    if (y[0] && y[1]) check_close_host(y[0], y[1], tol, what);
+    for (int i = 0; i < 3; i++)
+        if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], tol, grad);
+    release_run(y, gr);
+}
+
 /* linear with and without a bias, x of 3 dims, f32, bf16 and f16: the GEMMs
  * to a tolerance (another summation order; bf16 rounds differently on the
  * host's bf16 GEMM, and the device rounds g to f16 for its f16 GEMMs), the
@@ -588,7 +597,7 @@ static zl_tensor *rotary3(zl_tensor *x, zl_tensor *unused1, zl_tensor *unused2, 
 /* A LLaMA block's ops on the device: grouped-query attention (4 query heads
  * on 2 or 1 key/value heads, their gradients summed in the GEMMs; causal with
  * more keys than queries), rms_norm and rotary by the device's kernels,
- * f32 and bf16, against the host; a mask refused by name. */
+ * f32 and bf16, against the host. */
 TEST(transformer_ops_on_the_device)
 {
     const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
@@ -598,11 +607,7 @@ TEST(transformer_ops_on_the_device)
         zl_tensor *h[3], *gh = zt_randn(SHAPE(2, 4, 5, 3)), *y[2], *gr[2][3];
         for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], dts[c / 4]);
         run3(attention3, tk == 7, h, gh, y, gr);
-        double tol = c < 4 ? 1e-5 : 2e-2;
-        if (y[0] && y[1]) check_close_host(y[0], y[1], tol, "grouped-query attention");
-        for (int i = 0; i < 3; i++)
-            if (gr[0][i] && gr[1][i]) check_close_host(gr[0][i], gr[1][i], tol, "grouped-query attention's gradient");
-        release_run(y, gr);
+        check_run(y, gr, c < 4 ? 1e-5 : 2e-2, "grouped-query attention", "grouped-query attention's gradient");
         zl_tensor *objs[] = {gh, h[2], h[1], h[0], r[2], r[1], r[0]};
         release_all(objs, 7);
     }
@@ -624,11 +629,44 @@ TEST(transformer_ops_on_the_device)
         zl_tensor *objs[] = {gh, h[0], w, xr};
         release_all(objs, 4);
     }
-    zl_tensor *qh = zt_randn(SHAPE(1, 2, 3, 4)), *kh = zt_randn(SHAPE(1, 2, 5, 4));
-    zl_tensor *q = to_fake(qh), *k = to_fake(kh), *m = zl_tensor_full(ZL_DTYPE_BOOL, SHAPE(3, 5), 1);
-    CHECK_ERR(zl_attention_masked(q, k, k, m, false, 0), "attention: a mask is not supported for tensors on cuda:7 yet");
-    zl_tensor *objs[] = {qh, kh, q, k, m, rotary_tables[0], rotary_tables[1]};
-    release_all(objs, 7);
+    zl_tensor *objs[] = {rotary_tables[0], rotary_tables[1]};
+    release_all(objs, 2);
+}
+
+/* A padding mask [2, 1, 1, 7] (each sequence's keys from its first real
+ * position on, as left-padded prompts have; broadcast over heads and
+ * queries), causal and not, in host memory or on the device. */
+static zl_tensor *padding_mask;
+
+static zl_tensor *masked3(zl_tensor *q, zl_tensor *k, zl_tensor *v, bool causal)
+{
+    bool on = zl_tensor_device(q) == ZL_DEVICE_CUDA && !causal;
+    zl_tensor *m = on ? to_fake(padding_mask) : zl_tensor_retain(padding_mask);
+    zl_tensor *y = zl_attention_masked(q, k, v, m, causal, 0);
+    zl_tensor_release(m);
+    return y;
+}
+
+/* Masked attention on a device: the composed softmax leaves out the keys the
+ * mask hides (a row that sees none is all 0, as on the CPU), f32 and bf16,
+ * forward and every gradient, against the host. */
+TEST(masked_attention_on_the_device)
+{
+    uint8_t mv[14] = {0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
+    padding_mask = zl_tensor_from_data(ZL_DTYPE_BOOL, 4, (int64_t[]){2, 1, 1, 7}, mv);
+    const zl_dtype dts[] = {ZL_DTYPE_F32, ZL_DTYPE_BF16};
+    for (int c = 0; c < 4; c++) {
+        bool causal = c % 2;
+        zl_tensor *r[3] = {zt_randn(SHAPE(2, 4, causal ? 5 : 7, 6)), zt_randn(SHAPE(2, 2, 7, 6)),
+                           zt_randn(SHAPE(2, 2, 7, 6))};
+        zl_tensor *h[3], *gh = zt_randn(SHAPE(2, 4, causal ? 5 : 7, 6)), *y[2], *gr[2][3];
+        for (int i = 0; i < 3; i++) h[i] = zl_tensor_to(r[i], dts[c / 2]);
+        run3(masked3, causal, h, gh, y, gr);
+        check_run(y, gr, c < 2 ? 1e-5 : 2e-2, "masked attention", "masked attention's gradient");
+        zl_tensor *objs[] = {gh, h[2], h[1], h[0], r[2], r[1], r[0]};
+        release_all(objs, 7);
+    }
+    zl_tensor_release(padding_mask);
 }
 
 /* dropout draws the host's mask from the same generator state and moves the

@@ -106,8 +106,10 @@ int zlk_cuda_mse_backward(int64_t n, const float *x, const float *t, const float
                           float *gx, float *gt, void *stream);
 
 /* s [rows, tk] f32 [in/out], scores already scaled, to probabilities; row r is
- * query r % tq. dp [rows, tk] [in/out] to dS from p [rows, tk]. */
-int zlk_cuda_attention_softmax(int64_t rows, int64_t tq, int64_t tk, bool causal, float *s, void *stream);
+ * query r % tq; mask (bool, or NULL) read through mv over the [rows * tk]
+ * scores hides keys. dp [rows, tk] [in/out] to dS from p [rows, tk]. */
+int zlk_cuda_attention_softmax(int64_t rows, int64_t tq, int64_t tk, bool causal, const uint8_t *mask,
+                               const zlm_view *mv, float *s, void *stream);
 int zlk_cuda_attention_softmax_backward(int64_t rows, int64_t tk, float *dp, const float *p, void *stream);
 
 /* Flash attention (flash.cu; ops/device_kernels.h's flash_forward and

@@ -243,11 +243,11 @@ static zl_status select_(int index, int ndim, const int64_t *shape, const uint8_
 }
 
 static zl_status index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
-                              const int64_t *idx, const void *x, void *out)
+                              const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim)
 {
     if (zli_cuda_use(index)) return zli_last_code();
     return zli_cuda_done(index, "index_select",
-                         zlk_cuda_index_select_forward(outer, len, m, inner, es, idx, x, out, NULL));
+                         zlk_cuda_index_select_forward(outer, len, m, inner, es, idx, x, out, fault, dim, NULL));
 }
 
 static zl_status index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
@@ -338,8 +338,8 @@ const zli_dev_kernels zli_cuda_kernels = {
     .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward, .index_faults = zli_cuda_index_faults, .rotary = rotary,
-    .ce_forward = ce_forward, .ce_backward = ce_backward, .ce_targets = ce_targets, .ln_forward = ln_forward, .ln_backward_x = ln_backward_x,
-    .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward, .rms_backward = rms_backward,
+    .ce_forward = ce_forward, .ce_backward = ce_backward, .ce_targets = ce_targets, .ln_forward = ln_forward,
+    .ln_backward_x = ln_backward_x, .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward, .rms_backward = rms_backward,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
     .gemm_batched = zli_cuda_gemm_batched, .gemm_half = zli_cuda_gemm_half, .linear_half = zli_cuda_linear_half,

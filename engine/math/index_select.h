@@ -8,11 +8,19 @@
 #include "embedding.h"
 
 /* Element i of out [outer, m, inner] from x [outer, len, inner]; es bytes an
- * element, copied as they are (any dtype). */
+ * element, copied as they are (any dtype). With a fault note, an index
+ * outside [0, len) is noted there (with dim, the input's dim it indexes) and
+ * its elements are zeros; without, the indices were checked. */
 static inline ZL_HD void zlm_index_select_gather(int64_t i, int64_t len, int64_t m, int64_t inner, int es,
-                                                 const int64_t *idx, const void *x, void *out)
+                                                 const int64_t *idx, const void *x, void *out, zlm_index_fault *fault,
+                                                 int dim)
 {
-    int64_t per = m * inner, o = i / per;
+    int64_t per = m * inner, o = i / per, p = i % per / inner, r = idx[p];
+    if (fault && !(r >= 0 && r < len)) {
+        if (i % per % inner == 0) zlm_index_in(fault, ZLM_FAULT_INDEX_SELECT, p, r, len, dim);
+        memset((char *)out + i * es, 0, (size_t)es);
+        return;
+    }
     zlm_embedding_gather(i % per, len, inner, es, idx, (const char *)x + o * len * inner * es,
                          (char *)out + o * per * es, NULL);
 }

@@ -95,6 +95,15 @@ zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *li
     return cc;
 }
 
+zl_tensor *zli_own_copy_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)
+{
+    zl_tensor *c = zli_contiguous_as_like(t, dt, like);
+    if (c != t) return c;
+    zl_tensor *own = zli_copy_as(t, dt, ZL_MEM_ACTIVATIONS);
+    zl_tensor_release(c);
+    return own;
+}
+
 zl_dtype zli_gemm_dtype(const zli_dev_kernels *k, int n, zl_tensor *const *ts)
 {
     zl_dtype dt = ts[0]->dtype;

@@ -120,11 +120,13 @@ typedef struct zli_dev_kernels {
      * when accumulating (a tied weight's pending gradient), else into zeros. */
     zl_status (*emb_backward)(int index, int64_t n, int64_t v, int64_t d, const int64_t *idx, int64_t pad,
                               const float *g, float *gw, bool accumulate);
-    /* out[outer, m, inner] = the rows idx[m] (i64, on the device, checked) of
-     * x[outer, len, inner] along its middle dim; es bytes an element. */
+    /* out[outer, m, inner] = the rows idx[m] (i64, on the device) of x[outer,
+     * len, inner] along its middle dim (dim of the input); es bytes an
+     * element. fault as emb_forward's: NULL, the indices were checked. */
     zl_status (*index_select)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
-                              const int64_t *idx, const void *x, void *out);
-    /* gx[outer, len, inner] = g[outer, m, inner]'s rows summed into the rows idx names, in index order. */
+                              const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim);
+    /* gx[outer, len, inner] = g[outer, m, inner]'s rows summed into the rows
+     * idx names, in index order, but for those out of range (noted). */
     zl_status (*index_select_backward)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
                                        const int64_t *idx, const float *g, float *gx);
     /* Max pooling over planes of x[planes, h, w] (padding is -inf): y and
@@ -304,6 +306,9 @@ ZLI_HIDDEN zl_tensor *zli_kernel_input(zl_tensor *t, bool on);
 ZLI_HIDDEN zl_tensor *zli_kernel_output(const zl_tensor *like, bool on, zl_dtype dt, int ndim, const int64_t *shape);
 /* zli_copy_as_like, made contiguous: a GEMM's operand. */
 ZLI_HIDDEN zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
+/* The same, but always a copy of its own, never t: what a kernel may rewrite
+ * or an op keep while t changes. */
+ZLI_HIDDEN zl_tensor *zli_own_copy_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like);
 /* The dtype k's GEMMs read ts[n] in: bf16 when all n have it, f16 likewise
  * where k reads f16 (tensor cores, f32 accumulation), else f32. */
 ZLI_HIDDEN zl_dtype zli_gemm_dtype(const zli_dev_kernels *k, int n, zl_tensor *const *ts);

@@ -67,7 +67,7 @@ static zl_tensor *embedding(zl_tensor *weight, zl_tensor *indices, bool padded, 
     zlm_index_fault *fault = k->index_faults ? k->index_faults(index) : NULL;
     zl_tensor *didx = NULL;
     if (fault) {
-        if (zli_need_index(op, "indices", indices) || !(didx = zli_copy_as(indices, ZL_DTYPE_I64, ZL_MEM_ACTIVATIONS)))
+        if (zli_need_index(op, "indices", indices) || !(didx = zli_own_copy_like(indices, ZL_DTYPE_I64, weight)))
             return zli_op_end(op, 2, in, NULL);
     } else {
         int64_t *idx = NULL;

@@ -159,12 +159,9 @@ zl_tensor *zl_cross_entropy_ex(zl_tensor *logits, zl_tensor *target, zl_tensor *
     /* Everything the kernels read lives where the logits do; targets the
      * kernels check are the op's own copy, which they rewrite. */
     int64_t nlse = rows ? rows : 1;
-    zl_tensor *tk = zli_contiguous_as_like(target, ZL_DTYPE_I64, logits), *count = NULL;
-    if (tk && fault && tk == target) {
-        zl_tensor *own = zl_tensor_clone(tk);
-        zl_tensor_release(tk);
-        tk = own;
-    }
+    zl_tensor *tk = fault ? zli_own_copy_like(target, ZL_DTYPE_I64, logits)
+                          : zli_contiguous_as_like(target, ZL_DTYPE_I64, logits);
+    zl_tensor *count = NULL;
     if (tk && fault) {
         zl_tensor *counted = zli_new_f32_like(logits, 1, &nlse);
         count = counted ? zli_new_f32_like(logits, 0, NULL) : NULL;

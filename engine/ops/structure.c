@@ -144,28 +144,38 @@ zl_tensor *zl_index_select(zl_tensor *x, int dim, zl_tensor *index)
                  zl_shape_str(index->ndim, index->shape, s, sizeof s));
         return zli_op_end(op, 2, in, NULL);
     }
-    int64_t *idx;
-    if (zli_index_array(op, "index", index, &idx)) return zli_op_end(op, 2, in, NULL);
     int64_t m = index->shape[0], len = x->shape[d];
-    for (int64_t r = 0; r < m; r++)
-        if (idx[r] < 0 || idx[r] >= len) {
-            char s[128];
-            zl_error(ZL_EINVAL, "index_select: index %lld is out of range for dimension %d of size %lld (input %s)",
-                     (long long)idx[r], d, (long long)len, zl_shape_str(x->ndim, x->shape, s, sizeof s));
-            free(idx);
+    /* A device with a fault note checks the indices in its kernel (an index
+     * on the device moves there as it is); otherwise they are checked here,
+     * and go where x is. Either way they stay there for backward. */
+    zlm_index_fault *fault = k->index_faults ? k->index_faults(where) : NULL;
+    zl_tensor *didx = NULL;
+    if (fault) {
+        if (zli_need_index(op, "index", index) || !(didx = zli_own_copy_like(index, ZL_DTYPE_I64, x)))
             return zli_op_end(op, 2, in, NULL);
-        }
+    } else {
+        int64_t *idx;
+        if (zli_index_array(op, "index", index, &idx)) return zli_op_end(op, 2, in, NULL);
+        for (int64_t r = 0; r < m; r++)
+            if (idx[r] < 0 || idx[r] >= len) {
+                char s[128];
+                zl_error(ZL_EINVAL, "index_select: index %lld is out of range for dimension %d of size %lld (input %s)",
+                         (long long)idx[r], d, (long long)len, zl_shape_str(x->ndim, x->shape, s, sizeof s));
+                free(idx);
+                return zli_op_end(op, 2, in, NULL);
+            }
+        didx = zli_i64_like(idx, m, x);
+        free(idx);
+        if (!didx) return zli_op_end(op, 2, in, NULL);
+    }
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[d] = m;
     int64_t outer = zli_numel(d, x->shape), inner = zli_numel(x->ndim - d - 1, x->shape + d + 1);
     zl_tensor *xc = zl_tensor_is_contiguous(x) ? zl_tensor_retain(x) : zli_copy_as(x, x->dtype, ZL_MEM_ACTIVATIONS);
-    /* The checked indices go where x is, and stay there for backward. */
-    zl_tensor *didx = xc ? zli_i64_like(idx, m, x) : NULL;
-    free(idx);
-    zl_tensor *out = didx ? zli_new_like(x, x->dtype, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
+    zl_tensor *out = xc ? zli_new_like(x, x->dtype, x->ndim, shape, ZL_MEM_ACTIVATIONS) : NULL;
     if (out && k->index_select(where, outer, len, m, inner, (int)zl_dtype_size(x->dtype), zl_tensor_data(didx),
-                               zl_tensor_data(xc), zl_tensor_data(out))) {
+                               zl_tensor_data(xc), zl_tensor_data(out), fault, d)) {
         zl_tensor_release(out);
         out = NULL;
     }

@@ -500,10 +500,11 @@ static zl_status fake_rotary(int index, int nd, const int64_t *shape, const floa
 }
 
 static zl_status fake_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
-                                   const int64_t *idx, const void *x, void *out)
+                                   const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim)
 {
     CHECK(index == FAKE_INDEX);
-    for (int64_t i = 0; i < outer * m * inner; i++) zlm_index_select_gather(i, len, m, inner, es, idx, x, out);
+    for (int64_t i = 0; i < outer * m * inner; i++)
+        zlm_index_select_gather(i, len, m, inner, es, idx, x, out, fault, dim);
     return ZL_OK;
 }
 

@@ -597,7 +597,7 @@ TEST(index_select_gather_and_backward)
             for (int64_t r = 0; r < m; r++) idx[r] = r % 3 == 0 ? 0 : (int64_t)(next_u64() % (uint64_t)(len - 1));
             zl_tensor *tx = leaf_of(dt, 3, shape, x), *ti = zl_tensor_from_data(ZL_DTYPE_I64, 1, &m, idx);
             zl_tensor *tg = zl_tensor_from_data(ZL_DTYPE_F32, 3, gshape, g), *ty = zl_index_select(tx, d, ti);
-            for (int64_t i = 0; i < ng; i++) zlm_index_select_gather(i, len, m, inner, 4, idx, x, y);
+            for (int64_t i = 0; i < ng; i++) zlm_index_select_gather(i, len, m, inner, 4, idx, x, y, NULL, d);
             char what[64];
             snprintf(what, sizeof what, "index_select dim %d", d);
             compare(what, y, ty, 0);

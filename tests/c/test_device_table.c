@@ -967,7 +967,11 @@ TEST(structure_ops_on_the_device)
     zl_tensor *da = to_fake(a), *dx = to_fake(x);
     CHECK_ERR(zl_cat((zl_tensor *[]){da, c}, 2, 0), "cat: one tensor is on cuda:7 and the other on cpu");
     zl_tensor *bad = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){1, 5}), *dbad = to_fake(bad);
-    CHECK_ERR(zl_index_select(dx, 1, dbad), "index_select: index 5 is out of range for dimension 1 of size 5");
+    zl_tensor *sel = zl_index_select(dx, 1, dbad);
+    CHECK(sel != NULL);
+    CHECK_ERR(zl_tensor_to_device(sel, ZL_DEVICE_CPU, 0), "index_select: index 5 at position 1 is out of range for "
+              "dimension 1 of size 5 (found on cuda:7 after the op was queued)");
+    zl_tensor_release(sel);
     zl_tensor *one = zl_tensor_from_data(ZL_DTYPE_I64, 1, (int64_t[]){1}, (int64_t[]){3});
     CHECK_ERR(zl_index_select(one, 0, dbad), "index_select: one tensor is on cpu and the other on cuda:7");
     zl_tensor *objs[] = {one, dbad, bad, dx, da, gl, gf, gm, xb, x, ic, ia, g54b, g324, g54, g36, at, a2, c, b, b32, a};

@@ -173,10 +173,11 @@ int zlk_cuda_select(const zlm_select *s, const uint8_t *cond, const void *a, con
                     void *stream);
 
 /* out [outer, m, inner] = the rows of x [outer, len, inner] along its middle
- * dim that idx [m] names (0 <= idx < len, checked by the caller); es bytes
- * an element, any dtype. */
+ * dim (dim of the input) that idx [m] names; es bytes an element, any dtype.
+ * fault NULL: the caller checked 0 <= idx < len; else a bad index is noted
+ * there and its rows are zeros. */
 int zlk_cuda_index_select_forward(int64_t outer, int64_t len, int64_t m, int64_t inner, int es, const int64_t *idx,
-                                  const void *x, void *out, void *stream);
+                                  const void *x, void *out, zlm_index_fault *fault, int dim, void *stream);
 /* gx [outer, len, inner] f32 [out] = the rows of g [outer, m, inner] f32 summed
  * into the rows idx names, in index order. */
 int zlk_cuda_index_select_backward(int64_t outer, int64_t len, int64_t m, int64_t inner, const int64_t *idx,

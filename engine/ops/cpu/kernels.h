@@ -79,7 +79,8 @@ ZLI_HIDDEN zl_status zli_cpu_mse_forward(int index, int64_t n, const float *x, c
 ZLI_HIDDEN zl_status zli_cpu_mse_backward(int index, int64_t n, const float *x, const float *t, const float *g,
                                           int64_t g_stride, float k, float *gx, float *gt);
 ZLI_HIDDEN zl_status zli_cpu_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
-                                          const int64_t *idx, const void *x, void *out);
+                                          const int64_t *idx, const void *x, void *out, zlm_index_fault *fault,
+                                          int dim);
 ZLI_HIDDEN zl_status zli_cpu_index_select_backward(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,
                                                    const int64_t *idx, const float *g, float *gx);
 ZLI_HIDDEN zl_status zli_cpu_emb_forward(int index, int64_t n, int64_t v, int64_t d, int es, const int64_t *idx,

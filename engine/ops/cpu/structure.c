@@ -8,11 +8,12 @@
 /* Columns of the scatter per task: enough to vectorise, small enough to spread. */
 #define SCATTER_COLS 256
 /* The CPU's kernels (ops/cpu/kernels.h): out [outer, m, inner] = the rows
- * idx[m] of x [outer, len, inner] along its middle dim, es bytes an element. */
+ * idx[m] of x [outer, len, inner] along its middle dim, es bytes an element;
+ * the CPU has no fault note, so the op checked the indices. */
 zl_status zli_cpu_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
-                               const int64_t *idx, const void *x, void *out)
+                               const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim)
 {
-    (void)index;
+    (void)index, (void)fault, (void)dim;
     int64_t row = inner * es;   /* bytes */
     const char *src = x;
     char *dst = out;

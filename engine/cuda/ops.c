@@ -242,6 +242,21 @@ static zl_status select_(int index, int ndim, const int64_t *shape, const uint8_
     return zli_cuda_done(index, "where", zlk_cuda_select(&s, cond, a, b, es, out, NULL));
 }
 
+static zl_status gather(int index, const zlm_view *v, int64_t sd, int64_t len, int dim, int64_t n, const int64_t *idx,
+                        const void *x, int es, void *out, zlm_index_fault *fault)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "gather", zlk_cuda_gather(v, sd, len, dim, n, idx, x, es, out, fault, NULL));
+}
+
+static zl_status gather_backward(int index, const zlm_view *v, int64_t sd, int64_t len, int64_t nfib, int64_t md,
+                                 int64_t inner, const int64_t *idx, const float *g, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "gather backward",
+                         zlk_cuda_gather_backward(v, sd, len, nfib, md, inner, idx, g, gx, NULL));
+}
+
 static zl_status index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
                               const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim)
 {
@@ -336,7 +351,8 @@ const zli_dev_kernels zli_cuda_kernels = {
     .avg_pool_backward = avg_pool_backward, .im2col = im2col, .col2im = col2im,
     .conv_bias_backward = conv_bias_backward,
     .mse_forward = mse_forward, .mse_backward = mse_backward,
-    .index_select = index_select, .index_select_backward = index_select_backward,
+    .index_select = index_select, .index_select_backward = index_select_backward, .gather = gather,
+    .gather_backward = gather_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward, .index_faults = zli_cuda_index_faults, .rotary = rotary,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ce_targets = ce_targets, .ln_forward = ln_forward,
     .ln_backward_x = ln_backward_x, .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward, .rms_backward = rms_backward,

@@ -125,6 +125,16 @@ typedef struct zli_dev_kernels {
      * element. fault as emb_forward's: NULL, the indices were checked. */
     zl_status (*index_select)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
                               const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim);
+    /* gather (math/gather.h): out [n, the index's elements] from x through
+     * the view v and dim d's stride sd, idx [n] (i64) each in [0, len) (a bad
+     * one noted in fault, which gather is not without); es bytes an element.
+     * Its backward adds g [n] into gx (zeroed, x's shape) a fibre at a time:
+     * nfib fibres of md positions, inner apart. Both NULL: the op gathers on
+     * the host (the CPU's). */
+    zl_status (*gather)(int index, const zlm_view *v, int64_t sd, int64_t len, int dim, int64_t n, const int64_t *idx,
+                        const void *x, int es, void *out, zlm_index_fault *fault);
+    zl_status (*gather_backward)(int index, const zlm_view *v, int64_t sd, int64_t len, int64_t nfib, int64_t md,
+                                 int64_t inner, const int64_t *idx, const float *g, float *gx);
     /* gx[outer, len, inner] = g[outer, m, inner]'s rows summed into the rows
      * idx names, in index order, but for those out of range (noted). */
     zl_status (*index_select_backward)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,

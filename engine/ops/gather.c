@@ -1,7 +1,9 @@
 /* gather, scatter and scatter_add along one dim, with torch's semantics and
- * backward. They run on the host: a device's tensors come over and their
- * results (gradients too) go back to it, so the ops take tensors wherever
- * they live, at the cost of the copies. */
+ * backward. gather runs where the table has its kernels (a device's:
+ * math/gather.h), the index checked there; the rest run on the host: a
+ * device's tensors come over and their results (gradients too) go back to
+ * it, so the ops take tensors wherever they live, at the cost of the
+ * copies. */
 #include <stdlib.h>
 #include <string.h>
 #include "device_kernels.h"
@@ -125,6 +127,78 @@ static zl_status gather_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return finish_grad(gx, x, &gin[0]);
 }
 
+/* The view over index's shape with contiguous x's strides, 0 on dim d, and
+ * dim d's stride *sd: where each gathered element lies in x but for d. */
+static zlm_view gather_view(const zl_tensor *x, int d, const zl_tensor *index, int64_t *sd)
+{
+    int64_t xs[ZL_MAX_DIMS], px = 1;
+    for (int e = x->ndim - 1; e >= 0; e--) {
+        xs[e] = px;
+        px *= x->shape[e];
+    }
+    *sd = xs[d];
+    xs[d] = 0;
+    return zlm_view_over(index->ndim, index->shape, xs);
+}
+
+/* gather's gradient where the kernels run: g added into zeros of x's shape,
+ * a fibre along dim d at a time; saved[0] the index as the forward read it. */
+static zl_status gather_backward_kernels(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0], *idx = n->saved[0];
+    int d = (int)n->i[0];
+    const zli_dev_kernels *k = NULL;
+    int where = 0;
+    if (zli_op_device("gather backward", 1, &x, &k, &where) < 0) return zli_last_code();
+    int64_t sd, n_all = zl_tensor_numel(idx), md = idx->shape[d];
+    int64_t inner = zli_numel(idx->ndim - d - 1, idx->shape + d + 1);
+    zlm_view v = gather_view(x, d, idx, &sd);
+    zl_tensor *gx = zli_new_f32_like(x, x->ndim, x->shape);
+    zl_status st = gx ? zli_fill(gx, 0.0) : ZL_ENOMEM;
+    if (!st && n_all > 0)
+        st = k->gather_backward(where, &v, sd, x->shape[d], n_all / md, md, inner, zl_tensor_data(idx),
+                                zl_tensor_data(g), zl_tensor_data(gx));
+    if (st) {
+        zl_tensor_release(gx);
+        return st;
+    }
+    gin[0] = gx;
+    return ZL_OK;
+}
+
+/* gather where the table has kernels and a fault note for the index: the
+ * index moved where x is (its own copy, kept for backward) and checked in
+ * the kernel, nothing read back. NULL with the error set. */
+static zl_tensor *gather_kernels(const zli_dev_kernels *k, int where, zlm_index_fault *fault, zl_tensor *x, int d,
+                                 zl_tensor *index)
+{
+    const char *op = "gather";
+    if (zli_need_index(op, "index", index)) return NULL;
+    zl_tensor *idx = zli_own_copy_like(index, ZL_DTYPE_I64, x);
+    zl_tensor *xc = idx ? zli_contiguous_as_like(x, x->dtype, x) : NULL;
+    zl_tensor *out = xc ? zli_new_like(x, x->dtype, index->ndim, index->shape, ZL_MEM_ACTIVATIONS) : NULL;
+    int64_t sd, n = zl_tensor_numel(index);
+    zlm_view v = gather_view(x, d, index, &sd);
+    zl_status st = out ? ZL_OK : ZL_ENOMEM;
+    if (!st && n > 0)
+        st = k->gather(where, &v, sd, x->shape[d], d, n, zl_tensor_data(idx), zl_tensor_data(xc),
+                       (int)zl_dtype_size(x->dtype), zl_tensor_data(out), fault);
+    zl_node *node = NULL;
+    if (!st && zl_dtype_traits_of(x->dtype)->is_float)
+        st = zli_record(out, op, gather_backward_kernels, 1, &x, &node);
+    if (!st && node) {
+        node->i[0] = d;
+        st = zli_node_save(node, 0, idx, false);
+    }
+    zl_tensor_release(idx);
+    zl_tensor_release(xc);
+    if (st) {
+        zl_tensor_release(out);
+        return NULL;
+    }
+    return out;
+}
+
 zl_tensor *zl_gather(zl_tensor *x, int dim, zl_tensor *index)
 {
     const char *op = "gather";
@@ -135,6 +209,8 @@ zl_tensor *zl_gather(zl_tensor *x, int dim, zl_tensor *index)
     if (zli_op_device(op, 2, in, &k, &where) < 0 || zli_norm_dim(op, dim, x->ndim, &d) ||
         check_shapes(op, x, d, index, NULL))
         return zli_op_end(op, 2, in, NULL);
+    zlm_index_fault *fault = k->gather && k->index_faults ? k->index_faults(where) : NULL;
+    if (fault) return zli_op_end(op, 2, in, gather_kernels(k, where, fault, x, d, index));
     offsets *o = index_offsets(op, x, d, index, index->shape);
     zl_tensor *xc = o ? zli_host_copy(x, x->dtype) : NULL;
     zl_tensor *out = xc ? zl_tensor_new(x->dtype, index->ndim, index->shape, ZL_MEM_ACTIVATIONS) : NULL;

@@ -12,6 +12,7 @@
 #include "math/dropout.h"
 #include "math/embedding.h"
 #include "math/flash.h"
+#include "math/gather.h"
 #include "math/index_select.h"
 #include "math/layer_norm.h"
 #include "math/reduce.h"
@@ -499,6 +500,22 @@ static zl_status fake_rotary(int index, int nd, const int64_t *shape, const floa
     return ZL_OK;
 }
 
+static zl_status fake_gather(int index, const zlm_view *v, int64_t sd, int64_t len, int dim, int64_t n,
+                             const int64_t *idx, const void *x, int es, void *out, zlm_index_fault *fault)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t p = 0; p < n; p++) zlm_gather_elem(p, v, sd, len, idx, x, es, out, fault, dim);
+    return ZL_OK;
+}
+
+static zl_status fake_gather_backward(int index, const zlm_view *v, int64_t sd, int64_t len, int64_t nfib, int64_t md,
+                                      int64_t inner, const int64_t *idx, const float *g, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t f = 0; f < nfib; f++) zlm_gather_backward_fibre(f, v, sd, len, md, inner, idx, g, gx);
+    return ZL_OK;
+}
+
 static zl_status fake_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
                                    const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim)
 {
@@ -624,7 +641,8 @@ const zli_dev_kernels stand_in_kernels = {
     .avg_pool_forward = fake_avg_pool_forward, .avg_pool_backward = fake_avg_pool_backward, .im2col = fake_im2col,
     .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
     .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
-    .index_select = fake_index_select, .index_select_backward = fake_index_select_backward,
+    .index_select = fake_index_select, .index_select_backward = fake_index_select_backward, .gather = fake_gather,
+    .gather_backward = fake_gather_backward,
     .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward, .index_faults = fake_index_faults,
     .rotary = fake_rotary,
     .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ce_targets = fake_ce_targets, .ln_forward = fake_ln_forward,

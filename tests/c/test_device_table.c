@@ -409,6 +409,45 @@ TEST(embedding_on_the_device)
     for (size_t j = 0; j < sizeof objs / sizeof *objs; j++) zl_tensor_release(objs[j]);
 }
 
+/* gather on the device (log-probabilities picked from logits, the last dim;
+ * repeated indices along dim 0): the host's bits forward and backward, with
+ * no index read back to the host; an index out of range is reported at
+ * the next copy to the host. */
+TEST(gather_on_the_device)
+{
+    zl_tensor *xh = zt_randn(SHAPE(3, 4, 6));
+    int64_t last[12] = {5, 0, 2, 2, 1, 3, 4, 0, 5, 5, 1, 2}, first[8] = {2, 0, 2, 1, 2, 2, 0, 1};
+    zl_tensor *ih[2] = {zl_tensor_from_data(ZL_DTYPE_I64, 3, (int64_t[]){3, 4, 1}, last),
+                        zl_tensor_from_data(ZL_DTYPE_I64, 3, (int64_t[]){2, 2, 2}, first)};
+    const int dims[2] = {2, 0};
+    for (int c = 0; c < 2; c++) {
+        zl_tensor *y[2] = {0}, *gx[2] = {0}, *gh = zt_randn(zl_tensor_ndim(ih[c]), zl_tensor_shape(ih[c]));
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *x = dev ? to_fake(xh) : zl_tensor_clone(xh), *i = dev ? to_fake(ih[c]) : zl_tensor_retain(ih[c]);
+            zl_tensor *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+            zl_tensor_set_requires_grad(x, true);
+            int reads = fake_to_hosts;
+            y[dev] = zl_gather(x, dims[c], i);
+            CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+            CHECK(!dev || fake_to_hosts == reads);
+            gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+            zl_tensor *objs[] = {g, i, x};
+            release_all(objs, 3);
+        }
+        if (y[0] && y[1]) check_bits(y[0], y[1], "gather");
+        if (gx[0] && gx[1]) check_bits(gx[0], gx[1], "gather's gradient");
+        zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gh};
+        release_all(objs, 5);
+    }
+    zl_tensor *dx = to_fake(xh), *bad = zl_tensor_from_data(ZL_DTYPE_I64, 3, (int64_t[]){1, 1, 2}, (int64_t[]){1, 6});
+    zl_tensor *dbad = to_fake(bad), *y = zl_gather(dx, 2, dbad);
+    CHECK(y != NULL);
+    CHECK_ERR(zl_tensor_to_device(y, ZL_DEVICE_CPU, 0), "gather: index 6 at position 1 is out of range for dimension "
+              "2 of size 6 (found on cuda:7 after the op was queued)");
+    zl_tensor *objs[] = {y, dbad, bad, dx, ih[0], ih[1], xh};
+    release_all(objs, 7);
+}
+
 /* A host tensor and its copy on the stand-in device, requiring grad. */
 static zl_tensor *leaf(zl_tensor *h, int dev)
 {

@@ -454,9 +454,9 @@ TEST(flash_attention_matches_the_cpu)
         }
 }
 
-/* An embedding index and a cross-entropy target out of range are checked
- * in the kernels: the ops return, and the next copy to the host fails with
- * each op's message, once. */
+/* An embedding index, a cross-entropy target and a gather index out of
+ * range are checked in the kernels: the ops return, and the next copy to
+ * the host fails with each op's message, once. */
 TEST(bad_indices_are_reported_at_the_next_copy)
 {
     zl_tensor *wh = zt_randn(SHAPE(10, 8)), *w = on_gpu(wh);
@@ -474,8 +474,12 @@ TEST(bad_indices_are_reported_at_the_next_copy)
     CHECK_ERR(zl_tensor_to_device(l, ZL_DEVICE_CPU, 0), "cross_entropy: target 12 at position 1 is out of range");
     zl_tensor *lh = zl_tensor_to_device(l, ZL_DEVICE_CPU, 0);
     CHECK(lh && isfinite(zl_tensor_get(lh, 0)));
-    zl_tensor *objs[] = {lh, l, t, th, x, xh, yh, y, idx, ih, w, wh};
-    release_all(objs, 12);
+    zl_tensor *gi = zl_tensor_from_data(ZL_DTYPE_I64, 2, (int64_t[]){3, 1}, (int64_t[]){0, 10, 9}), *dgi = on_gpu(gi);
+    zl_tensor *picked = zl_gather(x, 1, dgi);
+    CHECK(picked != NULL);
+    CHECK_ERR(zl_tensor_to_device(picked, ZL_DEVICE_CPU, 0), "gather: index 10 at position 1 is out of range");
+    zl_tensor *objs[] = {picked, dgi, gi, lh, l, t, th, x, xh, yh, y, idx, ih, w, wh};
+    release_all(objs, 15);
 }
 
 static zl_tensor *matmul3(zl_tensor *a, zl_tensor *b, zl_tensor *unused, bool flag)

@@ -172,6 +172,15 @@ int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner
 int zlk_cuda_select(const zlm_select *s, const uint8_t *cond, const void *a, const void *b, int es, void *out,
                     void *stream);
 
+/* gather (math/gather.h): out [n] from x through the view v and dim dim's
+ * stride sd, each index checked against len (a bad one noted in fault, its
+ * element zeros); the backward adds g [n] into gx (zeroed) a fibre of md
+ * positions, inner apart, at a time. */
+int zlk_cuda_gather(const zlm_view *v, int64_t sd, int64_t len, int dim, int64_t n, const int64_t *idx, const void *x,
+                    int es, void *out, zlm_index_fault *fault, void *stream);
+int zlk_cuda_gather_backward(const zlm_view *v, int64_t sd, int64_t len, int64_t nfib, int64_t md, int64_t inner,
+                             const int64_t *idx, const float *g, float *gx, void *stream);
+
 /* out [outer, m, inner] = the rows of x [outer, len, inner] along its middle
  * dim (dim of the input) that idx [m] names; es bytes an element, any dtype.
  * fault NULL: the caller checked 0 <= idx < len; else a bad index is noted

@@ -257,6 +257,24 @@ static zl_status gather_backward(int index, const zlm_view *v, int64_t sd, int64
                          zlk_cuda_gather_backward(v, sd, len, nfib, md, inner, idx, g, gx, NULL));
 }
 
+static zl_status scatter(int index, bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd, int64_t len, int dim,
+                         int64_t nfib, int64_t md, int64_t inner, const int64_t *idx, const void *src, int wdt,
+                         void *out, zlm_index_fault *fault)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, add ? "scatter_add" : "scatter",
+                         zlk_cuda_scatter(add, xv, sv, sd, len, dim, nfib, md, inner, idx, src, wdt, out, fault, NULL));
+}
+
+static zl_status scatter_backward(int index, bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd,
+                                  int64_t len, int64_t nfib, int64_t md, int64_t inner, const int64_t *idx,
+                                  const float *g, float *gx, float *gs)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "scatter backward",
+                         zlk_cuda_scatter_backward(add, xv, sv, sd, len, nfib, md, inner, idx, g, gx, gs, NULL));
+}
+
 static zl_status index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
                               const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim)
 {
@@ -352,10 +370,11 @@ const zli_dev_kernels zli_cuda_kernels = {
     .conv_bias_backward = conv_bias_backward,
     .mse_forward = mse_forward, .mse_backward = mse_backward,
     .index_select = index_select, .index_select_backward = index_select_backward, .gather = gather,
-    .gather_backward = gather_backward,
+    .gather_backward = gather_backward, .scatter = scatter, .scatter_backward = scatter_backward,
     .emb_forward = emb_forward, .emb_backward = emb_backward, .index_faults = zli_cuda_index_faults, .rotary = rotary,
     .ce_forward = ce_forward, .ce_backward = ce_backward, .ce_targets = ce_targets, .ln_forward = ln_forward,
-    .ln_backward_x = ln_backward_x, .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward, .rms_backward = rms_backward,
+    .ln_backward_x = ln_backward_x, .ln_backward_wb = ln_backward_wb, .rms_forward = rms_forward,
+    .rms_backward = rms_backward,
     .unary = unary, .unary_backward = unary_backward, .binary = binary, .softmax = softmax,
     .softmax_backward = softmax_backward, .sum_to = sum_to, .gemm = zli_cuda_gemm,
     .gemm_batched = zli_cuda_gemm_batched, .gemm_half = zli_cuda_gemm_half, .linear_half = zli_cuda_linear_half,

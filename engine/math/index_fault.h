@@ -10,13 +10,16 @@
 #include <stdio.h>
 #include "hd.h"
 
-enum { ZLM_FAULT_EMBEDDING = 1, ZLM_FAULT_TARGET = 2, ZLM_FAULT_INDEX_SELECT = 3, ZLM_FAULT_GATHER = 4 };
+enum {
+    ZLM_FAULT_EMBEDDING = 1, ZLM_FAULT_TARGET, ZLM_FAULT_INDEX_SELECT, ZLM_FAULT_GATHER, ZLM_FAULT_SCATTER,
+    ZLM_FAULT_SCATTER_ADD
+};
 
 typedef struct zlm_index_fault {
     int32_t set;   /* 0 until an op notes one; then one of ZLM_FAULT_* */
     int32_t unused;
     int64_t pos, value, limit;
-    int64_t aux;   /* cross_entropy's ignore_index, index_select's and gather's dim */
+    int64_t aux;   /* cross_entropy's ignore_index; the dim index_select, gather and scatter index */
 } zlm_index_fault;
 
 /* Whether v indexes limit rows; when not, noted in f as op's at pos (with
@@ -42,10 +45,11 @@ static inline ZL_HD bool zlm_index_in(zlm_index_fault *f, int op, int64_t pos, i
  * host, and where it was found. */
 static inline void zlm_index_fault_message(const zlm_index_fault *f, const char *where, char *buf, size_t size)
 {
-    if (f->set == ZLM_FAULT_INDEX_SELECT || f->set == ZLM_FAULT_GATHER)
+    static const char *const along[] = {"index_select", "gather", "scatter", "scatter_add"};
+    if (f->set >= ZLM_FAULT_INDEX_SELECT && f->set <= ZLM_FAULT_SCATTER_ADD)
         snprintf(buf, size, "%s: index %lld at position %lld is out of range for dimension %lld of size %lld (found "
-                 "on %s after the op was queued)", f->set == ZLM_FAULT_GATHER ? "gather" : "index_select",
-                 (long long)f->value, (long long)f->pos, (long long)f->aux, (long long)f->limit, where);
+                 "on %s after the op was queued)", along[f->set - ZLM_FAULT_INDEX_SELECT], (long long)f->value,
+                 (long long)f->pos, (long long)f->aux, (long long)f->limit, where);
     else if (f->set == ZLM_FAULT_TARGET)
         snprintf(buf, size, "cross_entropy: target %lld at position %lld is out of range for %lld classes "
                  "(expected 0..%lld, or ignore_index %lld; found on %s after the op was queued)", (long long)f->value,

@@ -135,6 +135,18 @@ typedef struct zli_dev_kernels {
                         const void *x, int es, void *out, zlm_index_fault *fault);
     zl_status (*gather_backward)(int index, const zlm_view *v, int64_t sd, int64_t len, int64_t nfib, int64_t md,
                                  int64_t inner, const int64_t *idx, const float *g, float *gx);
+    /* scatter (add false) or scatter_add into out (x's copy in wdt, f32 or
+     * i64 for add) from src (wdt, contiguous) a fibre at a time
+     * (math/gather.h's zlm_scatter_fibre: xv as gather's v, sv over index's
+     * shape with src's strides); a bad index noted in fault. Its backward:
+     * gx (g's copy, or NULL) zeroed where a plain scatter wrote, gs (zeroed,
+     * or NULL) = g where src's elements went. Both NULL: on the host. */
+    zl_status (*scatter)(int index, bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd, int64_t len, int dim,
+                         int64_t nfib, int64_t md, int64_t inner, const int64_t *idx, const void *src, int wdt,
+                         void *out, zlm_index_fault *fault);
+    zl_status (*scatter_backward)(int index, bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd,
+                                  int64_t len, int64_t nfib, int64_t md, int64_t inner, const int64_t *idx,
+                                  const float *g, float *gx, float *gs);
     /* gx[outer, len, inner] = g[outer, m, inner]'s rows summed into the rows
      * idx names, in index order, but for those out of range (noted). */
     zl_status (*index_select_backward)(int index, int64_t outer, int64_t len, int64_t m, int64_t inner,

@@ -1,9 +1,8 @@
 /* gather, scatter and scatter_add along one dim, with torch's semantics and
- * backward. gather runs where the table has its kernels (a device's:
- * math/gather.h), the index checked there; the rest run on the host: a
- * device's tensors come over and their results (gradients too) go back to
- * it, so the ops take tensors wherever they live, at the cost of the
- * copies. */
+ * backward. Where the table has their kernels (a device's: math/gather.h)
+ * they run there, the index checked in the kernel; otherwise on the host,
+ * where a device's tensors would come over and their results (gradients
+ * too) go back. */
 #include <stdlib.h>
 #include <string.h>
 #include "device_kernels.h"
@@ -127,18 +126,27 @@ static zl_status gather_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return finish_grad(gx, x, &gin[0]);
 }
 
-/* The view over index's shape with contiguous x's strides, 0 on dim d, and
- * dim d's stride *sd: where each gathered element lies in x but for d. */
-static zlm_view gather_view(const zl_tensor *x, int d, const zl_tensor *index, int64_t *sd)
+/* The view over index's shape with contiguous t's strides, 0 on dim d
+ * unless d is -1, and dim d's stride *sd (0 for -1): where each index
+ * element reads or writes in t (in x but for dim d's share; in src). */
+static zlm_view index_view(const zl_tensor *t, int d, const zl_tensor *index, int64_t *sd)
 {
-    int64_t xs[ZL_MAX_DIMS], px = 1;
-    for (int e = x->ndim - 1; e >= 0; e--) {
-        xs[e] = px;
-        px *= x->shape[e];
+    int64_t ts[ZL_MAX_DIMS], pt = 1;
+    for (int e = t->ndim - 1; e >= 0; e--) {
+        ts[e] = pt;
+        pt *= t->shape[e];
     }
-    *sd = xs[d];
-    xs[d] = 0;
-    return zlm_view_over(index->ndim, index->shape, xs);
+    *sd = d >= 0 ? ts[d] : 0;
+    if (d >= 0) ts[d] = 0;
+    return zlm_view_over(index->ndim, index->shape, ts);
+}
+
+/* The fibres of index along dim d: *md positions each, *inner apart. */
+static int64_t index_fibres(const zl_tensor *index, int d, int64_t *md, int64_t *inner)
+{
+    *md = index->shape[d];
+    *inner = zli_numel(index->ndim - d - 1, index->shape + d + 1);
+    return *md ? zl_tensor_numel(index) / *md : 0;
 }
 
 /* gather's gradient where the kernels run: g added into zeros of x's shape,
@@ -150,14 +158,13 @@ static zl_status gather_backward_kernels(zl_node *n, zl_tensor *g, zl_tensor **g
     const zli_dev_kernels *k = NULL;
     int where = 0;
     if (zli_op_device("gather backward", 1, &x, &k, &where) < 0) return zli_last_code();
-    int64_t sd, n_all = zl_tensor_numel(idx), md = idx->shape[d];
-    int64_t inner = zli_numel(idx->ndim - d - 1, idx->shape + d + 1);
-    zlm_view v = gather_view(x, d, idx, &sd);
+    int64_t sd, md, inner, nfib = index_fibres(idx, d, &md, &inner);
+    zlm_view v = index_view(x, d, idx, &sd);
     zl_tensor *gx = zli_new_f32_like(x, x->ndim, x->shape);
     zl_status st = gx ? zli_fill(gx, 0.0) : ZL_ENOMEM;
-    if (!st && n_all > 0)
-        st = k->gather_backward(where, &v, sd, x->shape[d], n_all / md, md, inner, zl_tensor_data(idx),
-                                zl_tensor_data(g), zl_tensor_data(gx));
+    if (!st && nfib > 0)
+        st = k->gather_backward(where, &v, sd, x->shape[d], nfib, md, inner, zl_tensor_data(idx), zl_tensor_data(g),
+                                zl_tensor_data(gx));
     if (st) {
         zl_tensor_release(gx);
         return st;
@@ -178,7 +185,7 @@ static zl_tensor *gather_kernels(const zli_dev_kernels *k, int where, zlm_index_
     zl_tensor *xc = idx ? zli_contiguous_as_like(x, x->dtype, x) : NULL;
     zl_tensor *out = xc ? zli_new_like(x, x->dtype, index->ndim, index->shape, ZL_MEM_ACTIVATIONS) : NULL;
     int64_t sd, n = zl_tensor_numel(index);
-    zlm_view v = gather_view(x, d, index, &sd);
+    zlm_view v = index_view(x, d, index, &sd);
     zl_status st = out ? ZL_OK : ZL_ENOMEM;
     if (!st && n > 0)
         st = k->gather(where, &v, sd, x->shape[d], d, n, zl_tensor_data(idx), zl_tensor_data(xc),
@@ -264,6 +271,75 @@ static zl_status scatter_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
     return st;
 }
 
+/* scatter's and scatter_add's gradients where the kernels run; saved[0] the
+ * index as the forward read it, i[0] add, i[1] the dim. */
+static zl_status scatter_backward_kernels(zl_node *n, zl_tensor *g, zl_tensor **gin)
+{
+    zl_tensor *x = n->inputs[0], *src = n->inputs[1], *idx = n->saved[0];
+    bool add = n->i[0];
+    int d = (int)n->i[1];
+    const zli_dev_kernels *k = NULL;
+    int where = 0;
+    if (zli_op_device("scatter backward", 1, &g, &k, &where) < 0) return zli_last_code();
+    int64_t sd, unused, md, inner, nfib = index_fibres(idx, d, &md, &inner);
+    zlm_view xv = index_view(x, d, idx, &sd), sv = index_view(src, -1, idx, &unused);
+    zl_tensor *gx = zli_requires_grad(x) ? zli_own_copy_like(g, ZL_DTYPE_F32, g) : NULL;
+    zl_tensor *gs = zli_requires_grad(src) ? zli_new_f32_like(g, src->ndim, src->shape) : NULL;
+    zl_status st = (gx || !zli_requires_grad(x)) && (gs || !zli_requires_grad(src)) ? ZL_OK : ZL_ENOMEM;
+    if (!st && gs) st = zli_fill(gs, 0.0);
+    if (!st && nfib > 0)
+        st = k->scatter_backward(where, add, &xv, &sv, sd, x->shape[d], nfib, md, inner, zl_tensor_data(idx),
+                                 zl_tensor_data(g), gx ? zl_tensor_data(gx) : NULL, gs ? zl_tensor_data(gs) : NULL);
+    if (st) {
+        zl_tensor_release(gx);
+        zl_tensor_release(gs);
+        return st;
+    }
+    gin[0] = gx;
+    gin[1] = gs;
+    return ZL_OK;
+}
+
+/* scatter or scatter_add where the table has kernels and a fault note: out
+ * x's own copy in work (f32 or i64 for add, else x's dtype), src read in
+ * work, the index moved where x is (its own copy, kept for backward) and
+ * checked in the kernel; the result in x's dtype. NULL with the error set. */
+static zl_tensor *scatter_kernels(const zli_dev_kernels *k, int where, zlm_index_fault *fault, bool add, zl_tensor *x,
+                                  int d, zl_tensor *index, zl_tensor *src, zl_dtype work)
+{
+    const char *op = add ? "scatter_add" : "scatter";
+    if (zli_need_index(op, "index", index)) return NULL;
+    zl_tensor *idx = zli_own_copy_like(index, ZL_DTYPE_I64, x), *out = idx ? zli_own_copy_like(x, work, x) : NULL;
+    zl_tensor *sc = out ? zli_contiguous_as_like(src, work, x) : NULL;
+    int64_t sd, unused, md, inner, nfib = index_fibres(index, d, &md, &inner);
+    zlm_view xv = index_view(x, d, index, &sd), sv = index_view(src, -1, index, &unused);
+    zl_status st = sc ? ZL_OK : ZL_ENOMEM;
+    if (!st && nfib > 0)
+        st = k->scatter(where, add, &xv, &sv, sd, x->shape[d], d, nfib, md, inner, zl_tensor_data(idx),
+                        zl_tensor_data(sc), (int)work, zl_tensor_data(out), fault);
+    zl_tensor_release(sc);
+    if (!st && work != x->dtype) {
+        zl_tensor *r = zli_copy_as(out, x->dtype, ZL_MEM_ACTIVATIONS);
+        zl_tensor_release(out);
+        if (!(out = r)) st = ZL_ENOMEM;
+    }
+    zl_node *node = NULL;
+    zl_tensor *rec[2] = {x, src};
+    if (!st && zl_dtype_traits_of(x->dtype)->is_float)
+        st = zli_record(out, op, scatter_backward_kernels, 2, rec, &node);
+    if (!st && node) {
+        node->i[0] = add;
+        node->i[1] = d;
+        st = zli_node_save(node, 0, idx, false);
+    }
+    zl_tensor_release(idx);
+    if (st) {
+        zl_tensor_release(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* out = x with src's elements written (or added, for scatter_add) where index
  * points, in index order. Floats add in f32 and integers in i64, then round
  * to x's dtype; a plain write copies the bytes. */
@@ -284,6 +360,8 @@ static zl_tensor *scatter(bool add, zl_tensor *x, int dim, zl_tensor *index, zl_
     }
     bool is_float = zl_dtype_traits_of(x->dtype)->is_float;
     zl_dtype work = !add ? x->dtype : is_float ? ZL_DTYPE_F32 : ZL_DTYPE_I64;
+    zlm_index_fault *fault = k->scatter && k->index_faults ? k->index_faults(where) : NULL;
+    if (fault) return zli_op_end(op, 3, in, scatter_kernels(k, where, fault, add, x, d, index, src, work));
     offsets *o = index_offsets(op, x, d, index, src->shape);
     /* The result is a copy of x of its own: zli_host_copy hands x back when
      * it is already a host tensor of that dtype. */

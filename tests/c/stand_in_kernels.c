@@ -516,6 +516,25 @@ static zl_status fake_gather_backward(int index, const zlm_view *v, int64_t sd, 
     return ZL_OK;
 }
 
+static zl_status fake_scatter(int index, bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd, int64_t len,
+                              int dim, int64_t nfib, int64_t md, int64_t inner, const int64_t *idx, const void *src,
+                              int wdt, void *out, zlm_index_fault *fault)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t f = 0; f < nfib; f++)
+        zlm_scatter_fibre(f, add, xv, sv, sd, len, md, inner, idx, src, wdt, out, fault, dim);
+    return ZL_OK;
+}
+
+static zl_status fake_scatter_backward(int index, bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd,
+                                       int64_t len, int64_t nfib, int64_t md, int64_t inner, const int64_t *idx,
+                                       const float *g, float *gx, float *gs)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t f = 0; f < nfib; f++) zlm_scatter_backward_fibre(f, add, xv, sv, sd, len, md, inner, idx, g, gx, gs);
+    return ZL_OK;
+}
+
 static zl_status fake_index_select(int index, int64_t outer, int64_t len, int64_t m, int64_t inner, int es,
                                    const int64_t *idx, const void *x, void *out, zlm_index_fault *fault, int dim)
 {
@@ -642,10 +661,11 @@ const zli_dev_kernels stand_in_kernels = {
     .col2im = fake_col2im, .conv_bias_backward = fake_conv_bias_backward,
     .mse_forward = fake_mse_forward, .mse_backward = fake_mse_backward,
     .index_select = fake_index_select, .index_select_backward = fake_index_select_backward, .gather = fake_gather,
-    .gather_backward = fake_gather_backward,
+    .gather_backward = fake_gather_backward, .scatter = fake_scatter, .scatter_backward = fake_scatter_backward,
     .emb_forward = fake_emb_forward, .emb_backward = fake_emb_backward, .index_faults = fake_index_faults,
     .rotary = fake_rotary,
-    .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ce_targets = fake_ce_targets, .ln_forward = fake_ln_forward,
+    .ce_forward = fake_ce_forward, .ce_backward = fake_ce_backward, .ce_targets = fake_ce_targets,
+    .ln_forward = fake_ln_forward,
     .ln_backward_x = fake_ln_backward_x, .ln_backward_wb = fake_ln_backward_wb,
     .rms_forward = fake_rms_forward, .rms_backward = fake_rms_backward,
     .softmax = fake_softmax, .softmax_backward = fake_softmax_backward,

@@ -410,9 +410,9 @@ TEST(embedding_on_the_device)
 }
 
 /* gather on the device (log-probabilities picked from logits, the last dim;
- * repeated indices along dim 0): the host's bits forward and backward, with
- * no index read back to the host; an index out of range is reported at
- * the next copy to the host. */
+ * repeated indices along dim 0), and scatter_add and scatter with repeated
+ * indices: the host's bits forward and backward, with no index read back to
+ * the host; an index out of range is reported at the next copy to the host. */
 TEST(gather_on_the_device)
 {
     zl_tensor *xh = zt_randn(SHAPE(3, 4, 6));
@@ -439,6 +439,31 @@ TEST(gather_on_the_device)
         zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gh};
         release_all(objs, 5);
     }
+    zl_tensor *srch = zt_randn(SHAPE(2, 2, 2)), *gh = zt_randn(SHAPE(3, 4, 6));
+    for (int add = 0; add < 2; add++) {
+        zl_tensor *y[2] = {0}, *gx[2] = {0}, *gs[2] = {0};
+        for (int dev = 0; dev < 2; dev++) {
+            zl_tensor *x = dev ? to_fake(xh) : zl_tensor_clone(xh), *s = dev ? to_fake(srch) : zl_tensor_clone(srch);
+            zl_tensor *i = dev ? to_fake(ih[1]) : zl_tensor_retain(ih[1]), *g = dev ? to_fake(gh) : zl_tensor_retain(gh);
+            zl_tensor_set_requires_grad(x, true);
+            zl_tensor_set_requires_grad(s, true);
+            int reads = fake_to_hosts;
+            y[dev] = add ? zl_scatter_add(x, 0, i, s) : zl_scatter(x, 0, i, s);
+            CHECK(y[dev] && zl_backward(y[dev], g, false) == ZL_OK);
+            CHECK(!dev || fake_to_hosts == reads);
+            gx[dev] = zl_tensor_retain(zl_tensor_grad(x));
+            gs[dev] = zl_tensor_retain(zl_tensor_grad(s));
+            zl_tensor *objs[] = {g, i, s, x};
+            release_all(objs, 4);
+        }
+        if (y[0] && y[1]) check_bits(y[0], y[1], add ? "scatter_add" : "scatter");
+        if (gx[0] && gx[1]) check_bits(gx[0], gx[1], "scatter's gradient of x");
+        if (gs[0] && gs[1]) check_bits(gs[0], gs[1], "scatter's gradient of src");
+        zl_tensor *objs[] = {y[0], y[1], gx[0], gx[1], gs[0], gs[1]};
+        release_all(objs, 6);
+    }
+    zl_tensor_release(srch);
+    zl_tensor_release(gh);
     zl_tensor *dx = to_fake(xh), *bad = zl_tensor_from_data(ZL_DTYPE_I64, 3, (int64_t[]){1, 1, 2}, (int64_t[]){1, 6});
     zl_tensor *dbad = to_fake(bad), *y = zl_gather(dx, 2, dbad);
     CHECK(y != NULL);

@@ -180,6 +180,14 @@ int zlk_cuda_gather(const zlm_view *v, int64_t sd, int64_t len, int dim, int64_t
                     int es, void *out, zlm_index_fault *fault, void *stream);
 int zlk_cuda_gather_backward(const zlm_view *v, int64_t sd, int64_t len, int64_t nfib, int64_t md, int64_t inner,
                              const int64_t *idx, const float *g, float *gx, void *stream);
+/* scatter (add false) or scatter_add into out (wdt) from src, a fibre a
+ * thread (math/gather.h), and their backward. */
+int zlk_cuda_scatter(bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd, int64_t len, int dim, int64_t nfib,
+                     int64_t md, int64_t inner, const int64_t *idx, const void *src, int wdt, void *out,
+                     zlm_index_fault *fault, void *stream);
+int zlk_cuda_scatter_backward(bool add, const zlm_view *xv, const zlm_view *sv, int64_t sd, int64_t len, int64_t nfib,
+                              int64_t md, int64_t inner, const int64_t *idx, const float *g, float *gx, float *gs,
+                              void *stream);
 
 /* out [outer, m, inner] = the rows of x [outer, len, inner] along its middle
  * dim (dim of the input) that idx [m] names; es bytes an element, any dtype.

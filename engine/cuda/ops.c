@@ -220,6 +220,12 @@ static zl_status reduce_all(int index, double div, const float *count, int64_t n
     return zli_cuda_done(index, "sum", zlk_cuda_reduce_all(div, count, n, x, work, out, NULL));
 }
 
+static zl_status cumsum(int index, int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x, float *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, "cumsum", zlk_cuda_cumsum(outer, len, inner, reverse, x, out, NULL));
+}
+
 static zl_status reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
                                  const int64_t *idx, float *gx)
 {
@@ -381,5 +387,5 @@ const zli_dev_kernels zli_cuda_kernels = {
     .att_softmax = att_softmax, .att_softmax_backward = att_softmax_backward,
     .flash_forward = flash_forward, .flash_backward = flash_backward,
     .dropout = dropout, .dropout_backward = dropout_backward, .reduce_dim = reduce_dim, .reduce_all = reduce_all,
-    .reduce_backward = reduce_backward, .select = select_,
+    .reduce_backward = reduce_backward, .cumsum = cumsum, .select = select_,
 };

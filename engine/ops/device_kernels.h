@@ -266,6 +266,10 @@ typedef struct zli_dev_kernels {
      * chunk. */
     zl_status (*reduce_all)(int index, double div, const float *count, int64_t n, const float *x, double *work,
                             float *out);
+    /* out [outer, len, inner] = x's running sums along len (reverse: from
+     * the end), a fibre at a time (math/cumsum.h). */
+    zl_status (*cumsum)(int index, int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x,
+                        float *out);
     /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
     zl_status (*reduce_backward)(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
                                  const int64_t *idx, float *gx);

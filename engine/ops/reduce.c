@@ -397,31 +397,29 @@ zl_tensor *zl_std(zl_tensor *x, int n, const int *dims, double correction, bool 
     return var_std(true, x, n, dims, correction, keepdim);
 }
 
-/* ---- cumsum: running sums along a dim on the host (a device's tensor comes
- * over and goes back), floats in double as torch's CPU adds them. ---- */
+/* ---- cumsum: running sums along a dim through the table of x's memory,
+ * floats in double as torch's CPU adds them (math/cumsum.h); integers on
+ * the host. ---- */
 
-/* out[o, k, i] = the sum of x[o, j, i] for j <= k (j >= k when reverse). */
-static void running_sum(const float *x, int64_t outer, int64_t len, int64_t inner, bool reverse, float *out)
+/* out (f32, like t's shape and memory) = t's running sums, reverse from the end. */
+static zl_tensor *running_sum(zl_tensor *t, int64_t outer, int64_t len, int64_t inner, bool reverse)
 {
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            double acc = 0;
-            for (int64_t s = 0; s < len; s++) {
-                int64_t k = reverse ? len - 1 - s : s, at = (o * len + k) * inner + i;
-                acc += x[at];
-                out[at] = (float)acc;
-            }
-        }
+    const zli_dev_kernels *k = NULL;
+    int where = 0;
+    if (zli_op_device("cumsum", 1, &t, &k, &where) < 0) return NULL;
+    zl_tensor *tc = zli_f32c(t), *out = tc ? zli_new_f32_like(t, t->ndim, t->shape) : NULL;
+    if (out && k->cumsum(where, outer, len, inner, reverse, zl_tensor_data(tc), zl_tensor_data(out))) {
+        zl_tensor_release(out);
+        out = NULL;
+    }
+    zl_tensor_release(tc);
+    return out;
 }
 
 /* The gradient of a running sum is the running sum of g from the end. */
 static zl_status cumsum_backward(zl_node *n, zl_tensor *g, zl_tensor **gin)
 {
-    zl_tensor *gc = zli_host_copy(g, ZL_DTYPE_F32);
-    zl_tensor *gx = gc ? zli_new_f32(g->ndim, g->shape) : NULL;
-    if (gx) running_sum(zl_tensor_data(gc), n->i[0], n->i[1], n->i[2], true, zl_tensor_data(gx));
-    zl_tensor_release(gc);
-    gx = gx ? zli_host_result(gx, ZL_DTYPE_F32, n->inputs[0]) : NULL;
+    zl_tensor *gx = running_sum(g, n->i[0], n->i[1], n->i[2], true);
     if (!gx) return zli_last_code() ? zli_last_code() : ZL_ENOMEM;
     gin[0] = gx;
     return ZL_OK;
@@ -457,11 +455,7 @@ zl_tensor *zl_cumsum(zl_tensor *x, int dim)
     if (zli_norm_dim(op, dim, x->ndim, &d)) return zli_op_end(op, 1, &x, NULL);
     int64_t len = x->shape[d], outer = zli_numel(d, x->shape), inner = zli_numel(x->ndim - d - 1, x->shape + d + 1);
     if (!zl_dtype_traits_of(x->dtype)->is_float) return zli_op_end(op, 1, &x, int_cumsum(x, outer, len, inner));
-    zl_tensor *xc = zli_host_copy(x, ZL_DTYPE_F32);
-    zl_tensor *out = xc ? zli_new_f32(x->ndim, x->shape) : NULL;
-    if (out) running_sum(zl_tensor_data(xc), outer, len, inner, false, zl_tensor_data(out));
-    zl_tensor_release(xc);
-    out = out ? zli_host_result(out, x->dtype, x) : NULL;
+    zl_tensor *out = zli_cast_result(running_sum(x, outer, len, inner, false), x->dtype);
     zl_node *node;
     if (out && zli_record(out, op, cumsum_backward, 1, &x, &node)) {
         zl_tensor_release(out);

@@ -11,6 +11,7 @@
 #include "math/cross_entropy.h"
 #include "math/dropout.h"
 #include "math/embedding.h"
+#include "math/cumsum.h"
 #include "math/flash.h"
 #include "math/gather.h"
 #include "math/index_select.h"
@@ -283,6 +284,14 @@ static zl_status fake_reduce_all(int index, double div, const float *count, int6
     int64_t nc = zlm_sum_chunks(n);
     for (int64_t c = 0; c < nc; c++) work[c] = zlm_chunk_sum(x, n, c);
     out[0] = zlm_sum_finish(work, nc, count ? (double)*count : div);
+    return ZL_OK;
+}
+
+static zl_status fake_cumsum(int index, int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x,
+                             float *out)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t f = 0; f < outer * inner; f++) zlm_running_sum_fibre(f, len, inner, reverse, x, out);
     return ZL_OK;
 }
 
@@ -674,5 +683,5 @@ const zli_dev_kernels stand_in_kernels = {
     .att_softmax = fake_att_softmax, .att_softmax_backward = fake_att_softmax_backward,
     .flash_forward = fake_flash_forward, .flash_backward = fake_flash_backward, .dropout = fake_dropout,
     .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
-    .reduce_backward = fake_reduce_backward, .select = fake_select,
+    .reduce_backward = fake_reduce_backward, .cumsum = fake_cumsum, .select = fake_select,
 };

@@ -163,6 +163,9 @@ int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const
  * NULL, by *count (on the device); work holds zlm_sum_chunks(n) doubles. */
 int zlk_cuda_reduce_all(double div, const float *count, int64_t n, const float *x, double *work, float *out,
                         void *stream);
+/* out [outer, len, inner] = x's running sums along len (reverse: from the
+ * end), a thread per fibre (math/cumsum.h). */
+int zlk_cuda_cumsum(int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x, float *out, void *stream);
 /* gx [outer, len, inner] from g [outer, inner] (and idx for max and min). */
 int zlk_cuda_reduce_backward(int kind, int64_t outer, int64_t len, int64_t inner, const float *g, const int64_t *idx,
                              float *gx, void *stream);

@@ -4,6 +4,7 @@
  * output, split by the scan-equivalent rule zlm_pick_prefer; a sum over everything is one thread
  * per 4096-element chunk (double) and one thread adding the chunks in order. */
 #include "common.cuh"
+#include "../../math/cumsum.h"
 #include "../../math/reduce.h"
 
 __global__ void reduce_sum_dim(bool mean, int64_t outer, int64_t d, int64_t inner, const float *x, float *out)
@@ -64,6 +65,21 @@ __global__ void chunk_sums(int64_t n, const float *x, double *part)
 __global__ void sum_finish(int64_t n, double div, const float *count, const double *part, float *out)
 {
     out[0] = zlm_sum_finish(part, zlm_sum_chunks(n), count ? (double)*count : div);
+}
+
+__global__ void cumsum_fibres(int64_t fibres, int64_t len, int64_t inner, bool reverse, const float *x, float *out)
+{
+    for (int64_t f = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; f < fibres; f += (int64_t)gridDim.x * blockDim.x)
+        zlm_running_sum_fibre(f, len, inner, reverse, x, out);
+}
+
+extern "C" int zlk_cuda_cumsum(int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x, float *out,
+                               void *stream)
+{
+    int64_t fibres = outer * inner;
+    if (fibres <= 0 || len <= 0) return 0;
+    cumsum_fibres<<<zlk_blocks(fibres), ZLK_THREADS, 0, zlk_stream(stream)>>>(fibres, len, inner, reverse, x, out);
+    return zlk_launched();
 }
 
 __global__ void reduce_backward(int kind, int64_t n, int64_t len, int64_t inner, const float *g, const int64_t *idx,

@@ -29,6 +29,8 @@ ZLI_HIDDEN zl_status zli_cpu_binary_int(int index, int kind, int nd, const int64
                                         int odt);
 ZLI_HIDDEN zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
                                         float *out, int64_t *idx);
+ZLI_HIDDEN zl_status zli_cpu_cumsum(int index, int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x,
+                                    float *out);
 ZLI_HIDDEN zl_status zli_cpu_reduce_all(int index, double div, const float *count, int64_t n, const float *x,
                                         double *work, float *out);
 ZLI_HIDDEN zl_status zli_cpu_reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
+#include "../../math/cumsum.h"
 #include "../../math/reduce.h"
 
 /* The CPU's kernels (ops/cpu/kernels.h). x viewed as [outer, d, inner]
@@ -107,5 +108,14 @@ zl_status zli_cpu_sum_to(int index, int nd, const int64_t *shape, const int *red
             po[off] += s;
         }
     }
+    return ZL_OK;
+}
+
+/* out = x's running sums along len, a fibre at a time (math/cumsum.h). */
+zl_status zli_cpu_cumsum(int index, int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x,
+                         float *out)
+{
+    (void)index;
+    for (int64_t f = 0; f < outer * inner; f++) zlm_running_sum_fibre(f, len, inner, reverse, x, out);
     return ZL_OK;
 }

@@ -200,7 +200,12 @@ fi
 if runs ops; then
   t=$(allow ops 100)
   (cd "$root" && timeout "$t" "$zlua" scripts/bench/gpu_ops.lua) > "$logs/ops.log" 2>&1
-  verdict ops $? ops.log
+  st=$?
+  # attention composed of GEMMs beside the flash kernels, in the same run
+  t=$(allow ops 40)
+  (cd "$root" && ZLUA_CUDA_FLASH=0 timeout "$t" "$zlua" scripts/bench/gpu_ops.lua --ops attention --torch=false) 2>&1 |
+    sed -n 's/^attention /attention_composed /p' >> "$logs/ops.log"
+  verdict ops $st ops.log
   keep '^(op |[a-z_]+ +(f32|bf16) )' "$logs/ops.log"
 fi
 

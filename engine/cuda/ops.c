@@ -226,6 +226,22 @@ static zl_status cumsum(int index, int64_t outer, int64_t len, int64_t inner, bo
     return zli_cuda_done(index, "cumsum", zlk_cuda_cumsum(outer, len, inner, reverse, x, out, NULL));
 }
 
+static zl_status var(int index, int64_t nout, int64_t count, const zlm_view *kept, const zlm_view *red, const float *x,
+                     double correction, bool is_std, double *mean, double *m2, float *out)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, is_std ? "std" : "var",
+                         zlk_cuda_var(nout, count, kept, red, x, correction, is_std, mean, m2, out, NULL));
+}
+
+static zl_status var_backward(int index, int64_t n, const zlm_view *ov, int64_t count, const float *x, const float *g,
+                              const double *mean, const double *m2, double correction, bool is_std, float *gx)
+{
+    if (zli_cuda_use(index)) return zli_last_code();
+    return zli_cuda_done(index, is_std ? "std backward" : "var backward",
+                         zlk_cuda_var_backward(n, ov, count, x, g, mean, m2, correction, is_std, gx, NULL));
+}
+
 static zl_status reduce_backward(int index, int kind, int64_t outer, int64_t len, int64_t inner, const float *g,
                                  const int64_t *idx, float *gx)
 {
@@ -387,5 +403,5 @@ const zli_dev_kernels zli_cuda_kernels = {
     .att_softmax = att_softmax, .att_softmax_backward = att_softmax_backward,
     .flash_forward = flash_forward, .flash_backward = flash_backward,
     .dropout = dropout, .dropout_backward = dropout_backward, .reduce_dim = reduce_dim, .reduce_all = reduce_all,
-    .reduce_backward = reduce_backward, .cumsum = cumsum, .select = select_,
+    .reduce_backward = reduce_backward, .cumsum = cumsum, .var = var, .var_backward = var_backward, .select = select_,
 };

@@ -266,6 +266,15 @@ typedef struct zli_dev_kernels {
      * chunk. */
     zl_status (*reduce_all)(int index, double div, const float *count, int64_t n, const float *x, double *work,
                             float *out);
+    /* var or std (math/var.h) of nout outputs, count elements each of x
+     * (contiguous, f32) through the views kept and red: mean and m2 [nout]
+     * [out] in double, out [nout] the value. Its backward: gx [n] (x's
+     * elements, their output ov's offset of each) from g, mean and m2. */
+    zl_status (*var)(int index, int64_t nout, int64_t count, const zlm_view *kept, const zlm_view *red,
+                     const float *x, double correction, bool is_std, double *mean, double *m2, float *out);
+    zl_status (*var_backward)(int index, int64_t n, const zlm_view *ov, int64_t count, const float *x,
+                              const float *g, const double *mean, const double *m2, double correction, bool is_std,
+                              float *gx);
     /* out [outer, len, inner] = x's running sums along len (reverse: from
      * the end), a fibre at a time (math/cumsum.h). */
     zl_status (*cumsum)(int index, int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x,

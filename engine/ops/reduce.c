@@ -244,108 +244,82 @@ zl_tensor *zl_mean_dims(zl_tensor *x, int n, const int *dims, bool keepdim)
     return reduce_dims(R_MEAN, x, n, dims, keepdim);
 }
 
-/* ---- var and std: on the host, in double, two passes (the mean, then the
- * squares about it), so that equal values give exactly 0. A device's tensor
- * comes over and its result goes back (zli_host_copy, zli_host_result). ---- */
+/* ---- var and std: through the kernel table of x's memory, in double, two
+ * passes (math/var.h). ---- */
 
-/* For each element of x [numel] in row-major order, its output's position. */
-static void out_positions(const zl_tensor *x, const bool *red, int64_t *pos)
+/* Views over contiguous x: its kept dims and its reduced dims (x's strides),
+ * and over x's shape each element's output (0 on reduced dims). */
+static void var_views(const zl_tensor *x, const bool *red, zlm_view *kept, zlm_view *rv, zlm_view *ov)
 {
-    int64_t ostride[ZL_MAX_DIMS], idx[ZL_MAX_DIMS] = {0}, o = 0, acc = 1;
+    int64_t xs[ZL_MAX_DIMS], os[ZL_MAX_DIMS], ks[ZL_MAX_DIMS], kshape[ZL_MAX_DIMS], rs[ZL_MAX_DIMS];
+    int64_t rshape[ZL_MAX_DIMS], px = 1, po = 1;
+    int nk = 0, nr = 0;
     for (int d = x->ndim - 1; d >= 0; d--) {
-        ostride[d] = red[d] ? 0 : acc;
-        if (!red[d]) acc *= x->shape[d];
+        xs[d] = px;
+        px *= x->shape[d];
+        os[d] = red[d] ? 0 : po;
+        if (!red[d]) po *= x->shape[d];
     }
-    int64_t n = zl_tensor_numel(x);
-    for (int64_t i = 0; i < n; i++) {
-        pos[i] = o;
-        for (int d = x->ndim - 1; d >= 0; d--) {
-            o += ostride[d];
-            if (++idx[d] < x->shape[d]) break;
-            o -= ostride[d] * idx[d];
-            idx[d] = 0;
-        }
+    for (int d = 0; d < x->ndim; d++) {
+        if (red[d]) rshape[nr] = x->shape[d], rs[nr++] = xs[d];
+        else kshape[nk] = x->shape[d], ks[nk++] = xs[d];
     }
+    *kept = zlm_view_over(nk, kshape, ks);
+    *rv = zlm_view_over(nr, rshape, rs);
+    *ov = zlm_view_over(x->ndim, x->shape, os);
 }
 
-/* mean and m2 [nout]: each output's mean and sum of squared deviations. */
-static void moments(const float *x, const int64_t *pos, int64_t n, int64_t nout, int64_t count, double *mean,
-                    double *m2)
+/* x's moments by its memory's kernels: *xc (x contiguous f32), *stats (mean
+ * then m2, nout doubles each) and the value into out [nout] f32, all where x
+ * lives. */
+static zl_status var_run(const char *op, zl_tensor *x, const bool *red, int64_t nout, int64_t count,
+                         double correction, bool is_std, zl_tensor **xc, zl_tensor **stats, zl_tensor *out)
 {
-    for (int64_t o = 0; o < nout; o++) mean[o] = m2[o] = 0;
-    for (int64_t i = 0; i < n; i++) mean[pos[i]] += x[i];
-    for (int64_t o = 0; o < nout; o++) mean[o] /= (double)count;
-    for (int64_t i = 0; i < n; i++) {
-        double e = x[i] - mean[pos[i]];
-        m2[pos[i]] += e * e;
-    }
-}
-
-/* The sum of squares' divisor, count - correction; 0 when that is not
- * positive, so the variance is inf, or NaN over no spread (torch's). */
-static double divisor(int64_t count, double correction)
-{
-    return (double)count > correction ? (double)count - correction : 0.0;
-}
-
-/* x's values on the host as contiguous f32, positions and moments filled;
- * NULL (error set) when memory runs out. Free *buf after. */
-static zl_tensor *var_stats(const char *op, zl_tensor *x, const bool *red, int64_t nout, int64_t count, void **buf)
-{
-    int64_t n = zl_tensor_numel(x);
-    zl_tensor *xc = zli_host_copy(x, ZL_DTYPE_F32);
-    if (!xc) return NULL;
-    /* One block: the positions, then the means and the squares' sums. */
-    int64_t *pos = malloc((size_t)(n + 2 * nout + 1) * sizeof(double));
-    if (!pos) {
-        zl_tensor_release(xc);
-        zl_error(ZL_ENOMEM, "%s: out of memory", op);
-        return NULL;
-    }
-    double *mean = (double *)(pos + n), *m2 = mean + nout;
-    out_positions(x, red, pos);
-    moments(zl_tensor_data(xc), pos, n, nout, count, mean, m2);
-    *buf = pos;
-    return xc;
+    const zli_dev_kernels *k = NULL;
+    int where = 0;
+    if (zli_op_device(op, 1, &x, &k, &where) < 0) return zli_last_code();
+    int64_t ns = 2 * nout + 1;
+    *xc = zli_f32c(x);
+    *stats = *xc ? zli_new_like(x, ZL_DTYPE_I64, 1, &ns, ZL_MEM_ACTIVATIONS) : NULL;
+    if (!*stats) return ZL_ENOMEM;
+    zlm_view kept, rv, ov;
+    var_views(x, red, &kept, &rv, &ov);
+    double *mean = zl_tensor_data(*stats);
+    return nout > 0 ? k->var(where, nout, count, &kept, &rv, zl_tensor_data(*xc), correction, is_std, mean,
+                             mean + nout, zl_tensor_data(out))
+                    : ZL_OK;
 }
 
 static zl_status var_backward(zl_node *nd, zl_tensor *g, zl_tensor **gin)
 {
     zl_tensor *x = nd->inputs[0];
     bool is_std = nd->i[0], red[ZL_MAX_DIMS];
+    const char *op = is_std ? "std backward" : "var backward";
     double correction = nd->f[0];
-    int64_t count = 1, nout = zl_tensor_numel(g), n = zl_tensor_numel(x);
+    int64_t count = 1, nout = zl_tensor_numel(g);
     for (int d = 0; d < x->ndim; d++) {
         red[d] = nd->i[1 + d];
         if (red[d]) count *= x->shape[d];
     }
-    void *buf = NULL;
-    zl_tensor *xc = var_stats(is_std ? "std" : "var", x, red, nout, count, &buf);
-    zl_tensor *gc = xc ? zli_host_copy(g, ZL_DTYPE_F32) : NULL;
-    zl_tensor *gx = gc ? zli_new_f32(x->ndim, x->shape) : NULL;
-    if (gx) {
-        const int64_t *pos = buf;
-        const double *mean = (const double *)(pos + n), *m2 = mean + nout;
-        const float *px = zl_tensor_data(xc), *pg = zl_tensor_data(gc);
-        float *pgx = zl_tensor_data(gx);
-        /* torch's: 2 (x - mean) / (count - correction) for var, unclamped;
-         * std's divides by 2 std more, and gives 0 where std is 0. */
-        double dof = (double)count - correction, div = divisor(count, correction);
-        for (int64_t i = 0; i < n; i++) {
-            int64_t o = pos[i];
-            double f = 2.0 / dof;
-            if (is_std) {
-                double sd = sqrt(m2[o] / div);
-                f = sd == 0 ? 0.0 : 1.0 / (dof * sd);
-            }
-            pgx[i] = (float)(pg[o] * f * (px[i] - mean[o]));
-        }
+    const zli_dev_kernels *k = NULL;
+    int where = 0;
+    if (zli_op_device(op, 1, &x, &k, &where) < 0) return zli_last_code();
+    zl_tensor *xc = NULL, *stats = NULL, *value = zli_new_f32_like(x, 1, &nout);
+    zl_tensor *gc = value ? zli_f32c(g) : NULL, *gx = gc ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    zl_status st = gx ? var_run(op, x, red, nout, count, correction, is_std, &xc, &stats, value) : ZL_ENOMEM;
+    zlm_view kept, rv, ov;
+    var_views(x, red, &kept, &rv, &ov);
+    if (!st && zl_tensor_numel(x) > 0) {
+        const double *mean = zl_tensor_data(stats);
+        st = k->var_backward(where, zl_tensor_numel(x), &ov, count, zl_tensor_data(xc), zl_tensor_data(gc), mean,
+                             mean + nout, correction, is_std, zl_tensor_data(gx));
     }
-    free(buf);
-    zl_tensor_release(xc);
-    zl_tensor_release(gc);
-    gx = gx ? zli_host_result(gx, ZL_DTYPE_F32, x) : NULL;
-    if (!gx) return zli_last_code() ? zli_last_code() : ZL_ENOMEM;
+    zl_tensor *objs[] = {xc, stats, value, gc};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) zl_tensor_release(objs[i]);
+    if (st) {
+        zl_tensor_release(gx);
+        return st;
+    }
     gin[0] = gx;
     return ZL_OK;
 }
@@ -363,18 +337,14 @@ static zl_tensor *var_std(bool is_std, zl_tensor *x, int n, const int *dims, dou
     int64_t shape[ZL_MAX_DIMS], count;
     int nd = reduced_shape(x, red, keepdim, shape, &count);
     int64_t nout = zli_numel(nd, shape);
-    void *buf = NULL;
-    zl_tensor *xc = var_stats(op, x, red, nout, count, &buf);
-    zl_tensor *out = xc ? zli_new_f32(nd, shape) : NULL;
-    if (out) {
-        const double *m2 = (const double *)((int64_t *)buf + zl_tensor_numel(x)) + nout;
-        double div = divisor(count, correction);
-        float *po = zl_tensor_data(out);
-        for (int64_t o = 0; o < nout; o++) po[o] = (float)(is_std ? sqrt(m2[o] / div) : m2[o] / div);
+    zl_tensor *xc = NULL, *stats = NULL, *out = zli_new_f32_like(x, nd, shape);
+    if (out && var_run(op, x, red, nout, count, correction, is_std, &xc, &stats, out)) {
+        zl_tensor_release(out);
+        out = NULL;
     }
-    free(buf);
     zl_tensor_release(xc);
-    out = out ? zli_host_result(out, x->dtype, x) : NULL;
+    zl_tensor_release(stats);
+    out = zli_cast_result(out, x->dtype);
     zl_node *node;
     if (out && zli_record(out, op, var_backward, 1, &x, &node)) {
         zl_tensor_release(out);

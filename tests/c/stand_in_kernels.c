@@ -25,6 +25,7 @@
 #include "math/softmax.h"
 #include "math/sum_to.h"
 #include "math/unary.h"
+#include "math/var.h"
 
 stand_in_counts stand_in_calls;
 
@@ -292,6 +293,29 @@ static zl_status fake_cumsum(int index, int64_t outer, int64_t len, int64_t inne
 {
     CHECK(index == FAKE_INDEX);
     for (int64_t f = 0; f < outer * inner; f++) zlm_running_sum_fibre(f, len, inner, reverse, x, out);
+    return ZL_OK;
+}
+
+static zl_status fake_var(int index, int64_t nout, int64_t count, const zlm_view *kept, const zlm_view *red,
+                          const float *x, double correction, bool is_std, double *mean, double *m2, float *out)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t o = 0; o < nout; o++) {
+        zlm_var_moments(o, count, kept, red, x, mean, m2);
+        out[o] = zlm_var_value(m2[o], zlm_var_divisor(count, correction), is_std);
+    }
+    return ZL_OK;
+}
+
+static zl_status fake_var_backward(int index, int64_t n, const zlm_view *ov, int64_t count, const float *x,
+                                   const float *g, const double *mean, const double *m2, double correction,
+                                   bool is_std, float *gx)
+{
+    CHECK(index == FAKE_INDEX);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t o = zlm_view_offset(ov, i);
+        gx[i] = zlm_var_grad(g[o], x[i], mean[o], m2[o], count, correction, is_std);
+    }
     return ZL_OK;
 }
 
@@ -683,5 +707,6 @@ const zli_dev_kernels stand_in_kernels = {
     .att_softmax = fake_att_softmax, .att_softmax_backward = fake_att_softmax_backward,
     .flash_forward = fake_flash_forward, .flash_backward = fake_flash_backward, .dropout = fake_dropout,
     .dropout_backward = fake_dropout_backward, .reduce_dim = fake_reduce_dim, .reduce_all = fake_reduce_all,
-    .reduce_backward = fake_reduce_backward, .cumsum = fake_cumsum, .select = fake_select,
+    .reduce_backward = fake_reduce_backward, .cumsum = fake_cumsum, .var = fake_var,
+    .var_backward = fake_var_backward, .select = fake_select,
 };

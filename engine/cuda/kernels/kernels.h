@@ -163,6 +163,13 @@ int zlk_cuda_reduce_dim(int kind, int64_t outer, int64_t d, int64_t inner, const
  * NULL, by *count (on the device); work holds zlm_sum_chunks(n) doubles. */
 int zlk_cuda_reduce_all(double div, const float *count, int64_t n, const float *x, double *work, float *out,
                         void *stream);
+/* var or std (math/var.h), a thread per output, and its backward a thread
+ * per element. */
+int zlk_cuda_var(int64_t nout, int64_t count, const zlm_view *kept, const zlm_view *red, const float *x,
+                 double correction, bool is_std, double *mean, double *m2, float *out, void *stream);
+int zlk_cuda_var_backward(int64_t n, const zlm_view *ov, int64_t count, const float *x, const float *g,
+                          const double *mean, const double *m2, double correction, bool is_std, float *gx,
+                          void *stream);
 /* out [outer, len, inner] = x's running sums along len (reverse: from the
  * end), a thread per fibre (math/cumsum.h). */
 int zlk_cuda_cumsum(int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x, float *out, void *stream);

@@ -6,6 +6,7 @@
 #include "common.cuh"
 #include "../../math/cumsum.h"
 #include "../../math/reduce.h"
+#include "../../math/var.h"
 
 __global__ void reduce_sum_dim(bool mean, int64_t outer, int64_t d, int64_t inner, const float *x, float *out)
 {
@@ -79,6 +80,43 @@ extern "C" int zlk_cuda_cumsum(int64_t outer, int64_t len, int64_t inner, bool r
     int64_t fibres = outer * inner;
     if (fibres <= 0 || len <= 0) return 0;
     cumsum_fibres<<<zlk_blocks(fibres), ZLK_THREADS, 0, zlk_stream(stream)>>>(fibres, len, inner, reverse, x, out);
+    return zlk_launched();
+}
+
+__global__ void var_outputs(int64_t nout, int64_t count, zlm_view kept, zlm_view red, const float *x, double div,
+                            bool is_std, double *mean, double *m2, float *out)
+{
+    for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < nout; o += (int64_t)gridDim.x * blockDim.x) {
+        zlm_var_moments(o, count, &kept, &red, x, mean, m2);
+        out[o] = zlm_var_value(m2[o], div, is_std);
+    }
+}
+
+__global__ void var_grads(int64_t n, zlm_view ov, int64_t count, const float *x, const float *g, const double *mean,
+                          const double *m2, double correction, bool is_std, float *gx)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t o = zlm_view_offset(&ov, i);
+        gx[i] = zlm_var_grad(g[o], x[i], mean[o], m2[o], count, correction, is_std);
+    }
+}
+
+extern "C" int zlk_cuda_var(int64_t nout, int64_t count, const zlm_view *kept, const zlm_view *red, const float *x,
+                            double correction, bool is_std, double *mean, double *m2, float *out, void *stream)
+{
+    if (nout <= 0) return 0;
+    var_outputs<<<zlk_blocks(nout), ZLK_THREADS, 0, zlk_stream(stream)>>>(
+        nout, count, *kept, *red, x, zlm_var_divisor(count, correction), is_std, mean, m2, out);
+    return zlk_launched();
+}
+
+extern "C" int zlk_cuda_var_backward(int64_t n, const zlm_view *ov, int64_t count, const float *x, const float *g,
+                                     const double *mean, const double *m2, double correction, bool is_std, float *gx,
+                                     void *stream)
+{
+    if (n <= 0) return 0;
+    var_grads<<<zlk_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, *ov, count, x, g, mean, m2, correction, is_std,
+                                                                     gx);
     return zlk_launched();
 }
 

@@ -10,7 +10,7 @@ const zli_dev_kernels zli_cpu_kernels = {
     .dropout = zli_cpu_dropout, .dropout_backward = zli_cpu_dropout_backward,
     .select = zli_cpu_select, .binary = zli_cpu_binary, .binary_int = zli_cpu_binary_int,
     .reduce_dim = zli_cpu_reduce_dim, .reduce_all = zli_cpu_reduce_all, .reduce_backward = zli_cpu_reduce_backward,
-    .cumsum = zli_cpu_cumsum,
+    .cumsum = zli_cpu_cumsum, .var = zli_cpu_var, .var_backward = zli_cpu_var_backward,
     .sum_to = zli_cpu_sum_to,
     .ln_forward = zli_cpu_ln_forward, .ln_backward_x = zli_cpu_ln_backward_x, .ln_backward_wb = zli_cpu_ln_backward_wb,
     .rms_forward = zli_cpu_rms_forward, .rms_backward = zli_cpu_rms_backward,

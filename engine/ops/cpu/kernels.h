@@ -29,6 +29,11 @@ ZLI_HIDDEN zl_status zli_cpu_binary_int(int index, int kind, int nd, const int64
                                         int odt);
 ZLI_HIDDEN zl_status zli_cpu_reduce_dim(int index, int kind, int64_t outer, int64_t d, int64_t inner, const float *x,
                                         float *out, int64_t *idx);
+ZLI_HIDDEN zl_status zli_cpu_var(int index, int64_t nout, int64_t count, const zlm_view *kept, const zlm_view *red,
+                                 const float *x, double correction, bool is_std, double *mean, double *m2, float *out);
+ZLI_HIDDEN zl_status zli_cpu_var_backward(int index, int64_t n, const zlm_view *ov, int64_t count, const float *x,
+                                          const float *g, const double *mean, const double *m2, double correction,
+                                          bool is_std, float *gx);
 ZLI_HIDDEN zl_status zli_cpu_cumsum(int index, int64_t outer, int64_t len, int64_t inner, bool reverse, const float *x,
                                     float *out);
 ZLI_HIDDEN zl_status zli_cpu_reduce_all(int index, double div, const float *count, int64_t n, const float *x,

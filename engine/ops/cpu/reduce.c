@@ -9,6 +9,7 @@
 #include "kernels.h"
 #include "../../math/cumsum.h"
 #include "../../math/reduce.h"
+#include "../../math/var.h"
 
 /* The CPU's kernels (ops/cpu/kernels.h). x viewed as [outer, d, inner]
  * (contiguous f32); out [outer, inner]; idx [outer, inner] the pick's
@@ -117,5 +118,32 @@ zl_status zli_cpu_cumsum(int index, int64_t outer, int64_t len, int64_t inner, b
 {
     (void)index;
     for (int64_t f = 0; f < outer * inner; f++) zlm_running_sum_fibre(f, len, inner, reverse, x, out);
+    return ZL_OK;
+}
+
+/* var or std, an output at a time (math/var.h). */
+zl_status zli_cpu_var(int index, int64_t nout, int64_t count, const zlm_view *kept, const zlm_view *red,
+                      const float *x, double correction, bool is_std, double *mean, double *m2, float *out)
+{
+    (void)index;
+    double div = zlm_var_divisor(count, correction);
+    #pragma omp parallel for schedule(static) if (nout * count > ZLI_PAR_MIN && nout > 1)
+    for (int64_t o = 0; o < nout; o++) {
+        zlm_var_moments(o, count, kept, red, x, mean, m2);
+        out[o] = zlm_var_value(m2[o], div, is_std);
+    }
+    return ZL_OK;
+}
+
+zl_status zli_cpu_var_backward(int index, int64_t n, const zlm_view *ov, int64_t count, const float *x,
+                               const float *g, const double *mean, const double *m2, double correction, bool is_std,
+                               float *gx)
+{
+    (void)index;
+    #pragma omp parallel for schedule(static) if (n > ZLI_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t o = zlm_view_offset(ov, i);
+        gx[i] = zlm_var_grad(g[o], x[i], mean[o], m2[o], count, correction, is_std);
+    }
     return ZL_OK;
 }

@@ -3,7 +3,6 @@
  * sum_to_shape, the reverse of broadcasting that every binary backward uses,
  * through the kernel table of x's memory. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include "device_kernels.h"
 #include "../math/reduce.h"

@@ -216,7 +216,8 @@ zl_tensor *zl_gather(zl_tensor *x, int dim, zl_tensor *index)
     if (zli_op_device(op, 2, in, &k, &where) < 0 || zli_norm_dim(op, dim, x->ndim, &d) ||
         check_shapes(op, x, d, index, NULL))
         return zli_op_end(op, 2, in, NULL);
-    zlm_index_fault *fault = k->gather && k->index_faults ? k->index_faults(where) : NULL;
+    /* the kernels' path needs x where they run (a one-element host x beside a device index: the host's) */
+    zlm_index_fault *fault = k->gather && k->index_faults && x->storage->dev ? k->index_faults(where) : NULL;
     if (fault) return zli_op_end(op, 2, in, gather_kernels(k, where, fault, x, d, index));
     offsets *o = index_offsets(op, x, d, index, index->shape);
     zl_tensor *xc = o ? zli_host_copy(x, x->dtype) : NULL;
@@ -360,7 +361,8 @@ static zl_tensor *scatter(bool add, zl_tensor *x, int dim, zl_tensor *index, zl_
     }
     bool is_float = zl_dtype_traits_of(x->dtype)->is_float;
     zl_dtype work = !add ? x->dtype : is_float ? ZL_DTYPE_F32 : ZL_DTYPE_I64;
-    zlm_index_fault *fault = k->scatter && k->index_faults ? k->index_faults(where) : NULL;
+    bool there = x->storage->dev && src->storage->dev;   /* x and src where the kernels run */
+    zlm_index_fault *fault = k->scatter && k->index_faults && there ? k->index_faults(where) : NULL;
     if (fault) return zli_op_end(op, 3, in, scatter_kernels(k, where, fault, add, x, d, index, src, work));
     offsets *o = index_offsets(op, x, d, index, src->shape);
     /* The result is a copy of x of its own: zli_host_copy hands x back when

@@ -25,13 +25,24 @@ template <bool VEC> __global__ void convert_dense(int64_t n, const void *src, in
 static bool is_float(int dt) { return dt == ZLM_F32 || dt == ZLM_F16 || dt == ZLM_BF16; }
 
 /* A view whose elements lie in runs of ZLK_VEC (zlm_view_runs_of) into a
- * contiguous destination, a run a thread: one offset and one wide load. */
+ * contiguous destination, a run a thread: one offset and wide loads. The
+ * same dtype moves as bytes (a run of ZLK_VEC elements of es bytes is es
+ * 8-byte words), so every value, NaN payloads too, keeps its bits; floats
+ * of two dtypes convert as the element path does. */
 __global__ void copy_runs(int64_t n, zlm_view s, const void *src, int sdt, void *dst, int ddt)
 {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
+    int es = zlm_dtype_size(sdt);
     for (int64_t i = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) * ZLK_VEC; i < n; i += step * ZLK_VEC) {
+        int64_t at = zlm_view_offset(&s, i);
+        if (sdt == ddt) {
+            const uint64_t *from = (const uint64_t *)((const char *)src + at * es);
+            uint64_t *to = (uint64_t *)((char *)dst + i * es);
+            for (int w = 0; w < es; w++) to[w] = from[w];
+            continue;
+        }
         float v[ZLK_VEC];
-        zlk_load_vec(src, sdt, zlm_view_offset(&s, i), v);
+        zlk_load_vec(src, sdt, at, v);
         zlk_store_vec(dst, ddt, i, v);
     }
 }
@@ -81,7 +92,8 @@ extern "C" int zlk_cuda_copy_view(int64_t n, const zlm_view *s, const void *src,
         }
     }
     const void *bufs[] = {src, dst};
-    if (!d && is_float(sdt) && is_float(ddt) && zlm_view_runs_of(&sv, ZLK_VEC) && zlk_aligned16(bufs, 2)) {
+    bool convertible = sdt == ddt || (is_float(sdt) && is_float(ddt));
+    if (!d && convertible && zlm_view_runs_of(&sv, ZLK_VEC) && zlk_aligned16(bufs, 2)) {
         copy_runs<<<zlk_vec_blocks(n), ZLK_THREADS, 0, zlk_stream(stream)>>>(n, sv, src, sdt, dst, ddt);
         return zlk_launched();
     }

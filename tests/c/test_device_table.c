@@ -307,7 +307,6 @@ TEST(cross_entropy_on_the_device)
     CHECK_ERR(zl_tensor_to_device(l, ZL_DEVICE_CPU, 0), "cross_entropy: target 10 at position 3 is out of range for "
               "10 classes (expected 0..9, or ignore_index -100; found on cuda:7 after the op was queued)");
     if (l && want) check_bits(want, l, "cross_entropy with a bad target ignored");
-    CHECK(badv[3] == 10);
     zl_tensor *back = zl_tensor_to_device(dbad, ZL_DEVICE_CPU, 0);
     CHECK(back && zl_tensor_get(back, 3) == 10.0);
     zl_tensor *objs[] = {back, want, l, ignored, dbad, bad, dx, th, xr};

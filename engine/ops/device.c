@@ -1,6 +1,7 @@
 /* How an op finds the device its inputs live on and places its work buffers
  * there (ops/device_kernels.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include "device_kernels.h"
 
 int zli_op_device(const char *op, int n, zl_tensor *const *in, const zli_dev_kernels **kernels, int *index)
@@ -93,6 +94,24 @@ zl_tensor *zli_contiguous_as_like(zl_tensor *t, zl_dtype dt, const zl_tensor *li
     zl_tensor *cc = zl_tensor_contiguous(c);
     zl_tensor_release(c);
     return cc;
+}
+
+zl_tensor *zli_indices_like(const char *op, const char *role, zl_tensor *t, int64_t limit, const zl_tensor *like,
+                            bool kernels_check, int64_t *bad, int64_t *value)
+{
+    *bad = -1;
+    if (kernels_check)
+        return zli_need_index(op, role, t) ? NULL : zli_own_copy_like(t, ZL_DTYPE_I64, like);
+    int64_t *idx = NULL, n = zl_tensor_numel(t);
+    if (zli_index_array(op, role, t, &idx)) return NULL;
+    for (int64_t p = 0; p < n && *bad < 0; p++)
+        if (idx[p] < 0 || idx[p] >= limit) {
+            *bad = p;
+            *value = idx[p];
+        }
+    zl_tensor *c = *bad < 0 ? zli_i64_like(idx, n, like) : NULL;
+    free(idx);
+    return c;
 }
 
 zl_tensor *zli_own_copy_like(zl_tensor *t, zl_dtype dt, const zl_tensor *like)

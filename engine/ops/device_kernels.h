@@ -362,6 +362,15 @@ ZLI_HIDDEN zl_status zli_kernel_sum(const zli_dev_kernels *k, int index, const z
 
 /* idx [n], host memory, as an i64 tensor in the memory `like` lives in. */
 ZLI_HIDDEN zl_tensor *zli_i64_like(const int64_t *idx, int64_t n, const zl_tensor *like);
+/* An op's index tensor t (i64 or i32, else ZL_EDTYPE naming op and role)
+ * as its own contiguous i64 copy in like's memory, for the kernels and the
+ * backward: unchecked when the kernels check it (kernels_check: a bad index
+ * goes to the device's fault note), else read on the host and each index
+ * checked to lie in [0, limit). NULL with the error set, or, for an index
+ * out of range, with *bad its position (else -1) and *value it, for the op
+ * to say in its own words. */
+ZLI_HIDDEN zl_tensor *zli_indices_like(const char *op, const char *role, zl_tensor *t, int64_t limit,
+                                       const zl_tensor *like, bool kernels_check, int64_t *bad, int64_t *value);
 
 /* The CPU's kernel table (ops/cpu/kernels.c), f32 only. */
 ZLI_HIDDEN extern const zli_dev_kernels zli_cpu_kernels;

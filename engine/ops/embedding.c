@@ -1,7 +1,6 @@
 /* embedding: rows of weight [V, D] gathered by an index tensor of any shape,
  * and the backward that scatter-adds into a [V, D] gradient, a padding row
  * left out, through the kernel table of the weight's memory. */
-#include <stdlib.h>
 #include <string.h>
 #include "device_kernels.h"
 
@@ -65,24 +64,13 @@ static zl_tensor *embedding(zl_tensor *weight, zl_tensor *indices, bool padded, 
      * they are checked here, and go where the weight is. Either way they
      * stay there for backward. */
     zlm_index_fault *fault = k->index_faults ? k->index_faults(index) : NULL;
-    zl_tensor *didx = NULL;
-    if (fault) {
-        if (zli_need_index(op, "indices", indices) || !(didx = zli_own_copy_like(indices, ZL_DTYPE_I64, weight)))
-            return zli_op_end(op, 2, in, NULL);
-    } else {
-        int64_t *idx = NULL;
-        if (zli_index_array(op, "indices", indices, &idx)) return zli_op_end(op, 2, in, NULL);
-        for (int64_t p = 0; p < n; p++) {
-            if (idx[p] < 0 || idx[p] >= v) {
-                zl_error(ZL_EINVAL, "%s: index %lld at position %lld is out of range for a weight of %lld rows "
-                         "(expected 0..%lld)", op, (long long)idx[p], (long long)p, (long long)v, (long long)(v - 1));
-                free(idx);
-                return zli_op_end(op, 2, in, NULL);
-            }
-        }
-        didx = zli_i64_like(idx, n, weight);
-        free(idx);
-        if (!didx) return zli_op_end(op, 2, in, NULL);
+    int64_t bad, value;
+    zl_tensor *didx = zli_indices_like(op, "indices", indices, v, weight, fault != NULL, &bad, &value);
+    if (!didx) {
+        if (bad >= 0)
+            zl_error(ZL_EINVAL, "%s: index %lld at position %lld is out of range for a weight of %lld rows "
+                     "(expected 0..%lld)", op, (long long)value, (long long)bad, (long long)v, (long long)(v - 1));
+        return zli_op_end(op, 2, in, NULL);
     }
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, indices->shape, (size_t)indices->ndim * sizeof shape[0]);

@@ -180,9 +180,10 @@ static zl_tensor *gather_kernels(const zli_dev_kernels *k, int where, zlm_index_
                                  zl_tensor *index)
 {
     const char *op = "gather";
-    if (zli_need_index(op, "index", index)) return NULL;
-    zl_tensor *idx = zli_own_copy_like(index, ZL_DTYPE_I64, x);
-    zl_tensor *xc = idx ? zli_contiguous_as_like(x, x->dtype, x) : NULL;
+    int64_t bad, value;
+    zl_tensor *idx = zli_indices_like(op, "index", index, x->shape[d], x, true, &bad, &value);
+    if (!idx) return NULL;
+    zl_tensor *xc = zli_contiguous_as_like(x, x->dtype, x);
     zl_tensor *out = xc ? zli_new_like(x, x->dtype, index->ndim, index->shape, ZL_MEM_ACTIVATIONS) : NULL;
     int64_t sd, n = zl_tensor_numel(index);
     zlm_view v = index_view(x, d, index, &sd);
@@ -309,8 +310,10 @@ static zl_tensor *scatter_kernels(const zli_dev_kernels *k, int where, zlm_index
                                   int d, zl_tensor *index, zl_tensor *src, zl_dtype work)
 {
     const char *op = add ? "scatter_add" : "scatter";
-    if (zli_need_index(op, "index", index)) return NULL;
-    zl_tensor *idx = zli_own_copy_like(index, ZL_DTYPE_I64, x), *out = idx ? zli_own_copy_like(x, work, x) : NULL;
+    int64_t bad, value;
+    zl_tensor *idx = zli_indices_like(op, "index", index, x->shape[d], x, true, &bad, &value);
+    if (!idx) return NULL;
+    zl_tensor *out = zli_own_copy_like(x, work, x);
     zl_tensor *sc = out ? zli_contiguous_as_like(src, work, x) : NULL;
     int64_t sd, unused, md, inner, nfib = index_fibres(index, d, &md, &inner);
     zlm_view xv = index_view(x, d, index, &sd), sv = index_view(src, -1, index, &unused);

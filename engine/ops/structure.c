@@ -5,7 +5,6 @@
  * the gradient. index_select and its scatter-add in index order run through
  * the kernel table of x's memory. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "device_kernels.h"
 
@@ -149,24 +148,14 @@ zl_tensor *zl_index_select(zl_tensor *x, int dim, zl_tensor *index)
      * on the device moves there as it is); otherwise they are checked here,
      * and go where x is. Either way they stay there for backward. */
     zlm_index_fault *fault = k->index_faults ? k->index_faults(where) : NULL;
-    zl_tensor *didx = NULL;
-    if (fault) {
-        if (zli_need_index(op, "index", index) || !(didx = zli_own_copy_like(index, ZL_DTYPE_I64, x)))
-            return zli_op_end(op, 2, in, NULL);
-    } else {
-        int64_t *idx;
-        if (zli_index_array(op, "index", index, &idx)) return zli_op_end(op, 2, in, NULL);
-        for (int64_t r = 0; r < m; r++)
-            if (idx[r] < 0 || idx[r] >= len) {
-                char s[128];
-                zl_error(ZL_EINVAL, "index_select: index %lld is out of range for dimension %d of size %lld (input %s)",
-                         (long long)idx[r], d, (long long)len, zl_shape_str(x->ndim, x->shape, s, sizeof s));
-                free(idx);
-                return zli_op_end(op, 2, in, NULL);
-            }
-        didx = zli_i64_like(idx, m, x);
-        free(idx);
-        if (!didx) return zli_op_end(op, 2, in, NULL);
+    int64_t bad, value;
+    zl_tensor *didx = zli_indices_like(op, "index", index, len, x, fault != NULL, &bad, &value);
+    if (!didx) {
+        char s[128];
+        if (bad >= 0)
+            zl_error(ZL_EINVAL, "index_select: index %lld is out of range for dimension %d of size %lld (input %s)",
+                     (long long)value, d, (long long)len, zl_shape_str(x->ndim, x->shape, s, sizeof s));
+        return zli_op_end(op, 2, in, NULL);
     }
     int64_t shape[ZL_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);

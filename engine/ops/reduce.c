@@ -268,23 +268,19 @@ static void var_views(const zl_tensor *x, const bool *red, zlm_view *kept, zlm_v
     *ov = zlm_view_over(x->ndim, x->shape, os);
 }
 
-/* x's moments by its memory's kernels: *xc (x contiguous f32), *stats (mean
- * then m2, nout doubles each) and the value into out [nout] f32, all where x
- * lives. */
-static zl_status var_run(const char *op, zl_tensor *x, const bool *red, int64_t nout, int64_t count,
-                         double correction, bool is_std, zl_tensor **xc, zl_tensor **stats, zl_tensor *out)
+/* x's moments by k, the kernels of x's memory, through var_views' kept and
+ * rv: *xc (x contiguous f32), *stats (mean then m2, nout doubles each) and
+ * the value into out [nout] f32, all where x lives. */
+static zl_status var_run(const zli_dev_kernels *k, int where, zl_tensor *x, const zlm_view *kept,
+                         const zlm_view *rv, int64_t nout, int64_t count, double correction, bool is_std,
+                         zl_tensor **xc, zl_tensor **stats, zl_tensor *out)
 {
-    const zli_dev_kernels *k = NULL;
-    int where = 0;
-    if (zli_op_device(op, 1, &x, &k, &where) < 0) return zli_last_code();
     int64_t ns = 2 * nout + 1;
     *xc = zli_f32c(x);
     *stats = *xc ? zli_new_like(x, ZL_DTYPE_I64, 1, &ns, ZL_MEM_ACTIVATIONS) : NULL;
     if (!*stats) return ZL_ENOMEM;
-    zlm_view kept, rv, ov;
-    var_views(x, red, &kept, &rv, &ov);
     double *mean = zl_tensor_data(*stats);
-    return nout > 0 ? k->var(where, nout, count, &kept, &rv, zl_tensor_data(*xc), correction, is_std, mean,
+    return nout > 0 ? k->var(where, nout, count, kept, rv, zl_tensor_data(*xc), correction, is_std, mean,
                              mean + nout, zl_tensor_data(out))
                     : ZL_OK;
 }
@@ -303,11 +299,12 @@ static zl_status var_backward(zl_node *nd, zl_tensor *g, zl_tensor **gin)
     const zli_dev_kernels *k = NULL;
     int where = 0;
     if (zli_op_device(op, 1, &x, &k, &where) < 0) return zli_last_code();
-    zl_tensor *xc = NULL, *stats = NULL, *value = zli_new_f32_like(x, 1, &nout);
-    zl_tensor *gc = value ? zli_f32c(g) : NULL, *gx = gc ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
-    zl_status st = gx ? var_run(op, x, red, nout, count, correction, is_std, &xc, &stats, value) : ZL_ENOMEM;
     zlm_view kept, rv, ov;
     var_views(x, red, &kept, &rv, &ov);
+    zl_tensor *xc = NULL, *stats = NULL, *value = zli_new_f32_like(x, 1, &nout);
+    zl_tensor *gc = value ? zli_f32c(g) : NULL, *gx = gc ? zli_new_f32_like(x, x->ndim, x->shape) : NULL;
+    zl_status st = gx ? var_run(k, where, x, &kept, &rv, nout, count, correction, is_std, &xc, &stats, value)
+                      : ZL_ENOMEM;
     if (!st && zl_tensor_numel(x) > 0) {
         const double *mean = zl_tensor_data(stats);
         st = k->var_backward(where, zl_tensor_numel(x), &ov, count, zl_tensor_data(xc), zl_tensor_data(gc), mean,
@@ -328,7 +325,10 @@ static zl_tensor *var_std(bool is_std, zl_tensor *x, int n, const int *dims, dou
     const char *op = is_std ? "std" : "var";
     if (zli_op_begin(op, 1, &x)) return NULL;
     bool red[ZL_MAX_DIMS];
-    if (zli_need_float(op, "x", x) || dims_mask(op, x, n, dims, red)) return zli_op_end(op, 1, &x, NULL);
+    const zli_dev_kernels *k = NULL;
+    int where = 0;
+    if (zli_need_float(op, "x", x) || dims_mask(op, x, n, dims, red) || zli_op_device(op, 1, &x, &k, &where) < 0)
+        return zli_op_end(op, 1, &x, NULL);
     if (isnan(correction)) {
         zl_error(ZL_EINVAL, "%s: correction must be a number, got NaN", op);
         return zli_op_end(op, 1, &x, NULL);
@@ -336,8 +336,10 @@ static zl_tensor *var_std(bool is_std, zl_tensor *x, int n, const int *dims, dou
     int64_t shape[ZL_MAX_DIMS], count;
     int nd = reduced_shape(x, red, keepdim, shape, &count);
     int64_t nout = zli_numel(nd, shape);
+    zlm_view kept, rv, ov;
+    var_views(x, red, &kept, &rv, &ov);
     zl_tensor *xc = NULL, *stats = NULL, *out = zli_new_f32_like(x, nd, shape);
-    if (out && var_run(op, x, red, nout, count, correction, is_std, &xc, &stats, out)) {
+    if (out && var_run(k, where, x, &kept, &rv, nout, count, correction, is_std, &xc, &stats, out)) {
         zl_tensor_release(out);
         out = NULL;
     }

@@ -150,8 +150,11 @@ static inline ZL_HD void zlm_ce_opts_row_backward(const zlm_ce_opts *o, int64_t 
     if (zlm_ce_plain(o) || target == ignore) zlm_ce_row_backward(ncls, x, target, ignore, lse, scale, gx);
     else
         for (int64_t c = 0; c < ncls; c++) gx[c] = zlm_ce_opts_grad(o, x[c], lse, scale, c, target);
-    if (gdt != ZLM_F32)
-        for (int64_t c = 0; c < ncls; c++) gx[c] = zlm_round_to(gx[c], gdt);
+    /* A loop per dtype, so that each vectorises on the host. */
+    if (gdt == ZLM_BF16)
+        for (int64_t c = 0; c < ncls; c++) gx[c] = zlm_round_to(gx[c], ZLM_BF16);
+    else if (gdt == ZLM_F16)
+        for (int64_t c = 0; c < ncls; c++) gx[c] = zlm_round_to(gx[c], ZLM_F16);
 }
 
 #endif

@@ -5,6 +5,7 @@
 #define ZL_MATH_UNARY_H
 
 #include "erf.h"
+#include "expf.h"
 
 /* The CPU's order: ZLM_U_GELU is the erf form, ZLM_U_GELU_TANH the tanh one. */
 enum {
@@ -20,6 +21,10 @@ enum {
 
 /* log(1 + exp(z)) without overflow for large z. */
 static inline ZL_HD float zlm_log1p_exp(float z) { return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z))); }
+
+/* 1 / (1 + exp(-v)) through zlm_expf, so that a loop of it vectorizes (SiLU
+ * runs over every LLaMA MLP activation); exp(-v) overflowing to inf gives 0. */
+static inline ZL_HD float zlm_sigmoid(float v) { return 1.0f / (1.0f + zlm_expf(-v)); }
 
 /* Where clamp's gradient passes: strictly inside the bounds (a bound at
  * infinity is open), as torch's clamp with number bounds; NaN gets none. */
@@ -39,14 +44,14 @@ static inline ZL_HD float zlm_unary_forward(int kind, float v, float p0, float p
     case ZLM_U_LOG: return logf(v);
     case ZLM_U_SQRT: return sqrtf(v);
     case ZLM_U_TANH: return tanhf(v);
-    case ZLM_U_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    case ZLM_U_SIGMOID: return zlm_sigmoid(v);
     case ZLM_U_RELU: return v > 0.0f || v != v ? v : 0.0f;   /* NaN passes, as in torch */
     case ZLM_U_ABS: return fabsf(v);
     case ZLM_U_POW: return powf(v, p0);
     case ZLM_U_AFFINE: return v * p0 + p1;
     case ZLM_U_GELU: return v * zlm_normal_cdf(v);
     case ZLM_U_GELU_TANH: return 0.5f * v * (1.0f + tanhf(ZLM_SQRT_2_OVER_PI * (v + ZLM_GELU_C * v * v * v)));
-    case ZLM_U_SILU: return v / (1.0f + expf(-v));
+    case ZLM_U_SILU: return v / (1.0f + zlm_expf(-v));
     case ZLM_U_SIN: return sinf(v);
     case ZLM_U_COS: return cosf(v);
     case ZLM_U_LOG1P: return log1pf(v);
@@ -86,7 +91,7 @@ static inline ZL_HD float zlm_unary_backward(int kind, float v, float y, float g
         break;
     }
     case ZLM_U_SILU: {
-        float s = 1.0f / (1.0f + expf(-v));
+        float s = zlm_sigmoid(v);
         d = s * (1.0f + v * (1.0f - s));
         break;
     }

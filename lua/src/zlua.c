@@ -17,9 +17,11 @@
 #include "launch.h"
 #include "repl.h"
 
-/* OpenBLAS's own report ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."); declared here
- * because the engine keeps cblas.h off the executable's include path. */
+/* OpenBLAS's own report ("OpenBLAS 0.3.21 DYNAMIC_ARCH ...") and the kernel
+ * set it chose for this CPU ("Cooperlake"); declared here because the engine
+ * keeps cblas.h off the executable's include path. */
 char *openblas_get_config(void);
+char *openblas_get_corename(void);
 
 static const char *const progname = "zlua";
 
@@ -60,12 +62,14 @@ static void print_usage(FILE *to)
 
 static void print_version(void)
 {
-    /* The first two words of OpenBLAS's report are its name and version. */
+    /* The first two words of OpenBLAS's report are its name and version;
+     * the kernel set follows them, since a speed figure depends on it. */
     const char *cfg = openblas_get_config();
     int n = 0, words = 0;
     while (cfg[n] && !(cfg[n] == ' ' && ++words == 2)) n++;
     /* ZLUA_PARTS: the optional parts built with and without (the top CMakeLists.txt) */
-    printf("%s %s (%s, %.*s) %s\n", progname, zl_version(), LUA_RELEASE, n, cfg, ZLUA_PARTS);
+    printf("%s %s (%s, %.*s %s) %s\n", progname, zl_version(), LUA_RELEASE, n, cfg, openblas_get_corename(),
+           ZLUA_PARTS);
     fflush(stdout);
 }
 

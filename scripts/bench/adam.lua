@@ -371,7 +371,8 @@ local function bench_torch()
   f:close()
   local list = {}
   for k, n in ipairs(opts.sizes) do list[k] = tostring(n) end
-  -- Debian's OpenBLAS settings slow a current PyPI build; unset them for torch alone.
+  -- OpenBLAS settings a machine's environment may pin (bench/machine.lua's ENV) slow a PyPI build; zlua's
+  -- Adam makes no BLAS call.
   local out, rc = run(fmt('env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 %s %s %d %d %d %s %s %s 2>&1',
     path, table.concat(list, ','), opts.threads, opts.repeats, opts.tensors, opts.block, opts.wait, quiet))
   os.remove(path)

@@ -153,25 +153,25 @@ end
 
 -- The engine would put a host model on a GPU as DeepSpeed does: --device cpu pins it to the CPU.
 local function worker_cmd(c, mode, precision, threads)
-  return fmt('ZLUA_ACCELERATOR=%s %s %s --worker %s --device %s --precision %s --threads %d --steps %d --warmup %d ' ..
-    '--n_layer %d --n_embd %d --n_head %d --batch %d --block_size %d --seed %d', args.device == 'cpu' and 'cpu' or 'cuda',
-    exe, arg[0], mode, args.device, precision, threads, args.steps, args.warmup, c.n_layer, c.n_embd, c.n_head, c.batch,
-    c.block_size, args.seed)
+  return fmt('%s ZLUA_ACCELERATOR=%s %s %s --worker %s --device %s --precision %s --threads %d --steps %d ' ..
+    '--warmup %d --n_layer %d --n_embd %d --n_head %d --batch %d --block_size %d --seed %d', machine.ENV,
+    args.device == 'cpu' and 'cpu' or 'cuda', exe, arg[0], mode, args.device, precision, threads, args.steps,
+    args.warmup, c.n_layer, c.n_embd, c.n_head, c.batch, c.block_size, args.seed)
 end
 
 local function torch_cmd(c, precision, threads)
-  -- Debian's OpenBLAS settings slow a PyPI build; unset them for torch alone.
-  return fmt('env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 %s/gpt_torch.py --device %s --precision %s ' ..
-    '--threads %d --steps %d --warmup %d --n_layer %d --n_embd %d --n_head %d --batch %d --block_size %d ' ..
-    '--seed %d --vocab %d', here, args.device, precision, threads, args.steps, args.warmup, c.n_layer, c.n_embd,
-    c.n_head, c.batch, c.block_size, args.seed, VOCAB)
+  return fmt('%s python3 %s/gpt_torch.py --device %s --precision %s --threads %d --steps %d --warmup %d ' ..
+    '--n_layer %d --n_embd %d --n_head %d --batch %d --block_size %d --seed %d --vocab %d', machine.ENV, here,
+    args.device, precision, threads, args.steps, args.warmup, c.n_layer, c.n_embd, c.n_head, c.batch, c.block_size,
+    args.seed, VOCAB)
 end
 
 local cores = tonumber(io.popen('nproc'):read('l')) or 2
 local threads_list = args.threads ~= '' and list(args.threads) or (cores > 1 and { '1', tostring(cores) } or { '1' })
 local modes = list(args.modes)
-print(fmt('GPT training step, %s (%s), %d cores, device %s; %d timed steps after %d warm-up, median of %d launches',
-  machine.cpu_model(), machine.cpu_flags(), cores, args.device, args.steps, args.warmup, args['repeat']))
+print(fmt('GPT training step, %s (%s), %d cores, device %s, zlua with %s; %d timed steps after %d warm-up, '
+  .. 'median of %d launches', machine.cpu_model(), machine.cpu_flags(), cores, args.device, machine.blas(exe),
+  args.steps, args.warmup, args['repeat']))
 print(fmt('%-7s %-5s %3s %-7s %10s %10s %7s %10s %9s %9s %9s%s', 'config', 'prec', 'thr', 'zlua', 'zlua ms',
   'torch ms', 'ratio', 'tokens/s', 'GFLOP/s', 'faults/st', 'loss',
   args.device ~= 'cpu' and fmt(' %9s %9s', 'peak MB', 'torch MB') or ''))

@@ -76,9 +76,9 @@ end
 
 local cores = tonumber(io.popen('nproc'):read('l')) or 2
 local threads_list = args.threads ~= '' and list(args.threads) or { tostring(cores) }
-print(fmt('LLaMA training step (4 x 512, 8/2 heads, batch 4 x 256), %s (%s), %d cores; %d timed steps after %d '
-  .. 'warm-up, median of %d launches', machine.cpu_model(), machine.cpu_flags(), cores, args.steps, args.warmup,
-  args['repeat']))
+print(fmt('LLaMA training step (4 x 512, 8/2 heads, batch 4 x 256), %s (%s), %d cores, zlua with %s; %d timed '
+  .. 'steps after %d warm-up, median of %d launches', machine.cpu_model(), machine.cpu_flags(), cores,
+  machine.blas(exe), args.steps, args.warmup, args['repeat']))
 print(fmt('%-5s %3s %10s %10s %7s %10s %9s %9s', 'prec', 'thr', 'zlua ms', 'torch ms', 'ratio', 'tokens/s',
   'loss', 'torch'))
 local failed, note = false, nil
@@ -87,12 +87,12 @@ for _, th in ipairs(threads_list) do
   for _, precision in ipairs(list(args.precision)) do
     local ours, theirs, last, tlast, why = {}, {}, nil, nil, nil
     for _ = 1, args['repeat'] do
-      local r, w = run(fmt('ZLUA_ACCELERATOR=cpu %s %s --worker 1 --precision %s --threads %d --steps %d --warmup %d '
-        .. '--seed %d', exe, arg[0], precision, threads, args.steps, args.warmup, args.seed))
+      local r, w = run(fmt('%s ZLUA_ACCELERATOR=cpu %s %s --worker 1 --precision %s --threads %d --steps %d --warmup %d '
+        .. '--seed %d', machine.ENV, exe, arg[0], precision, threads, args.steps, args.warmup, args.seed))
       if r then ours[#ours + 1], last = r.ms, r else why, failed = w, true end
       if args.torch and not note then
-        local t, tw, skipped = run(fmt('env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 %s/llama_torch.py '
-          .. '--precision %s --threads %d --steps %d --warmup %d --seed %d', here, precision, threads, args.steps,
+        local t, tw, skipped = run(fmt('%s python3 %s/llama_torch.py '
+          .. '--precision %s --threads %d --steps %d --warmup %d --seed %d', machine.ENV, here, precision, threads, args.steps,
           args.warmup, args.seed))
         if t then theirs[#theirs + 1], tlast = t.ms, t elseif skipped then note = tw else why, failed = tw, true end
       end

@@ -28,6 +28,22 @@ function M.cpu_flags()
   return table.concat(have, ' ')
 end
 
+--- M.ENV: the prefix every side of a comparison runs under. A machine's
+--- environment may pin OpenBLAS to another processor's kernels
+--- (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE: one pinned a Zen 5 to Haswell's,
+--- which ran zlua's f32 LLaMA step 30% slower); without them each library
+--- picks its kernels for the processor it runs on, as on a user's machine.
+M.ENV = 'env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE'
+
+--- M.blas(exe) -> what zlua runs its GEMMs with under M.ENV, as `zlua -v`
+--- names it ('OpenBLAS 0.3.21 Cooperlake'), or 'OpenBLAS (unknown)'.
+function M.blas(exe)
+  local p = io.popen(M.ENV .. ' ' .. exe .. ' -v 2>&1')
+  local v = p:read('a')
+  p:close()
+  return v:match('(OpenBLAS [^)]*)') or 'OpenBLAS (unknown)'
+end
+
 --- M.run(cmd, parse) -> what parse(output) returns when it finds the
 --- figures there, else nil, why, and whether the command skipped (a SKIP
 --- line, or exit status 77).

@@ -98,16 +98,15 @@ local shape = fmt('--n_layer %d --n_embd %d --n_head %d --vocab %d --block_size 
   args.warmup, args.threads)
 
 local function zlua_cmd(stage)
-  return fmt('OMP_NUM_THREADS=%d %s --nprocs %d %s --worker --stage %d --dir %s %s', args.threads, exe, args.ranks,
-    arg[0], stage, dir, shape)
+  return fmt('%s OMP_NUM_THREADS=%d %s --nprocs %d %s --worker --stage %d --dir %s %s', machine.ENV, args.threads, exe,
+    args.ranks, arg[0], stage, dir, shape)
 end
 
--- Debian's OpenBLAS settings slow a PyPI build (as in gpt.lua); the launcher
--- picks the port of its rendezvous, so two runs at once do not collide.
+-- The launcher picks the port of its rendezvous, so two runs at once do not collide.
 local function deepspeed_cmd(stage)
-  return fmt('env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE DS_ACCELERATOR=cpu OMP_NUM_THREADS=%d deepspeed '
+  return fmt('%s DS_ACCELERATOR=cpu OMP_NUM_THREADS=%d deepspeed '
     .. '--num_gpus %d --master_port %d %s/zero_deepspeed.py --stage %d --weights %s/weights.safetensors '
-    .. '--data %s/data.safetensors --config %s/ds_config.json %s', args.threads, args.ranks,
+    .. '--data %s/data.safetensors --config %s/ds_config.json %s', machine.ENV, args.threads, args.ranks,
     29500 + math.random(0, 999), here, stage, dir, dir, dir, shape)
 end
 
@@ -136,9 +135,9 @@ end
 
 local tokens = args.micro * args.ranks * args.block_size
 print(fmt('GPT %d layers, %d wide, %d heads, vocabulary %d, micro %d x %d per rank, f32, AdamW, clipping 1.0; '
-  .. '%d ranks x %d thread; %s; median of %d steps after %d, median of %d launches', args.n_layer, args.n_embd,
-  args.n_head, args.vocab, args.micro, args.block_size, args.ranks, args.threads, machine.cpu_model(), args.steps,
-  args.warmup, args['repeat']))
+  .. '%d ranks x %d thread; %s, zlua with %s; median of %d steps after %d, median of %d launches', args.n_layer,
+  args.n_embd, args.n_head, args.vocab, args.micro, args.block_size, args.ranks, args.threads, machine.cpu_model(),
+  machine.blas(exe), args.steps, args.warmup, args['repeat']))
 print(fmt('load before: %s', load()))
 print(fmt('%-5s %10s %10s %8s %10s %10s %12s %12s', 'stage', 'zlua ms', 'DS ms', 'DS/zlua', 'zlua tok/s',
   'DS tok/s', 'max |dloss|', 'max rel'))

@@ -60,7 +60,7 @@ run -l no_such_module_here </dev/null
 check "-l of a missing module fails" eval '[ "$rc" != 0 ] && has "$err" "no_such_module_here"'
 
 run -v </dev/null
-check "-v prints the version" eval '[ "$rc" = 0 ] && [[ $out =~ ^zlua\ 0\.1\.0\ \(Lua\ 5\.4\.[0-9]+,\ OpenBLAS\ [0-9.]+\)\ with\  ]]'
+check "-v prints the version" eval '[ "$rc" = 0 ] && [[ $out =~ ^zlua\ 0\.1\.0\ \(Lua\ 5\.4\.[0-9]+,\ OpenBLAS\ [0-9.]+\ [A-Za-z0-9_]+\)\ with\  ]]'
 # and the optional parts, each once, said built with or without
 parts=${out#*) with }
 check "-v lists each optional part once" eval '[ "$(for p in MPI libaio CUDA NCCL oneDNN readline; do

@@ -20,8 +20,11 @@
       and the final norm's (2 N x C), and the rotary tables (2 T x head_dim
       in f32, and their copy in the model's dtype);
     backward adds, at its worst, the logits' gradient with the last norm's
-      ((vocabulary + C) N in f32; 8 (vocabulary + C) N bytes in bf16) or one
-      layer's temporaries (3 M N in f32; 16 M + 8 C bytes a token in bf16).
+      ((vocabulary + C) N in f32; in halves 6 (vocabulary + C) N bytes, the
+      f32 gradient and its copy for the GEMMs, or 8 where a bf16 GEMM widens
+      that copy to f32, on a CPU without bf16 dot products and for fp16) or
+      one layer's temporaries (3 M N in f32; 16 M + 8 C bytes a token in
+      halves).
   With checkpointing a layer keeps only its input (N x C), and the layer
   rebuilt in backward holds what a layer holds besides its temporaries.
   Read off the allocator (zl.memory()) over shapes that separate each term;
@@ -57,7 +60,8 @@ function M.estimate(config, opts)
   if e == 4 then
     head_temps, layer_temps = (V + C) * N * 4, 3 * Mi * N * 4
   else
-    head_temps, layer_temps = 8 * (V + C) * N, (16 * Mi + 8 * C) * N
+    local widened = opts.precision ~= 'bf16' or not require('zlua').core.bf16_dot_products()
+    head_temps, layer_temps = (widened and 8 or 6) * (V + C) * N, (16 * Mi + 8 * C) * N
   end
   local kept = opts.checkpointing and N * C * e or layer
   local after_forward = L * kept + base

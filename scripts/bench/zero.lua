@@ -18,11 +18,12 @@
   instead gives each rank M windows (the global batch is M x ranks), as in
   the anchor. --stages keeps only the stages it lists; --prefetch sets
   stage3_prefetch_bucket_size, the elements stage 3 gathers in one collective
-  (many small parameters, as with --n_layer 24 --n_embd 128, show its
-  effect). Each configuration runs in its own processes (zlua --nprocs N
-  this script --worker ...); threads are split evenly between the ranks of a
-  run unless --threads gives the count per rank. The figure is
-  the median step time after the warm-up steps. ]]
+  (many small parameters with little compute, as with --n_layer 48 --n_embd
+  32 --n_head 2 --batch 2 --block_size 16, show its effect). Each
+  configuration runs in its own processes (zlua --nprocs N this script
+  --worker ...); threads are split evenly between the ranks of a run unless
+  --threads gives the count per rank. The figure is the median step time
+  after the warm-up steps. ]]
 
 local zl = require 'zlua'
 local fmt = string.format

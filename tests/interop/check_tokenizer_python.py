@@ -5,9 +5,10 @@ the tiny vocabulary of tests/data/gpt2_tok read from tokenizer.json and from voc
 merges.txt; then zlua's trainer's files loaded by transformers' GPT2Tokenizer and
 GPT2TokenizerFast, which must give the ids zlua gives; then the Qwen2, LLaMA 3 and
 transformers-5 GPT-2 folders (tests/data/qwen2_tok, llama3_tok, gpt2_tok_tf5) against
-transformers' AutoTokenizer and tokenizers, with variants of their files; and zlua's NFC
-against tokenizers' on every code point and on runs of combining marks. A test tool run by
-CTest (test_tokenizer_python.sh), not part of zlua.
+transformers' AutoTokenizer and tokenizers, with variants of their files, and as zlua's
+save_pretrained writes them; and zlua's NFC against tokenizers' on every code point and on
+runs of combining marks. A test tool run by CTest (test_tokenizer_python.sh), not part of
+zlua.
 
     check_tokenizer_python.py ZLUA_EXE SOURCE_DIR
 """
@@ -181,6 +182,25 @@ def check_hf_folders(zlua, run, src, tmp, failures):
         compare(name, texts, ours, lambda t: auto(t)['input_ids'], failures, hf_words=file_words(fast), hf_decode=decode)
         compare(name + ' (tokenizers)', texts, ours, lambda t: fast.encode(t).ids, failures, hf_decode=decode)
         print('%s: %d strings compared with %s and tokenizers' % (name, len(texts), type(auto).__name__))
+        # zlua's save_pretrained of the folder, read by transformers and tokenizers: the ids of
+        # single texts and of pairs, and the named special tokens, as the original's.
+        saved = os.path.join(tmp, 'saved_' + name)
+        subprocess.run([zlua, run, 'save', d, saved], check=True)
+        auto_saved = AutoTokenizer.from_pretrained(saved)
+        fast_saved = Tokenizer.from_file(os.path.join(saved, 'tokenizer.json'))
+        for t in texts:
+            for what, got, want in (('AutoTokenizer', auto_saved(t)['input_ids'], auto(t)['input_ids']),
+                                    ('tokenizers', fast_saved.encode(t).ids, fast.encode(t).ids),
+                                    ('tokenizers, a pair', fast_saved.encode(t, t[::-1]).ids,
+                                     fast.encode(t, t[::-1]).ids)):
+                if got != want:
+                    failures.append('%s saved by zlua, read by %s: ids of %r: %s, the original gives %s'
+                                    % (name, what, t, got, want))
+        for attr in ('bos_token', 'eos_token', 'pad_token', 'unk_token'):
+            if getattr(auto_saved, attr) != getattr(auto, attr):
+                failures.append('%s saved by zlua: %s is %r, the original has %r'
+                                % (name, attr, getattr(auto_saved, attr), getattr(auto, attr)))
+        print('%s: saved by zlua, read by transformers and tokenizers as the original' % name)
     texts = texts[:200] + VARIANT_TEXTS + random_strings(200, seed=9, pieces=HF_PIECES + VARIANT_TEXTS)
     for k, (what, name, edit, against) in enumerate(HF_VARIANTS):
         doc = load(src, name)

@@ -5,6 +5,7 @@
 --        byte-level spelled; decoded bytes that are not UTF-8 as a list of numbers)
 --   zlua tokenizer_run.lua nfc IN.json OUT.json          OUT: ["normalized text", ...]
 --   zlua tokenizer_run.lua train CORPUS VOCAB_SIZE OUTDIR   (special token "<|endoftext|>")
+--   zlua tokenizer_run.lua save DIR OUTDIR               (read from DIR, save_pretrained to OUTDIR)
 
 local json = require 'zlua.json'
 local tokenizer = require 'zlua.tokenizer'
@@ -37,6 +38,9 @@ elseif mode == 'nfc' then
   f:close()
 elseif mode == 'train' then
   tokenizer.train({ arg[2] }, math.tointeger(arg[3]), { special_tokens = { '<|endoftext|>' }, dir = arg[4] })
+elseif mode == 'save' then
+  tokenizer.from_pretrained(arg[2]):save_pretrained(arg[3])
 else
-  error('usage: zlua tokenizer_run.lua encode DIR IN.json OUT.json | nfc IN.json OUT.json | train CORPUS VOCAB_SIZE OUTDIR', 0)
+  error('usage: zlua tokenizer_run.lua encode DIR IN.json OUT.json | nfc IN.json OUT.json | '
+    .. 'train CORPUS VOCAB_SIZE OUTDIR | save DIR OUTDIR', 0)
 end

@@ -56,6 +56,30 @@ for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5' }) do
   end)
 end
 
+for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5' }) do
+  H.test(name .. ': save_pretrained writes what from_pretrained reads back whole', function()
+    local tok = tokenizer.from_pretrained(DATA .. '/' .. name)
+    local saved = TMP .. '/saved_' .. name
+    tok:save_pretrained(saved)
+    -- tokenizer.json alone carries the pipeline: without the pair beside it nothing can
+    -- fall back to GPT-2's pre-tokenizer.
+    local back = tokenizer.from_pretrained(saved)
+    os.remove(saved .. '/vocab.json')
+    os.remove(saved .. '/merges.txt')
+    local alone = tokenizer.from_pretrained(saved)
+    for _, k in ipairs({ 'bos_token', 'eos_token', 'pad_token', 'unk_token', 'bos_token_id', 'eos_token_id',
+                         'pad_token_id', 'add_bos_token', 'add_eos_token' }) do
+      H.check_eq(tostring(back[k]), tostring(tok[k]), name .. ': ' .. k)
+      H.check_eq(tostring(alone[k]), tostring(tok[k]), name .. ' (tokenizer.json alone): ' .. k)
+    end
+    for _, c in ipairs(json.decode(slurp(DATA .. '/' .. name .. '/expected.json')).cases) do
+      local what = string.format('%s saved and read back: %q', name, c.text)
+      H.check_eq(ids_str(back:encode(c.text)), ids_str(c.ids), what)
+      H.check_eq(ids_str(alone:encode(c.text)), ids_str(c.ids), what .. ' (tokenizer.json alone)')
+    end
+  end)
+end
+
 H.test('invalid UTF-8 is encoded byte by byte and decodes back, through NFC and the Split patterns', function()
   -- NFC composes e + U+0301 (bytes CC 81) on either side of a bad byte, and nothing across it.
   H.check_eq(nfc.normalize('e\xcc\x81\xff\xcc\x81'), '\xc3\xa9\xff\xcc\x81')

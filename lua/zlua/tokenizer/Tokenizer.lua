@@ -49,11 +49,14 @@ function Tokenizer.new(desc)
     or { { type = 'ByteLevel', add_prefix_space = desc.add_prefix_space or false, use_regex = true } }
   local prefix = false
   for _, st in ipairs(steps) do prefix = prefix or st.add_prefix_space == true end
+  -- vocab, pre_steps, normalizer, ignore_merges and special_tokens are the description kept
+  -- for save_pretrained.
   local self = setmetatable({ model = bpe.new(desc), added = desc.added, merges = desc.merges,
     add_prefix_space = prefix, steps = step_functions(steps),
     normalize = desc.normalizer == 'NFC' and nfc.normalize or nil,
     template = desc.template, tokens = {}, special = {}, ids = {}, raw_added = {}, normalized_added = {},
-    added_text = {} }, Tokenizer)
+    added_text = {}, vocab = desc.vocab, pre_steps = steps, normalizer = desc.normalizer,
+    ignore_merges = desc.ignore_merges or false, special_tokens = desc.special_tokens or {} }, Tokenizer)
   for raw, id in pairs(desc.vocab) do self.tokens[id] = raw end
   for _, t in ipairs(desc.added) do
     -- A normalized token is looked for in the normalized text, spelled as normalized itself
@@ -183,12 +186,13 @@ function Tokenizer:decode(ids, opts)
   return table.concat(parts)
 end
 
---- tok:save_pretrained(dir): writes dir/vocab.json and dir/merges.txt, which Hugging Face's
---- GPT2Tokenizer and this module read back; makes dir (and its parents) when missing, as
---- model:save_pretrained does.
+--- tok:save_pretrained(dir): writes dir/tokenizer.json and dir/tokenizer_config.json, the
+--- whole tokenizer as Hugging Face's fast tokenizers and this module read it back (the
+--- normalizer, the pre-tokenizer's Split, the added tokens, the template, the named special
+--- tokens), and dir/vocab.json and dir/merges.txt, which GPT-2's slow tokenizer reads; makes
+--- dir (and its parents) when missing, as model:save_pretrained does.
 function Tokenizer:save_pretrained(dir)
   files.check_path(dir, 'save_pretrained: the directory')
-  require('zlua').core.mkdirs(dir)
   local is_added = {}
   for _, t in ipairs(self.added) do is_added[t.id] = true end
   local spelled = {}
@@ -197,8 +201,14 @@ function Tokenizer:save_pretrained(dir)
     if not tok then error(fmt('tokenizer: save_pretrained: id %d has no token, vocab.json cannot skip it', id), 2) end
     spelled[id + 1] = is_added[id] and tok or bytes.encode(tok)
   end
-  local merges = {}
+  local merges, model_vocab = {}, {}
   for r, m in ipairs(self.merges) do merges[r] = { spelled[m[1] + 1], spelled[m[2] + 1] } end
+  for raw, id in pairs(self.vocab) do model_vocab[bytes.encode(raw)] = id end
+  require('zlua').core.mkdirs(dir)
+  files.write_tokenizer_json(dir, { vocab = model_vocab, merges = merges, added = self.added,
+    normalizer = self.normalizer, pre_tokenizer = self.pre_steps, template = self.template,
+    ignore_merges = self.ignore_merges, spelled = spelled })
+  config.write(dir, self.added, self.special_tokens, self.template, self.ids)
   files.write_pair(dir, spelled, merges)
 end
 

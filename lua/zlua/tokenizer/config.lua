@@ -127,4 +127,24 @@ function M.apply(desc, cfg, path)
   end
 end
 
+--- config.write(dir, added, names, template, ids): dir/tokenizer_config.json naming what
+--- transformers reads there: the added tokens by id (added_tokens_decoder), the named special
+--- tokens (names = { [name] = content }) and add_bos_token / add_eos_token, true where the
+--- template adds just that token (ids = { [content] = id }); transformers takes those two only
+--- where there is no tokenizer.json.
+function M.write(dir, added, names, template, ids)
+  local dec = {}
+  for _, t in ipairs(added) do
+    dec[tostring(t.id)] = { content = t.content, lstrip = t.lstrip or false, normalized = t.normalized or false,
+      rstrip = t.rstrip or false, single_word = t.single_word or false, special = t.special or false }
+  end
+  local doc = { added_tokens_decoder = dec, tokenizer_class = 'PreTrainedTokenizerFast' }
+  for _, name in ipairs(M.NAMES) do doc[name] = names[name] end
+  local tpl = template or { before = {}, after = {} }
+  local bos, eos = names.bos_token and ids[names.bos_token], names.eos_token and ids[names.eos_token]
+  doc.add_bos_token = #tpl.before == 1 and tpl.before[1] == bos
+  doc.add_eos_token = #tpl.after == 1 and tpl.after[1] == eos
+  files.write_file(dir .. '/tokenizer_config.json', json.encode(doc, 2) .. '\n')
+end
+
 return M

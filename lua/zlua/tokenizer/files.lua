@@ -200,7 +200,9 @@ function M.read_pair(vocab_path, merges_path)
     add_prefix_space = false, ignore_merges = false, from_pair = true }
 end
 
-local function write(path, text)
+--- files.write_file(path, text): writes text to path.tmp, then renames it over path, so a
+--- failed write leaves the file that was there; an error naming the file.
+function M.write_file(path, text)
   local tmp = path .. '.tmp'
   local f, err = io.open(tmp, 'wb')
   if not f then error('tokenizer: cannot write ' .. (err or tmp), 0) end
@@ -221,12 +223,78 @@ function M.write_pair(dir, tokens, merges)
   for i, tok in ipairs(tokens) do
     parts[i] = json.encode(tok) .. ':' .. (i - 1)
   end
-  write(dir .. '/vocab.json', '{' .. table.concat(parts, ',') .. '}')
+  M.write_file(dir .. '/vocab.json', '{' .. table.concat(parts, ',') .. '}')
   local lines = { '#version: 0.2' }
   for i, m in ipairs(merges) do
     lines[i + 1] = m[1] .. ' ' .. m[2]
   end
-  write(dir .. '/merges.txt', table.concat(lines, '\n') .. '\n')
+  M.write_file(dir .. '/merges.txt', table.concat(lines, '\n') .. '\n')
+end
+
+local function array(t) return setmetatable(t, json.array) end
+
+-- The pre-tokenizer's steps (pipeline.pre_tokenizer's) as tokenizer.json spells them.
+local function pre_tokenizer_json(steps)
+  local out = array({})
+  for i, st in ipairs(steps) do
+    if st.type == 'Split' then
+      out[i] = { type = 'Split', pattern = { Regex = st.pattern }, behavior = 'Isolated', invert = false }
+    else
+      out[i] = { type = 'ByteLevel', add_prefix_space = st.add_prefix_space, trim_offsets = true,
+        use_regex = st.use_regex }
+    end
+  end
+  return #out == 1 and out[1] or { type = 'Sequence', pretokenizers = out }
+end
+
+-- The post-processor: a TemplateProcessing adding the template's tokens (spelled[id + 1]
+-- names one) around $A, and around each of $A and $B for a pair; ByteLevel's, which adds
+-- nothing, without a template.
+local function post_processor_json(template, spelled)
+  if not template or #template.before + #template.after == 0 then
+    return { type = 'ByteLevel', add_prefix_space = true, trim_offsets = false, use_regex = true }
+  end
+  local single, pair, specials = array({}), array({}), {}
+  local function around(into, seq, type_id)
+    local function special(id)
+      local name = spelled[id + 1]
+      into[#into + 1] = { SpecialToken = { id = name, type_id = type_id } }
+      specials[name] = { id = name, ids = array({ id }), tokens = array({ name }) }
+    end
+    for _, id in ipairs(template.before) do special(id) end
+    into[#into + 1] = { Sequence = { id = seq, type_id = type_id } }
+    for _, id in ipairs(template.after) do special(id) end
+  end
+  around(single, 'A', 0)
+  around(pair, 'A', 0)
+  around(pair, 'B', 1)
+  return { type = 'TemplateProcessing', single = single, pair = pair, special_tokens = specials }
+end
+
+--- files.write_tokenizer_json(dir, d): dir/tokenizer.json as Hugging Face's tokenizers write
+--- one, from d = { vocab = { [spelled] = id } (the BPE model's), merges = { {left, right}
+--- spelled, ... } in rank order, added = the added tokens, normalizer, pre_tokenizer and
+--- template as the description has them, ignore_merges, spelled = { [id + 1] = token } }.
+function M.write_tokenizer_json(dir, d)
+  local added = {}
+  for i, t in ipairs(d.added) do
+    added[i] = { id = t.id, content = t.content, single_word = t.single_word or false, lstrip = t.lstrip or false,
+      rstrip = t.rstrip or false, normalized = t.normalized or false, special = t.special or false }
+  end
+  table.sort(added, function(a, b) return a.id < b.id end)
+  local merges = array({})
+  for r, m in ipairs(d.merges) do merges[r] = m[1] .. ' ' .. m[2] end
+  local doc = {
+    version = '1.0', truncation = json.null, padding = json.null, added_tokens = array(added),
+    normalizer = d.normalizer == 'NFC' and { type = 'NFC' } or json.null,
+    pre_tokenizer = pre_tokenizer_json(d.pre_tokenizer),
+    post_processor = post_processor_json(d.template, d.spelled),
+    decoder = { type = 'ByteLevel', add_prefix_space = true, trim_offsets = true, use_regex = true },
+    model = { type = 'BPE', dropout = json.null, unk_token = json.null, continuing_subword_prefix = json.null,
+      end_of_word_suffix = json.null, fuse_unk = false, byte_fallback = false, ignore_merges = d.ignore_merges,
+      vocab = d.vocab, merges = merges },
+  }
+  M.write_file(dir .. '/tokenizer.json', json.encode(doc, 2) .. '\n')
 end
 
 return M

@@ -87,13 +87,12 @@ for _, th in ipairs(threads_list) do
   for _, precision in ipairs(list(args.precision)) do
     local ours, theirs, last, tlast, why = {}, {}, nil, nil, nil
     for _ = 1, args['repeat'] do
-      local r, w = run(fmt('%s ZLUA_ACCELERATOR=cpu %s %s --worker 1 --precision %s --threads %d --steps %d --warmup %d '
-        .. '--seed %d', machine.ENV, exe, arg[0], precision, threads, args.steps, args.warmup, args.seed))
+      local r, w = run(fmt('%s ZLUA_ACCELERATOR=cpu %s %s --worker 1 --precision %s --threads %d --steps %d '
+        .. '--warmup %d --seed %d', machine.ENV, exe, arg[0], precision, threads, args.steps, args.warmup, args.seed))
       if r then ours[#ours + 1], last = r.ms, r else why, failed = w, true end
       if args.torch and not note then
-        local t, tw, skipped = run(fmt('%s python3 %s/llama_torch.py '
-          .. '--precision %s --threads %d --steps %d --warmup %d --seed %d', machine.ENV, here, precision, threads, args.steps,
-          args.warmup, args.seed))
+        local t, tw, skipped = run(fmt('%s python3 %s/llama_torch.py --precision %s --threads %d --steps %d '
+          .. '--warmup %d --seed %d', machine.ENV, here, precision, threads, args.steps, args.warmup, args.seed))
         if t then theirs[#theirs + 1], tlast = t.ms, t elseif skipped then note = tw else why, failed = tw, true end
       end
     end

@@ -39,7 +39,9 @@
   The line after the steps sums the steps after the first, which allocates
   the swap buffers and has no optimizer state to read yet. Then the peak resident
   memory of the training process (VmHWM) and the cgroup's peak usage against
-  the limit. MB and GB are 1e6 and 1e9 bytes, MiB 2^20. ]]
+  the limit; then the disk measured again, and that line's disk s, efficiency
+  and of step against it (a virtual disk's rate can move by half in minutes).
+  MB and GB are 1e6 and 1e9 bytes, MiB 2^20. ]]
 
 local zl = require 'zlua'
 local fmt = string.format
@@ -219,20 +221,23 @@ local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 local exe = require('zlua.args').executable()
 
 -- The disk alone, by scripts/aio_bench.lua with the config's aio block, in
--- its own process outside the cgroup (its buffer is no part of the training).
-local bench = fmt('%s %s --folder %s --size %d --block_sizes %d --queue_depths %d --threads %d --loops 3 2>&1',
-  quote(exe), quote(here .. '/../aio_bench.lua'), quote(o.nvme_path), disk_size, cfg.aio.block_size,
-  cfg.aio.queue_depth, cfg.aio.intra_op_parallelism)
-local measured = assert(io.popen(bench))
-local report = measured:read('a')
-measured:close()
-local write_gbs, read_gbs = report:match('best [^\n]*%(write ([%d.]+) GB/s, read ([%d.]+) GB/s%)')
-if not write_gbs then die('the disk measurement failed: ' .. bench .. '\n' .. report) end
-local write_bw, read_bw = tonumber(write_gbs) * 1e9, tonumber(read_gbs) * 1e9
+-- its own process outside the cgroup (its buffer is no part of the training):
+-- write and read bandwidth in bytes/s, and whether the folder took O_DIRECT.
+local function measure_disk()
+  local bench = fmt('%s %s --folder %s --size %d --block_sizes %d --queue_depths %d --threads %d --loops 3 2>&1',
+    quote(exe), quote(here .. '/../aio_bench.lua'), quote(o.nvme_path), disk_size, cfg.aio.block_size,
+    cfg.aio.queue_depth, cfg.aio.intra_op_parallelism)
+  local measured = assert(io.popen(bench))
+  local report = measured:read('a')
+  measured:close()
+  local write_gbs, read_gbs = report:match('best [^\n]*%(write ([%d.]+) GB/s, read ([%d.]+) GB/s%)')
+  if not write_gbs then die('the disk measurement failed: ' .. bench .. '\n' .. report) end
+  return tonumber(write_gbs) * 1e9, tonumber(read_gbs) * 1e9, not report:find('does not take O_DIRECT', 1, true)
+end
+local write_bw, read_bw, direct = measure_disk()
 print(fmt('disk: %s, libaio %s, block_size %s, queue_depth %d, a %.0f MiB file, median of 3: write %.3f GB/s, '
-  .. 'read %.3f GB/s', o.nvme_path, report:find('does not take O_DIRECT', 1, true) and
-  'buffered (the folder refuses O_DIRECT)' or 'O_DIRECT', o.aio_block, o.queue_depth, disk_size / MiB,
-  write_bw / 1e9, read_bw / 1e9))
+  .. 'read %.3f GB/s', o.nvme_path, direct and 'O_DIRECT' or 'buffered (the folder refuses O_DIRECT)', o.aio_block,
+  o.queue_depth, disk_size / MiB, write_bw / 1e9, read_bw / 1e9))
 
 local cg
 if cgroup.root() then
@@ -255,11 +260,14 @@ if o.bf16 then argv[#argv + 1] = '--bf16' end
 -- The child joins the cgroup before it starts, so all it ever holds is charged there.
 local cmd = (cg and 'echo $$ > ' .. quote(cg.procs) .. ' && ' or '') .. 'exec ' .. table.concat(argv, ' ') .. ' 2>&1'
 local p = assert(io.popen(cmd))
-local set_up, done = false, 0
+local set_up, done, rest = false, 0, nil
 for line in p:lines() do
   print(line)
   set_up = set_up or line:find('^set up in') ~= nil
   done = tonumber(line:match('^%s*(%d+) ')) or done
+  local secs, read, written, busy = line:match('^%s*2%-%d+%s+([%d.]+)%s+([%d.]+)%s+([%d.]+)%s+([%d.]+)')
+  if secs then rest = { secs = tonumber(secs), read = tonumber(read) * 1e6, written = tonumber(written) * 1e6,
+    busy = tonumber(busy) } end
 end
 local _, how, code = p:close()
 
@@ -267,6 +275,16 @@ local failed = how ~= 'exit' or code ~= 0
 local peak = cg and cg:peak()
 if peak then
   print(fmt('cgroup peak usage: %.1f MiB of the %.0f MiB limit (%.0f%%)', peak / MiB, limit / MiB, 100 * peak / limit))
+end
+
+-- A shared or virtual disk's own rate drifts from minute to minute: measured
+-- again after the steps, the later steps' figures against it too.
+if rest then
+  local w2, r2 = measure_disk()
+  local disk = rest.read / r2 + rest.written / w2
+  print(fmt('disk again after the steps: write %.3f GB/s, read %.3f GB/s; steps 2-%d against it: disk s %.2f, '
+    .. 'efficiency %.0f%%, of step %.0f%%', w2 / 1e9, r2 / 1e9, o.steps, disk,
+    rest.busy > 0 and 100 * disk / rest.busy or 0, 100 * disk / rest.secs))
 end
 if failed then
   local at = set_up and fmt('at step %d (after %d of %d steps)', done + 1, done, o.steps) or 'while setting up'

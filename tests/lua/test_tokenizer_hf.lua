@@ -80,6 +80,17 @@ for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5' }) do
   end)
 end
 
+H.test('a save_pretrained that cannot write names the file and leaves no temporary behind', function()
+  local tok = tokenizer.from_pretrained(DATA .. '/qwen2_tok')
+  local d = dir_with({})
+  -- A folder where tokenizer.json would go: the rename over it fails.
+  assert(os.execute('mkdir -p ' .. H.quote(d .. '/tokenizer.json/x')))
+  local ok, err = pcall(tok.save_pretrained, tok, d)
+  H.check(not ok and tostring(err):find('cannot write ' .. d .. '/tokenizer.json', 1, true) ~= nil,
+    'the error names tokenizer.json: ' .. tostring(err))
+  H.check(io.open(d .. '/tokenizer.json.tmp') == nil, 'no tokenizer.json.tmp is left')
+end)
+
 H.test('invalid UTF-8 is encoded byte by byte and decodes back, through NFC and the Split patterns', function()
   -- NFC composes e + U+0301 (bytes CC 81) on either side of a bad byte, and nothing across it.
   H.check_eq(nfc.normalize('e\xcc\x81\xff\xcc\x81'), '\xc3\xa9\xff\xcc\x81')

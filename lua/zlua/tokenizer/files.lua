@@ -201,16 +201,22 @@ function M.read_pair(vocab_path, merges_path)
 end
 
 --- files.write_file(path, text): writes text to path.tmp, then renames it over path, so a
---- failed write leaves the file that was there; an error naming the file.
+--- failed write leaves the file that was there (and no path.tmp); an error naming the file.
 function M.write_file(path, text)
   local tmp = path .. '.tmp'
   local f, err = io.open(tmp, 'wb')
   if not f then error('tokenizer: cannot write ' .. (err or tmp), 0) end
   local ok, werr = f:write(text)
   local closed, cerr = f:close()
-  if not ok or not closed then error('tokenizer: cannot write ' .. tmp .. ': ' .. tostring(werr or cerr), 0) end
+  if not ok or not closed then
+    os.remove(tmp)
+    error('tokenizer: cannot write ' .. path .. ': ' .. tostring(werr or cerr), 0)
+  end
   local renamed, rerr = os.rename(tmp, path)
-  if not renamed then error('tokenizer: cannot write ' .. path .. ': ' .. tostring(rerr), 0) end
+  if not renamed then
+    os.remove(tmp)
+    error('tokenizer: cannot write ' .. path .. ': ' .. tostring(rerr), 0)
+  end
 end
 
 --- files.write_pair(dir, tokens, merges): tokens[id + 1] is the token of id as the files spell

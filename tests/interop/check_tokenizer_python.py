@@ -3,12 +3,13 @@
 pre-tokenized words of the hard strings and of random strings drawn from many scripts, with
 the tiny vocabulary of tests/data/gpt2_tok read from tokenizer.json and from vocab.json +
 merges.txt; then zlua's trainer's files loaded by transformers' GPT2Tokenizer and
-GPT2TokenizerFast, which must give the ids zlua gives; then the Qwen2, LLaMA 3 and
-transformers-5 GPT-2 folders (tests/data/qwen2_tok, llama3_tok, gpt2_tok_tf5) against
-transformers' AutoTokenizer and tokenizers, with variants of their files, and as zlua's
-save_pretrained writes them; and zlua's NFC against tokenizers' on every code point and on
-runs of combining marks. A test tool run by CTest (test_tokenizer_python.sh), not part of
-zlua.
+GPT2TokenizerFast, which must give the ids zlua gives; then the Qwen2, LLaMA 3,
+transformers-5 GPT-2 and LLaMA 2 folders (tests/data/qwen2_tok, llama3_tok, gpt2_tok_tf5,
+llama2_tok) against transformers' AutoTokenizer and tokenizers, with variants of their files
+(LLaMA 2's with a Metaspace as newer conversions write it, and without byte fallback), and
+as zlua's save_pretrained writes them; and zlua's NFC against tokenizers' on every code
+point and on runs of combining marks. A test tool run by CTest (test_tokenizer_python.sh),
+not part of zlua.
 
     check_tokenizer_python.py ZLUA_EXE SOURCE_DIR
 """
@@ -91,6 +92,8 @@ def file_words(fast):
         if any(a in text for a in added):
             return None
         norm = fast.normalizer.normalize_str(text) if fast.normalizer else text
+        if not fast.pre_tokenizer:  # the normalized text is the one word
+            return [norm] if norm else []
         return [w for w, _ in fast.pre_tokenizer.pre_tokenize_str(norm)]
     return words
 
@@ -142,6 +145,21 @@ def _gpt2_split(doc, cfg):
         {'type': 'ByteLevel', 'add_prefix_space': False, 'trim_offsets': True, 'use_regex': False}]}
 
 
+def _metaspace(scheme, split):
+    """LLaMA 2's folder as newer conversions write it: no normalizer, a Metaspace pre-tokenizer
+    and decoder."""
+    def edit(doc, cfg):
+        doc['normalizer'] = None
+        doc['pre_tokenizer'] = {'type': 'Metaspace', 'replacement': '\u2581', 'prepend_scheme': scheme,
+                                'split': split}
+        doc['decoder'] = {'type': 'Metaspace', 'replacement': '\u2581', 'prepend_scheme': scheme, 'split': split}
+    return edit
+
+
+def _llama2_unk_only(doc, cfg):
+    doc['model']['byte_fallback'] = False
+
+
 def _bos_eos_and_new_specials(doc, cfg):
     cfg.update(add_bos_token=True, add_eos_token=True, pad_token='<pad>', additional_special_tokens=['<|sep|>'])
 
@@ -166,6 +184,10 @@ HF_VARIANTS = [
     ('gpt2 vocab.json + merges.txt with add_bos_token, add_eos_token and new special tokens', 'gpt2_tok_tf5',
      _bos_eos_and_new_specials, 'pair'),
     ('qwen2 with add_eos_token', 'qwen2_tok', _qwen2_eos, 'config'),
+    ('llama2 with a Metaspace, prepend first, no split', 'llama2_tok', _metaspace('first', False), 'file'),
+    ('llama2 with a Metaspace, prepend always, split', 'llama2_tok', _metaspace('always', True), 'file'),
+    ('llama2 with a Metaspace, prepend never, split', 'llama2_tok', _metaspace('never', True), 'file'),
+    ('llama2 without byte_fallback (unknown characters as <unk>, fused)', 'llama2_tok', _llama2_unk_only, 'file'),
 ]
 VARIANT_TEXTS = ['x caf\u00e9 y', 'cafe\u0301', 'caf\u00e9<|im_start|> caf\u00e9', ' <|im_start|>  cafe\u0301\u0301',
                  'a<pad>b', '<|sep|>x<pad>', '1234567 89']
@@ -173,7 +195,7 @@ VARIANT_TEXTS = ['x caf\u00e9 y', 'cafe\u0301', 'caf\u00e9<|im_start|> caf\u00e9
 
 def check_hf_folders(zlua, run, src, tmp, failures):
     texts = live_texts() + HF_EXTRA + random_strings(600, seed=5, pieces=HF_PIECES)
-    for name in ('qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5'):
+    for name in ('qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5', 'llama2_tok'):
         d = os.path.join(src, 'tests', 'data', name)
         fast = Tokenizer.from_file(os.path.join(d, 'tokenizer.json'))
         auto = AutoTokenizer.from_pretrained(d)

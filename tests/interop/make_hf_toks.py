@@ -7,8 +7,11 @@
                            a "<|begin_of_text|> $A" template), its special tokens and config
   tests/data/gpt2_tok_tf5  tests/data/gpt2_tok's vocabulary as transformers 5 saves a
                            GPT2TokenizerFast (tokenizer.json with a "$A" template, no vocab.json)
+  tests/data/llama2_tok    LLaMA 2's and Mistral's (SentencePiece's BPE as tokenizers writes it:
+                           a Prepend and Replace normalizer, no pre-tokenizer, characters with a
+                           fallback to the <0xXX> byte tokens, <unk> <s> </s>, a "<s> $A" template)
 
-The first two are trained by Hugging Face's tokenizers (vocabulary 800) on tokenizer_cases.py's
+Those and llama2_tok are trained by Hugging Face's tokenizers (vocabulary 800) on tokenizer_cases.py's
 corpus and random strings. Each folder gets expected.json: for the strings the live test
 compares (tokenizer_cases.live_texts), HF_EXTRA and random strings of HF_PIECES, the ids of
 transformers' tokenizer(text) (its default, special tokens added), the decoded text where it
@@ -16,7 +19,7 @@ is not the text, and, for HARD and HF_EXTRA strings without added tokens, the pr
 words. tests/lua/test_tokenizer_hf.lua checks these without Python. Rerun after changing
 the cases:
 
-    python3 tests/interop/make_hf_toks.py
+    python3 tests/interop/make_hf_toks.py [FOLDER ...]   (default: all of them)
 """
 import json
 import os
@@ -42,6 +45,7 @@ QWEN2_PATTERN = LLAMA3_PATTERN.replace(r'\p{N}{1,3}', r'\p{N}')
 
 QWEN2_SPECIAL = ['<|endoftext|>', '<|im_start|>', '<|im_end|>']
 QWEN2_PLAIN = ['<tool_call>', '</tool_call>']  # Qwen2.5 has these as added, not special
+LLAMA2_SPECIAL = ['<unk>', '<s>', '</s>']
 LLAMA3_SPECIAL = ['<|begin_of_text|>', '<|end_of_text|>', '<|reserved_special_token_0|>',
                   '<|reserved_special_token_1|>', '<|finetune_right_pad_id|>', '<|reserved_special_token_2|>',
                   '<|start_header_id|>', '<|end_header_id|>', '<|eom_id|>', '<|eot_id|>']
@@ -125,6 +129,36 @@ def make_gpt2_tf5(out):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def make_llama2(out):
+    tok = Tokenizer(BPE(unk_token='<unk>', fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend('\u2581'), normalizers.Replace(' ', '\u2581')])
+    # A small alphabet, so that rarer characters go through the byte tokens.
+    trainer = BpeTrainer(vocab_size=800, min_frequency=2, show_progress=False, limit_alphabet=120,
+                         special_tokens=LLAMA2_SPECIAL)
+    tok.train_from_iterator([training_text()], trainer)
+    trained = json.loads(tok.to_str())['model']
+    # LLaMA's layout: the three special tokens, the 256 byte tokens, then what was learnt.
+    vocab = {t: i for i, t in enumerate(LLAMA2_SPECIAL + ['<0x%02X>' % b for b in range(256)])}
+    for t, _ in sorted(trained['vocab'].items(), key=lambda kv: kv[1]):
+        if t not in vocab:
+            vocab[t] = len(vocab)
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(' ')) for m in trained['merges']]
+    tok = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token='<unk>', fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend('\u2581'), normalizers.Replace(' ', '\u2581')])
+    tok.decoder = decoders.Sequence([decoders.Replace('\u2581', ' '), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(' ', 1, 0)])
+    tok.add_special_tokens(LLAMA2_SPECIAL)
+    tok.post_processor = processors.TemplateProcessing(single='<s>:0 $A:0', pair='<s>:0 $A:0 <s>:1 $B:1',
+                                                       special_tokens=[('<s>', 1)])
+    tok.save(os.path.join(out, 'tokenizer.json'))
+    # As Mistral-7B-v0.1's, read through tokenizer.json as it is.
+    write_json(os.path.join(out, 'tokenizer_config.json'), {
+        'add_bos_token': True, 'add_eos_token': False, 'added_tokens_decoder': decoder_entries(tok),
+        'bos_token': '<s>', 'clean_up_tokenization_spaces': False, 'eos_token': '</s>', 'legacy': True,
+        'model_max_length': 32768, 'pad_token': None, 'tokenizer_class': 'PreTrainedTokenizerFast',
+        'unk_token': '<unk>'})
+
+
 def has_added(text, tok):
     return any(t.content in text for t in tok.get_added_tokens_decoder().values())
 
@@ -145,7 +179,9 @@ def expected(out):
             case['decoded'] = decoded
         if s in word_texts and not has_added(s, fast):
             norm = fast.normalizer.normalize_str(s) if fast.normalizer else s
-            case['words'] = [w for w, _ in fast.pre_tokenizer.pre_tokenize_str(norm)]
+            # Without a pre-tokenizer the normalized text is the one word.
+            case['words'] = [w for w, _ in fast.pre_tokenizer.pre_tokenize_str(norm)] if fast.pre_tokenizer else (
+                [norm] if norm else [])
         cases.append(case)
     with open(os.path.join(out, 'expected.json'), 'w', encoding='utf-8') as f:
         # One case a line: a diff shows which case changed.
@@ -156,7 +192,11 @@ def expected(out):
 
 
 def main():
-    for name, make in (('qwen2_tok', make_qwen2), ('llama3_tok', make_llama3), ('gpt2_tok_tf5', make_gpt2_tf5)):
+    makers = (('qwen2_tok', make_qwen2), ('llama3_tok', make_llama3), ('gpt2_tok_tf5', make_gpt2_tf5),
+              ('llama2_tok', make_llama2))
+    for name, make in makers:
+        if len(sys.argv) > 1 and name not in sys.argv[1:]:
+            continue
         out = os.path.join(DATA, name)
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)

@@ -19,7 +19,7 @@ if mode == 'encode' then
   local out = {}
   for i, text in ipairs(json.decode(slurp(arg[3]), arg[3])) do
     local words = setmetatable({}, json.array)
-    for k, w in ipairs(tok:pre_tokenize(text)) do words[k] = bytes.encode(w) end
+    for k, w in ipairs(tok:pre_tokenize(text)) do words[k] = tok.chars and w or bytes.encode(w) end
     local ids = setmetatable(tok:encode(text), json.array)
     local decoded = tok:decode(ids)
     -- Bytes that are not UTF-8 go as a list, for Python to decode as Hugging Face does.

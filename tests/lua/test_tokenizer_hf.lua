@@ -1,5 +1,5 @@
 -- zlua.tokenizer on the folders of the models people fine-tune now, against Hugging Face's ids
--- frozen in tests/data/{qwen2_tok,llama3_tok,gpt2_tok_tf5}/expected.json (made by
+-- frozen in tests/data/{qwen2_tok,llama3_tok,gpt2_tok_tf5,llama2_tok}/expected.json (made by
 -- tests/interop/make_hf_toks.py), with no Python needed: the Split patterns, NFC, special
 -- tokens in text, templates, tokenizer_config.json, the fallback to vocab.json + merges.txt,
 -- and the errors that name what is not supported.
@@ -37,7 +37,7 @@ end
 
 local function doc_of(name, file) return json.decode(slurp(DATA .. '/' .. name .. '/' .. (file or 'tokenizer.json'))) end
 
-for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5' }) do
+for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5', 'llama2_tok' }) do
   H.test(name .. ': ids, decoded text and words as Hugging Face\'s', function()
     local tok = tokenizer.from_pretrained(DATA .. '/' .. name)
     local cases = json.decode(slurp(DATA .. '/' .. name .. '/expected.json')).cases
@@ -49,14 +49,14 @@ for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5' }) do
       H.check_eq(tok:decode(ids), c.decoded or c.text, what .. ': decoded')
       if c.words then
         local got = {}
-        for i, w in ipairs(tok:pre_tokenize(c.text)) do got[i] = bytes.encode(w) end
+        for i, w in ipairs(tok:pre_tokenize(c.text)) do got[i] = tok.chars and w or bytes.encode(w) end
         H.check_eq(table.concat(got, '|'), table.concat(c.words, '|'), what .. ': words')
       end
     end
   end)
 end
 
-for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5' }) do
+for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5', 'llama2_tok' }) do
   H.test(name .. ': save_pretrained writes what from_pretrained reads back whole', function()
     local tok = tokenizer.from_pretrained(DATA .. '/' .. name)
     local saved = TMP .. '/saved_' .. name
@@ -89,6 +89,17 @@ H.test('a save_pretrained that cannot write names the file and leaves no tempora
   H.check(not ok and tostring(err):find('cannot write ' .. d .. '/tokenizer.json', 1, true) ~= nil,
     'the error names tokenizer.json: ' .. tostring(err))
   H.check(io.open(d .. '/tokenizer.json.tmp') == nil, 'no tokenizer.json.tmp is left')
+end)
+
+H.test('a vocabulary of characters: bytes it lacks go as <0xXX> tokens and decode back, not UTF-8 too', function()
+  local tok = tokenizer.from_pretrained(DATA .. '/llama2_tok')
+  for _, text in ipairs({ 'a\xff\xfeb', '\xe2\x82', 'caf\xc3\xa9 \xed\xa0\x80 x', '\xf0\x9f\x98\x80', '  x  ' }) do
+    local ids = tok:encode(text, { add_special_tokens = false })
+    H.check_eq(tok:decode(ids), text, string.format('%q decodes back', text))
+  end
+  local byte_ff = tok:token_to_id('<0xFF>')
+  local ids = tok:encode('\xff', { add_special_tokens = false })
+  H.check_eq(ids[#ids], byte_ff, 'a byte that is not UTF-8 is its <0xFF> token')
 end)
 
 H.test('invalid UTF-8 is encoded byte by byte and decodes back, through NFC and the Split patterns', function()
@@ -251,6 +262,16 @@ H.test('what is not supported is refused, naming it and the file', function()
     { 'llama3_tok', function(d) d.post_processor.processors[3] = d.post_processor.processors[2] end,
       'post_processor.processors[2] is a second TemplateProcessing' },
     { 'llama3_tok', function(d) d.model.type = 'Unigram' end, 'model.type is Unigram; only a BPE model' },
+    { 'llama2_tok', function(d) d.model.unk_token = '<nope>' end, 'model.unk_token "<nope>" is not in the vocabulary' },
+    { 'llama2_tok', function(d) d.model.unk_token = json.null; d.model.byte_fallback = false end,
+      'pre_tokenizer is null (a vocabulary of characters) but the model has neither byte_fallback nor an unk_token' },
+    { 'llama2_tok', function(d) d.decoder.decoders[4] = { type = 'CTC' } end,
+      'decoder.decoders[3] is CTC; for a vocabulary of characters only Replace' },
+    { 'llama2_tok', function(d) d.normalizer.normalizers[2].pattern = { Regex = ' +' } end,
+      'normalizer.normalizers[1].pattern is {"Regex":" +"}; only a {"String": ...} pattern' },
+    { 'llama2_tok', function(d)
+        d.pre_tokenizer = { type = 'Metaspace', replacement = '\u{2581}', prepend_scheme = 'sometimes' }
+      end, 'pre_tokenizer.prepend_scheme is sometimes; expected always, first or never' },
   }
   for _, r in ipairs(refusals) do
     local d = edited(r[1], r[2])

@@ -1,18 +1,22 @@
--- zlua.tokenizer.bpe: byte-pair encoding of one word, by merge rank, over raw bytes; the
--- vocabulary and merges come from zlua.tokenizer.files. Results are cached per word, since
--- text repeats its words and a word's encoding never changes.
+-- zlua.tokenizer.bpe: byte-pair encoding of one word, by merge rank, over raw bytes, or over
+-- characters for a vocabulary of characters (SentencePiece's BPE: a character it lacks goes as
+-- its bytes' <0xXX> tokens, or as the unknown token); the vocabulary and merges come from
+-- zlua.tokenizer.files. Results are cached per word, since text repeats its words and a
+-- word's encoding never changes.
 
 local heap = require 'zlua.tokenizer.heap'
 
 local M = {}
 M.__index = M
 
-local byte, fmt = string.byte, string.format
+local byte, fmt, sub = string.byte, string.format, string.sub
 local huge = math.huge
 
 -- The cache is dropped whole when it reaches this many words: a bound on memory that costs
--- one re-encoding of the common words, instead of bookkeeping on every hit.
+-- one re-encoding of the common words, instead of bookkeeping on every hit. Longer words (a
+-- whole line, where there is no pre-tokenizer) are not kept.
 local CACHE_WORDS = 100000
+local CACHE_LONGEST = 256
 
 --- bpe.new(desc) -> the model, from a description as zlua.tokenizer.files returns (vocab
 --- { [raw] = id }, merges { {left id, right id, merged id} } in rank order, ignore_merges).
@@ -31,9 +35,13 @@ function M.new(desc)
     end
   end
   local byte_id = {}
-  for b = 0, 255 do byte_id[b] = desc.vocab[string.char(b)] end
+  for b = 0, 255 do
+    byte_id[b] = desc.chars and (desc.byte_fallback and desc.vocab[fmt('<0x%02X>', b)] or nil)
+      or desc.vocab[string.char(b)]
+  end
   return setmetatable({ vocab = desc.vocab, rank = rank, merged = merged, byte_id = byte_id,
-    ignore_merges = desc.ignore_merges, cache = {}, cached = 0 }, M)
+    ignore_merges = desc.ignore_merges, chars = desc.chars, unk = desc.unk, fuse_unk = desc.fuse_unk,
+    cache = {}, cached = 0 }, M)
 end
 
 --- bpe.merge_pair(ids, a, b, c [, from]) -> a new sequence: ids with every (a, b) pair at or
@@ -115,14 +123,55 @@ end
 --- ways give the same ids, the scan is faster for short words.
 M.LONG = 48
 
+-- The last byte of the character that starts at p: a valid UTF-8 sequence, else the byte
+-- alone (bytes that are not UTF-8 go one by one, and decode back).
+local function char_end(s, p)
+  local c = byte(s, p)
+  local len = c < 0x80 and 1 or (c >= 0xC2 and c < 0xE0) and 2 or (c >= 0xE0 and c < 0xF0) and 3
+    or (c >= 0xF0 and c < 0xF5) and 4 or 1
+  if len > 1 and (p + len - 1 > #s or utf8.len(s, p, p + len - 1) ~= 1) then return p end
+  return p + len - 1
+end
+
+-- The symbols a word of characters starts from: each character's token, else its bytes'
+-- <0xXX> tokens (byte_fallback), else the unknown token, a run of unknown characters one
+-- token with fuse_unk, as Hugging Face's BPE does.
+function M:_char_symbols(raw)
+  local ids, vocab, byte_id, unk = {}, self.vocab, self.byte_id, self.unk
+  local p, n, unk_run = 1, #raw, false
+  while p <= n do
+    local q = char_end(raw, p)
+    local id = vocab[sub(raw, p, q)]
+    local fallback = not id
+    for k = p, fallback and q or 0 do fallback = fallback and byte_id[byte(raw, k)] ~= nil end
+    if id then
+      ids[#ids + 1], unk_run = id, false
+    elseif fallback then
+      for k = p, q do ids[#ids + 1] = byte_id[byte(raw, k)] end
+      unk_run = false
+    elseif unk then
+      if not (self.fuse_unk and unk_run) then ids[#ids + 1] = unk end
+      unk_run = true
+    else
+      error(fmt('tokenizer: the character "%s" has no token, no byte tokens and there is no unk_token, so it '
+        .. 'cannot be encoded', sub(raw, p, q)), 0)
+    end
+    p = q + 1
+  end
+  return ids
+end
+
 --- model:word(raw) -> the ids of one pre-tokenized word (a table the caller must not change).
---- Raises when a byte of raw has no token of its own in the vocabulary.
+--- Raises when a byte of raw has no token of its own in a byte-level vocabulary.
 function M:word(raw)
   local ids = self.cache[raw]
   if ids then return ids end
   local whole = self.ignore_merges and self.vocab[raw]
   if whole then
     ids = { whole }
+  elseif self.chars then
+    ids = self:_char_symbols(raw)
+    ids = (#ids > M.LONG and merge_long or merge)(ids, self.rank, self.merged)
   else
     ids = {}
     local byte_id = self.byte_id
@@ -137,11 +186,13 @@ function M:word(raw)
     end
     ids = (#ids > M.LONG and merge_long or merge)(ids, self.rank, self.merged)
   end
-  if self.cached >= CACHE_WORDS then
-    self.cache, self.cached = {}, 0
+  if #raw <= CACHE_LONGEST then
+    if self.cached >= CACHE_WORDS then
+      self.cache, self.cached = {}, 0
+    end
+    self.cache[raw] = ids
+    self.cached = self.cached + 1
   end
-  self.cache[raw] = ids
-  self.cached = self.cached + 1
   return ids
 end
 

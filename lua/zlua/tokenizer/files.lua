@@ -1,10 +1,12 @@
--- zlua.tokenizer.files: reading and writing a byte-level BPE tokenizer's files, Hugging Face's
--- vocab.json + merges.txt pair and its tokenizer.json, into one plain description:
+-- zlua.tokenizer.files: reading and writing a BPE tokenizer's files, Hugging Face's vocab.json +
+-- merges.txt pair and its tokenizer.json, into one plain description:
 --   { vocab = { [raw bytes] = id }, merges = { {left id, right id, merged id}, ... } in rank
 --     order, added = { {content=, id=, special=, lstrip=, rstrip=, single_word=, normalized=}, ... },
 --     ignore_merges = bool, and either add_prefix_space = bool (GPT-2's pre-tokenizer) or
 --     normalizer, pre_tokenizer and template as zlua.tokenizer.pipeline reads them;
---     from_pair = true when read from vocab.json + merges.txt }
+--     from_pair = true when read from vocab.json + merges.txt;
+--     for a vocabulary of characters (SentencePiece's BPE: LLaMA 2, Mistral) chars = true, its
+--     tokens spelled as they are, with byte_fallback, unk (an id or nil), fuse_unk and decoder }
 -- Every error names the file and, where the text has one, the line.
 
 local json = require 'zlua.json'
@@ -46,8 +48,9 @@ function M.read_text(path)
 end
 
 -- vocab: { [token as spelled in the file] = id } already decoded from JSON; where(token)
--- gives "file:line" for a message. Returns the raw-bytes vocabulary and the spelled one.
-local function check_vocab(vocab, what, where)
+-- gives "file:line" for a message. Returns the raw-bytes vocabulary: byte-level spellings
+-- decoded, or with chars the tokens as they are.
+local function check_vocab(vocab, what, where, chars)
   if type(vocab) ~= 'table' or getmetatable(vocab) == json.array then
     error(fmt('%s: expected a JSON object mapping tokens to ids, got %s', what,
       getmetatable(vocab) == json.array and 'an array' or type(vocab)), 0)
@@ -64,7 +67,7 @@ local function check_vocab(vocab, what, where)
       error(fmt('%s: tokens "%s" and "%s" both have id %d', where(b), show(a), show(b), id), 0)
     end
     by_id[id] = tok
-    raw[(bytes.decode(tok))] = id
+    raw[chars and tok or (bytes.decode(tok))] = id
   end
   return raw
 end
@@ -139,8 +142,9 @@ function M.read_tokenizer_json(path)
   end
   -- What would change the ids and is not supported is refused, rather than encoded differently.
   local normalizer = pipeline.normalizer(doc.normalizer, path)
-  local pre_tokenizer = pipeline.pre_tokenizer(doc.pre_tokenizer, path)
+  local pre_tokenizer, byte_level = pipeline.pre_tokenizer(doc.pre_tokenizer, path)
   local template = pipeline.post_processor(doc.post_processor, path)
+  local chars = not byte_level
   for _, key in ipairs({ 'continuing_subword_prefix', 'end_of_word_suffix' }) do
     local v = model[key]
     if v ~= nil and v ~= json.null and v ~= '' then
@@ -150,12 +154,29 @@ function M.read_tokenizer_json(path)
   if model.dropout ~= nil and model.dropout ~= json.null and model.dropout ~= 0 then
     error(fmt('%s: model.dropout is %s; BPE dropout is not supported', path, tostring(model.dropout)), 0)
   end
-  if flag(model, 'byte_fallback', path .. ': model', false) then
-    error(path .. ': model.byte_fallback is true; only byte-level BPE (which needs no fallback) is supported', 0)
+  local byte_fallback = flag(model, 'byte_fallback', path .. ': model', false)
+  if byte_fallback and not chars then
+    error(path .. ': model.byte_fallback is true with a ByteLevel pre-tokenizer; a byte-level vocabulary needs no '
+      .. 'fallback', 0)
   end
   local vlines = meta[model.vocab] and meta[model.vocab].lines or {}
   local raw = check_vocab(model.vocab, path .. ': model.vocab',
-    function(tok) return fmt('%s:%d', path, vlines[tok] or 1) end)
+    function(tok) return fmt('%s:%d', path, vlines[tok] or 1) end, chars)
+  local unk, decoder
+  if chars then
+    if model.unk_token ~= nil and model.unk_token ~= json.null then
+      unk = type(model.unk_token) == 'string' and model.vocab[model.unk_token]
+      if not unk then
+        error(fmt('%s: model.unk_token %s is not in the vocabulary', path, json.encode(model.unk_token)), 0)
+      end
+    end
+    if not byte_fallback and not unk then
+      error(fmt('%s: pre_tokenizer is %s (a vocabulary of characters) but the model has neither byte_fallback '
+        .. 'nor an unk_token; a byte-level vocabulary needs a ByteLevel pre-tokenizer', path,
+        #pre_tokenizer > 0 and 'Metaspace' or 'null'), 0)
+    end
+    decoder = pipeline.decoder(doc.decoder, path)
+  end
   local list = model.merges
   if getmetatable(list) ~= json.array then
     error(path .. ': model.merges must be an array', 0)
@@ -185,7 +206,9 @@ function M.read_tokenizer_json(path)
     end
   end
   return { vocab = raw, merges = merges, added = added, normalizer = normalizer, pre_tokenizer = pre_tokenizer,
-    template = template, ignore_merges = flag(model, 'ignore_merges', path .. ': model', false) }
+    template = template, ignore_merges = flag(model, 'ignore_merges', path .. ': model', false), chars = chars,
+    byte_fallback = byte_fallback, unk = unk, fuse_unk = flag(model, 'fuse_unk', path .. ': model', false),
+    decoder = decoder }
 end
 
 --- files.read_pair(vocab_path, merges_path) -> the description. GPT-2's "<|endoftext|>", when the
@@ -239,18 +262,37 @@ end
 
 local function array(t) return setmetatable(t, json.array) end
 
--- The pre-tokenizer's steps (pipeline.pre_tokenizer's) as tokenizer.json spells them.
-local function pre_tokenizer_json(steps)
-  local out = array({})
-  for i, st in ipairs(steps) do
-    if st.type == 'Split' then
-      out[i] = { type = 'Split', pattern = { Regex = st.pattern }, behavior = 'Isolated', invert = false }
-    else
-      out[i] = { type = 'ByteLevel', add_prefix_space = st.add_prefix_space, trim_offsets = true,
-        use_regex = st.use_regex }
-    end
+-- A list of steps as tokenizer.json spells it: null for none, one alone, or a Sequence
+-- whose list is under key.
+local function steps_json(out, key)
+  if #out == 0 then return json.null end
+  return #out == 1 and out[1] or { type = 'Sequence', [key] = array(out) }
+end
+
+-- One step of the normalizer, the pre-tokenizer or the decoder (zlua.tokenizer.pipeline's
+-- descriptions) as tokenizer.json spells it.
+local function step_json(st)
+  local t = st.type
+  if t == 'Split' then return { type = t, pattern = { Regex = st.pattern }, behavior = 'Isolated', invert = false } end
+  if t == 'Replace' then return { type = t, pattern = { String = st.pattern }, content = st.content } end
+  if t == 'Prepend' then return { type = t, prepend = st.prepend } end
+  if t == 'Strip' then return { type = t, content = st.content, start = st.start, stop = st.stop } end
+  if t == 'Metaspace' then
+    return { type = t, replacement = st.replacement, prepend_scheme = st.prepend_scheme, split = st.split }
   end
-  return #out == 1 and out[1] or { type = 'Sequence', pretokenizers = out }
+  if t == 'ByteLevel' then
+    return { type = t, add_prefix_space = st.add_prefix_space, trim_offsets = true, use_regex = st.use_regex }
+  end
+  return { type = t }   -- NFC, ByteFallback, Fuse
+end
+
+-- A list of steps as tokenizer.json spells it: null for none, one alone, or a Sequence
+-- whose list is under key.
+local function steps_json(steps, key)
+  local out = {}
+  for i, st in ipairs(steps) do out[i] = step_json(st) end
+  if #out == 0 then return json.null end
+  return #out == 1 and out[1] or { type = 'Sequence', [key] = array(out) }
 end
 
 -- The post-processor: a TemplateProcessing adding the template's tokens (spelled[id + 1]
@@ -280,7 +322,9 @@ end
 --- files.write_tokenizer_json(dir, d): dir/tokenizer.json as Hugging Face's tokenizers write
 --- one, from d = { vocab = { [spelled] = id } (the BPE model's), merges = { {left, right}
 --- spelled, ... } in rank order, added = the added tokens, normalizer, pre_tokenizer and
---- template as the description has them, ignore_merges, spelled = { [id + 1] = token } }.
+--- template as the description has them, ignore_merges, spelled = { [id + 1] = token }, and
+--- for a model of characters chars = { byte_fallback =, unk_token = (spelled) or nil,
+--- fuse_unk =, decoder = } }.
 function M.write_tokenizer_json(dir, d)
   local added = {}
   for i, t in ipairs(d.added) do
@@ -288,17 +332,21 @@ function M.write_tokenizer_json(dir, d)
       rstrip = t.rstrip or false, normalized = t.normalized or false, special = t.special or false }
   end
   table.sort(added, function(a, b) return a.id < b.id end)
+  -- A merge as a pair: a token of characters may hold a space, which "left right" cannot.
   local merges = array({})
-  for r, m in ipairs(d.merges) do merges[r] = m[1] .. ' ' .. m[2] end
+  for r, m in ipairs(d.merges) do merges[r] = array({ m[1], m[2] }) end
+  local c = d.chars
   local doc = {
     version = '1.0', truncation = json.null, padding = json.null, added_tokens = array(added),
-    normalizer = d.normalizer == 'NFC' and { type = 'NFC' } or json.null,
-    pre_tokenizer = pre_tokenizer_json(d.pre_tokenizer),
+    normalizer = steps_json(d.normalizer, 'normalizers'),
+    pre_tokenizer = steps_json(d.pre_tokenizer, 'pretokenizers'),
     post_processor = post_processor_json(d.template, d.spelled),
-    decoder = { type = 'ByteLevel', add_prefix_space = true, trim_offsets = true, use_regex = true },
-    model = { type = 'BPE', dropout = json.null, unk_token = json.null, continuing_subword_prefix = json.null,
-      end_of_word_suffix = json.null, fuse_unk = false, byte_fallback = false, ignore_merges = d.ignore_merges,
-      vocab = d.vocab, merges = merges },
+    decoder = c and steps_json(c.decoder, 'decoders')
+      or { type = 'ByteLevel', add_prefix_space = true, trim_offsets = true, use_regex = true },
+    model = { type = 'BPE', dropout = json.null, unk_token = c and c.unk_token or json.null,
+      continuing_subword_prefix = json.null, end_of_word_suffix = json.null, fuse_unk = c and c.fuse_unk or false,
+      byte_fallback = c and c.byte_fallback or false, ignore_merges = d.ignore_merges, vocab = d.vocab,
+      merges = merges },
   }
   M.write_file(dir .. '/tokenizer.json', json.encode(doc, 2) .. '\n')
 end

@@ -1,6 +1,6 @@
--- zlua.tokenizer: byte-level BPE tokenizers (GPT-2's, LLaMA 3's, Qwen2's), read from Hugging
--- Face's files (tokenizer.json, or vocab.json + merges.txt, and tokenizer_config.json) and
--- written to all of them, and a trainer.
+-- zlua.tokenizer: BPE tokenizers (byte-level: GPT-2's, LLaMA 3's, Qwen2's; of characters:
+-- LLaMA 2's, Mistral's), read from Hugging Face's files (tokenizer.json, or vocab.json +
+-- merges.txt, and tokenizer_config.json) and written to them, and a trainer.
 --   local tok = require('zlua.tokenizer').from_pretrained('gpt2_dir')
 --   local ids = tok:encode('Hello world')   -- 0-based ids, as Hugging Face gives them
 --   assert(tok:decode(ids) == 'Hello world')

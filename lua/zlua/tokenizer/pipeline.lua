@@ -1,7 +1,9 @@
 -- zlua.tokenizer.pipeline: what tokenizer.json says about the steps around the BPE model,
--- read into plain descriptions: the normalizer (none or NFC), the pre-tokenizer steps
--- (ByteLevel, and Split with a known pattern), the post-processor's special tokens. What
--- would change the ids and is not supported is refused, naming it and the file.
+-- read into plain descriptions: the normalizer (NFC, Prepend, Replace), the pre-tokenizer
+-- steps (ByteLevel, and Split with a known pattern; or Metaspace, or none, for a vocabulary of
+-- characters as SentencePiece's BPE in LLaMA 2 and Mistral), the post-processor's special
+-- tokens, and for a vocabulary of characters the decoder. What would change the ids or the
+-- text and is not supported is refused, naming it and the file.
 
 local json = require 'zlua.json'
 local split_pattern = require 'zlua.tokenizer.split_pattern'
@@ -34,34 +36,72 @@ local function members(node, key, what)
   return list
 end
 
---- pipeline.normalizer(node, path) -> 'NFC', or nil for none (null, or a Sequence of none).
-function M.normalizer(node, path)
-  local function one(n, what)
-    local t = type_of(n)
-    if t == 'null' then return nil end
-    if t == 'NFC' then return 'NFC' end
-    if t == 'Sequence' then
-      local got
-      for i, m in ipairs(members(n, 'normalizers', path .. ': ' .. what)) do
-        local r = one(m, fmt('%s.normalizers[%d]', what, i - 1))
-        if r and got then error(fmt('%s: %s holds NFC twice; only one NFC is supported', path, what), 0) end
-        got = got or r
-      end
-      return got
-    end
-    error(fmt('%s: %s is %s; only NFC (alone or in a Sequence) is supported', path, what, t), 0)
+-- A {"String": s} pattern's string, or an error naming what.
+local function string_pattern(n, what, path)
+  local pattern = type(n.pattern) == 'table' and n.pattern or {}
+  if type(pattern.String) ~= 'string' or pattern.String == '' then
+    error(fmt('%s: %s.pattern is %s; only a {"String": ...} pattern is supported', path, what,
+      json.encode(n.pattern or json.null)), 0)
   end
-  return one(node, 'normalizer')
+  if type(n.content) ~= 'string' then error(fmt('%s: %s.content must be a string', path, what), 0) end
+  return pattern.String
 end
 
---- pipeline.pre_tokenizer(node, path) -> the steps in order, each {type = 'ByteLevel',
---- add_prefix_space =, use_regex =} or {type = 'Split', pattern =}: a Sequence of those, or
---- one alone. There must be a ByteLevel (the vocabulary is byte-level), and a Split only
---- before it (after it the regex would see byte-level characters).
+--- pipeline.normalizer(node, path) -> the steps in order, each {type = 'NFC'}, {type =
+--- 'Prepend', prepend =} or {type = 'Replace', pattern =, content =} (a plain string
+--- replaced everywhere): a Sequence of those, one alone, or none (null: {}).
+function M.normalizer(node, path)
+  local steps = {}
+  local function one(n, what)
+    local t = type_of(n)
+    if t == 'null' then return end
+    if t == 'NFC' then
+      steps[#steps + 1] = { type = 'NFC' }
+    elseif t == 'Prepend' then
+      if type(n.prepend) ~= 'string' then error(fmt('%s: %s.prepend must be a string', path, what), 0) end
+      steps[#steps + 1] = { type = 'Prepend', prepend = n.prepend }
+    elseif t == 'Replace' then
+      steps[#steps + 1] = { type = 'Replace', pattern = string_pattern(n, what, path), content = n.content }
+    elseif t == 'Sequence' then
+      for i, m in ipairs(members(n, 'normalizers', path .. ': ' .. what)) do
+        one(m, fmt('%s.normalizers[%d]', what, i - 1))
+      end
+    else
+      error(fmt('%s: %s is %s; only NFC, Prepend and Replace (alone or in a Sequence) are supported', path,
+        what, t), 0)
+    end
+  end
+  one(node, 'normalizer')
+  return steps
+end
+
+local PREPEND_SCHEMES = { always = true, first = true, never = true }
+
+-- A Metaspace pre-tokenizer or decoder: {type = 'Metaspace', replacement =, prepend_scheme =,
+-- split =}; an older file's add_prefix_space stands for always or never.
+local function metaspace(n, what, path)
+  local scheme = n.prepend_scheme
+  if is_null(scheme) then scheme = flag(n, 'add_prefix_space', path .. ': ' .. what, true) and 'always' or 'never' end
+  if not PREPEND_SCHEMES[scheme] then
+    error(fmt('%s: %s.prepend_scheme is %s; expected always, first or never', path, what, tostring(scheme)), 0)
+  end
+  if type(n.replacement) ~= 'string' or utf8.len(n.replacement) ~= 1 then
+    error(fmt('%s: %s.replacement must be one character', path, what), 0)
+  end
+  return { type = 'Metaspace', replacement = n.replacement, prepend_scheme = scheme,
+    split = flag(n, 'split', path .. ': ' .. what, true) }
+end
+
+--- pipeline.pre_tokenizer(node, path) -> the steps in order and whether the vocabulary is
+--- byte-level. Each step is {type = 'ByteLevel', add_prefix_space =, use_regex =}, {type =
+--- 'Split', pattern =} or {type = 'Metaspace', replacement =, prepend_scheme =, split =}.
+--- Byte-level: a ByteLevel step, with Splits only before it (after it the regex would see
+--- byte-level characters). Otherwise characters: a Metaspace alone, or no pre-tokenizer.
 function M.pre_tokenizer(node, path)
   local steps, byte_level = {}, false
   local function one(n, what)
     local t = type_of(n)
+    if t == 'null' and what == 'pre_tokenizer' then return end
     if t == 'ByteLevel' then
       byte_level = true
       steps[#steps + 1] = { type = 'ByteLevel', add_prefix_space = flag(n, 'add_prefix_space', path .. ': ' .. what, false),
@@ -83,19 +123,61 @@ function M.pre_tokenizer(node, path)
       end
       if byte_level then error(fmt('%s: %s comes after a ByteLevel step; only a Split before it is supported', path, what), 0) end
       steps[#steps + 1] = { type = 'Split', pattern = re }
+    elseif t == 'Metaspace' and what == 'pre_tokenizer' then
+      steps[#steps + 1] = metaspace(n, what, path)
     elseif t == 'Sequence' then
       for i, m in ipairs(members(n, 'pretokenizers', path .. ': ' .. what)) do
         one(m, fmt('%s.pretokenizers[%d]', what, i - 1))
       end
     else
-      error(fmt('%s: %s is %s; only ByteLevel, and Split (a known pattern) before it in a Sequence, are supported',
-        path, what, t), 0)
+      error(fmt('%s: %s is %s; only ByteLevel (Split, a known pattern, before it in a Sequence), Metaspace alone, '
+        .. 'or none are supported', path, what, t), 0)
     end
   end
   one(node, 'pre_tokenizer')
-  if not byte_level then
-    error(fmt('%s: pre_tokenizer has no ByteLevel step; only byte-level BPE is supported', path), 0)
+  if not byte_level and #steps > 0 and steps[1].type ~= 'Metaspace' then
+    error(fmt('%s: pre_tokenizer has no ByteLevel step after its Split (a Split is supported only before a '
+      .. 'ByteLevel)', path), 0)
   end
+  return steps, byte_level
+end
+
+--- pipeline.decoder(node, path) -> the decoding steps of a vocabulary of characters, in
+--- order: {type = 'Replace', pattern =, content =}, {type = 'ByteFallback'}, {type = 'Fuse'},
+--- {type = 'Strip', content =, start =, stop =}, {type = 'Metaspace', replacement =,
+--- prepend_scheme =, split =}; a Sequence of those, one alone, or none ({}).
+function M.decoder(node, path)
+  local steps = {}
+  local function count(n, key, what)
+    local v = n[key]
+    if math.type(v) ~= 'integer' or v < 0 then error(fmt('%s: %s.%s must be an integer >= 0', path, what, key), 0) end
+    return v
+  end
+  local function one(n, what)
+    local t = type_of(n)
+    if t == 'null' then return end
+    if t == 'Replace' then
+      steps[#steps + 1] = { type = 'Replace', pattern = string_pattern(n, what, path), content = n.content }
+    elseif t == 'ByteFallback' or t == 'Fuse' then
+      steps[#steps + 1] = { type = t }
+    elseif t == 'Strip' then
+      if type(n.content) ~= 'string' or utf8.len(n.content) ~= 1 then
+        error(fmt('%s: %s.content must be one character', path, what), 0)
+      end
+      steps[#steps + 1] = { type = 'Strip', content = n.content, start = count(n, 'start', what),
+        stop = count(n, 'stop', what) }
+    elseif t == 'Metaspace' then
+      steps[#steps + 1] = metaspace(n, what, path)
+    elseif t == 'Sequence' then
+      for i, m in ipairs(members(n, 'decoders', path .. ': ' .. what)) do
+        one(m, fmt('%s.decoders[%d]', what, i - 1))
+      end
+    else
+      error(fmt('%s: %s is %s; for a vocabulary of characters only Replace, ByteFallback, Fuse, Strip and '
+        .. 'Metaspace (alone or in a Sequence) are supported', path, what, t), 0)
+    end
+  end
+  one(node, 'decoder')
   return steps
 end
 

@@ -262,13 +262,6 @@ end
 
 local function array(t) return setmetatable(t, json.array) end
 
--- A list of steps as tokenizer.json spells it: null for none, one alone, or a Sequence
--- whose list is under key.
-local function steps_json(out, key)
-  if #out == 0 then return json.null end
-  return #out == 1 and out[1] or { type = 'Sequence', [key] = array(out) }
-end
-
 -- One step of the normalizer, the pre-tokenizer or the decoder (zlua.tokenizer.pipeline's
 -- descriptions) as tokenizer.json spells it.
 local function step_json(st)

@@ -61,13 +61,20 @@ def zlua_encode(zlua, run, tok_dir, texts, tmp):
         return json.load(f)
 
 
-def compare(what, texts, ours, hf_encode, failures, hf_words=None, hf_decode=None):
+def compare(what, texts, ours, hf_encode, failures, hf_words=None, hf_decode=None, hf_pair=None):
     """Ids as Hugging Face's; decoded text as the input, or as hf_decode(ids) gives it; words
-    as hf_words(text) gives them, where it gives any."""
-    for text, got in zip(texts, ours):
+    as hf_words(text) gives them, where it gives any; a text with the next one as a pair as
+    hf_pair(text, next) gives it."""
+    for k, (text, got) in enumerate(zip(texts, ours)):
         want = hf_encode(text)
         if got['ids'] != want:
             failures.append('%s: ids of %r: zlua %s, Hugging Face %s' % (what, text, got['ids'], want))
+        if hf_pair:
+            nxt = texts[(k + 1) % len(texts)]
+            want_pair = hf_pair(text, nxt)
+            if got['pair_ids'] != want_pair:
+                failures.append('%s: ids of the pair %r, %r: zlua %s, Hugging Face %s'
+                                % (what, text, nxt, got['pair_ids'], want_pair))
         want_text = hf_decode(want) if hf_decode else text
         if isinstance(got['decoded'], list):  # not UTF-8: as Hugging Face's lossy decoding
             got['decoded'] = bytes(got['decoded']).decode('utf-8', 'replace')
@@ -76,6 +83,13 @@ def compare(what, texts, ours, hf_encode, failures, hf_words=None, hf_decode=Non
         want_words = hf_words(text) if hf_words else None
         if want_words is not None and got['words'] != want_words:
             failures.append('%s: words of %r: zlua %s, Hugging Face %s' % (what, text, got['words'], want_words))
+
+
+def fast_pair(fast, text, pair):
+    """tokenizers' ids of a pair, an empty second text being no pair, as in transformers'
+    tokenizer(text, text_pair), which zlua's encode(text, pair) follows (tokenizers alone keeps
+    the empty sequence's special tokens)."""
+    return fast.encode(text, pair).ids if pair else fast.encode(text).ids
 
 
 def gpt2_words(text):
@@ -201,8 +215,10 @@ def check_hf_folders(zlua, run, src, tmp, failures):
         auto = AutoTokenizer.from_pretrained(d)
         ours = zlua_encode(zlua, run, d, texts, tmp)
         decode = lambda ids: fast.decode(ids, skip_special_tokens=False)  # noqa: E731
-        compare(name, texts, ours, lambda t: auto(t)['input_ids'], failures, hf_words=file_words(fast), hf_decode=decode)
-        compare(name + ' (tokenizers)', texts, ours, lambda t: fast.encode(t).ids, failures, hf_decode=decode)
+        compare(name, texts, ours, lambda t: auto(t)['input_ids'], failures, hf_words=file_words(fast),
+                hf_decode=decode, hf_pair=lambda t, u: auto(t, u)['input_ids'])
+        compare(name + ' (tokenizers)', texts, ours, lambda t: fast.encode(t).ids, failures, hf_decode=decode,
+                hf_pair=lambda t, u: fast_pair(fast, t, u))
         print('%s: %d strings compared with %s and tokenizers' % (name, len(texts), type(auto).__name__))
         # zlua's save_pretrained of the folder, read by transformers and tokenizers: the ids of
         # single texts and of pairs, and the named special tokens, as the original's.
@@ -241,12 +257,15 @@ def check_hf_folders(zlua, run, src, tmp, failures):
             words = file_words(fast)
         if against == 'file':
             encode = lambda t: fast.encode(t).ids  # noqa: E731
+            pair = lambda t, u: fast_pair(fast, t, u)  # noqa: E731
             decode = lambda ids: fast.decode(ids, skip_special_tokens=False)  # noqa: E731
         else:
             hf = AutoTokenizer.from_pretrained(d)
             encode = lambda t: hf(t)['input_ids']  # noqa: E731
+            pair = lambda t, u: hf(t, u)['input_ids']  # noqa: E731
             decode = lambda ids: hf.decode(ids, clean_up_tokenization_spaces=False)  # noqa: E731
-        compare(what, texts, zlua_encode(zlua, run, d, texts, tmp), encode, failures, hf_words=words, hf_decode=decode)
+        compare(what, texts, zlua_encode(zlua, run, d, texts, tmp), encode, failures, hf_words=words, hf_decode=decode,
+                hf_pair=pair)
 
 
 def check_nfc(zlua, run, tmp, failures):

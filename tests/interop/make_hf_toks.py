@@ -14,10 +14,12 @@
 Those and llama2_tok are trained by Hugging Face's tokenizers (vocabulary 800) on tokenizer_cases.py's
 corpus and random strings. Each folder gets expected.json: for the strings the live test
 compares (tokenizer_cases.live_texts), HF_EXTRA and random strings of HF_PIECES, the ids of
-transformers' tokenizer(text) (its default, special tokens added), the decoded text where it
+transformers' tokenizer(text) (its default, special tokens added) and of tokenizer(text,
+next text) as a pair, the decoded text where it
 is not the text, and, for HARD and HF_EXTRA strings without added tokens, the pre-tokenized
-words. tests/lua/test_tokenizer_hf.lua checks these without Python. Rerun after changing
-the cases:
+words. tests/lua/test_tokenizer_hf.lua checks these without Python. llama2_tok's alphabet
+(which of the equally frequent characters make the cut) changes from run to run. Rerun after
+changing the cases:
 
     python3 tests/interop/make_hf_toks.py [FOLDER ...]   (default: all of them)
 """
@@ -170,10 +172,14 @@ def expected(out):
     word_texts = set(HARD + HF_EXTRA)
     texts = live_texts() + HF_EXTRA + random_strings(150, seed=21, pieces=HF_PIECES)
     cases = []
-    for s in texts:
+    for k, s in enumerate(texts):
         ids = auto(s)['input_ids']
         assert fast.encode(s).ids == ids, (out, s, fast.encode(s).ids, ids)
-        case = {'text': s, 'ids': ids}
+        # The text with the next one as a pair (an empty one is no pair, in transformers).
+        nxt = texts[(k + 1) % len(texts)]
+        pair_ids = auto(s, nxt)['input_ids']
+        assert (fast.encode(s, nxt).ids if nxt else fast.encode(s).ids) == pair_ids, (out, s, nxt)
+        case = {'text': s, 'ids': ids, 'pair_ids': pair_ids}
         decoded = fast.decode(ids, skip_special_tokens=False)
         if decoded != s:
             case['decoded'] = decoded

@@ -38,14 +38,16 @@ end
 local function doc_of(name, file) return json.decode(slurp(DATA .. '/' .. name .. '/' .. (file or 'tokenizer.json'))) end
 
 for _, name in ipairs({ 'qwen2_tok', 'llama3_tok', 'gpt2_tok_tf5', 'llama2_tok' }) do
-  H.test(name .. ': ids, decoded text and words as Hugging Face\'s', function()
+  H.test(name .. ': ids, pairs, decoded text and words as Hugging Face\'s', function()
     local tok = tokenizer.from_pretrained(DATA .. '/' .. name)
     local cases = json.decode(slurp(DATA .. '/' .. name .. '/expected.json')).cases
     H.check(#cases > 500, 'the cases are there')
-    for _, c in ipairs(cases) do
+    for k, c in ipairs(cases) do
       local what = string.format('%s: %q', name, c.text)
       local ids = tok:encode(c.text)
       H.check_eq(ids_str(ids), ids_str(c.ids), what .. ': ids')
+      -- The text with the next one as a pair, as transformers' tokenizer(text, text_pair).
+      H.check_eq(ids_str(tok:encode(c.text, cases[k % #cases + 1].text)), ids_str(c.pair_ids), what .. ': pair')
       H.check_eq(tok:decode(ids), c.decoded or c.text, what .. ': decoded')
       if c.words then
         local got = {}
@@ -123,7 +125,9 @@ H.test('add_special_tokens = false leaves the template out', function()
   H.check_eq(#llama:encode('', { add_special_tokens = false }), 0)
   local qwen = tokenizer.from_pretrained(DATA .. '/qwen2_tok')
   H.check_eq(ids_str(qwen:encode('Hello', { add_special_tokens = false })), ids_str(qwen:encode('Hello')))
-  H.check_error(function() qwen:encode('x', true) end, 'encode: opts must be a table')
+  H.check_error(function() qwen:encode('x', true) end, 'encode: the second argument must be a pair text (a string) or '
+    .. 'opts (a table), got boolean')
+  H.check_error(function() qwen:encode('x', 'y', 5) end, 'encode: opts must be a table')
 end)
 
 H.test('tokenizer_config.json: the special tokens, as strings and ids', function()

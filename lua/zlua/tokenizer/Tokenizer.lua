@@ -154,6 +154,15 @@ function Tokenizer.new(desc)
   local tpl = desc.template
   self.add_bos_token = tpl ~= nil and #tpl.before > 0
   self.add_eos_token = tpl ~= nil and #tpl.after > 0
+  -- The single template as items, and the pair form a template without "pair" gets.
+  self._single, self._pair = { 'A' }, { 'A', 'B' }
+  if tpl then
+    self._single = table.move(tpl.before, 1, #tpl.before, 1, {})
+    self._single[#self._single + 1] = 'A'
+    table.move(tpl.after, 1, #tpl.after, #self._single + 1, self._single)
+    self._pair = table.move(self._single, 1, #self._single, 1, {})
+    for _, item in ipairs(self._single) do self._pair[#self._pair + 1] = item == 'A' and 'B' or item end
+  end
   return self
 end
 
@@ -190,22 +199,46 @@ function Tokenizer:pre_tokenize(text)
   return words
 end
 
---- tok:encode(text [, opts]) -> a Lua sequence of 0-based ids. opts.add_special_tokens
+-- A template's items (pipeline.post_processor's pair form) with a's and b's ids in place.
+local function fill(items, a, b)
+  local out = {}
+  for _, item in ipairs(items) do
+    local ids = item == 'A' and a or item == 'B' and b or { item }
+    for k = 1, #ids do out[#out + 1] = ids[k] end
+  end
+  return out
+end
+
+--- tok:encode(text [, pair] [, opts]) -> a Lua sequence of 0-based ids. opts.add_special_tokens
 --- (default true, as Hugging Face's tokenizer(text)) adds the post-processor's template (a
---- BOS, say) around them. Any bytes are accepted: those that are not valid UTF-8 are encoded
---- byte by byte like any other, and decode gives them back.
-function Tokenizer:encode(text, opts)
+--- BOS, say) around them. pair, a second text (Hugging Face's text_pair), is encoded on its
+--- own and joined as the template's pair form says: TemplateProcessing's "pair", else the
+--- single template around each text, else one after the other; an empty pair is no pair, as
+--- in transformers' tokenizer(text, text_pair). Any bytes are accepted: those that are not
+--- valid UTF-8 are encoded byte by byte like any other, and decode gives them back.
+function Tokenizer:encode(text, pair, opts)
+  if type(pair) == 'table' and opts == nil then pair, opts = nil, pair end
   if type(text) ~= 'string' then
     error('tokenizer: encode expects a string, got ' .. type(text), 2)
   end
-  local out, model = {}, self.model
-  local tpl = self.template
-  if opts ~= nil and type(opts) ~= 'table' then error('tokenizer: encode: opts must be a table, got ' .. type(opts), 2) end
-  if not (opts and opts.add_special_tokens == false) and tpl then
-    for k = 1, #tpl.before do out[#out + 1] = tpl.before[k] end
-  else
-    tpl = nil
+  if pair ~= nil and type(pair) ~= 'string' then
+    error('tokenizer: encode: the second argument must be a pair text (a string) or opts (a table), got '
+      .. type(pair), 2)
   end
+  if opts ~= nil and type(opts) ~= 'table' then
+    error('tokenizer: encode: opts must be a table, got ' .. type(opts), 2)
+  end
+  local tpl = not (opts and opts.add_special_tokens == false) and self.template or nil
+  local a = self:_encode_text(text)
+  if pair == nil or pair == '' then return tpl and fill(self._single, a) or a end
+  local b = self:_encode_text(pair)
+  if not tpl then return fill({ 'A', 'B' }, a, b) end
+  return fill(tpl.pair or self._pair, a, b)
+end
+
+-- text's ids, no template.
+function Tokenizer:_encode_text(text)
+  local out, model = {}, self.model
   local function word(w)
     local ids = model:word(w)
     for k = 1, #ids do out[#out + 1] = ids[k] end
@@ -238,9 +271,6 @@ function Tokenizer:encode(text, opts)
     if #normalized_added > 0 then added.split(s, normalized_added, piece) else pre(s) end
   end
   if #self.raw_added > 0 then added.split(text, self.raw_added, stretch) elseif text ~= '' then stretch(text) end
-  if tpl then
-    for k = 1, #tpl.after do out[#out + 1] = tpl.after[k] end
-  end
   return out
 end
 

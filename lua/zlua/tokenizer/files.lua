@@ -289,27 +289,39 @@ local function steps_json(steps, key)
 end
 
 -- The post-processor: a TemplateProcessing adding the template's tokens (spelled[id + 1]
--- names one) around $A, and around each of $A and $B for a pair; ByteLevel's, which adds
--- nothing, without a template.
+-- names one) around $A, and its pair form (the template's own, else the single one around
+-- each of $A and $B); ByteLevel's, which adds nothing, without a template. The type ids are
+-- 0 for the single template's share of the pair and 1 after it, as LLaMA's and BERT's are.
 local function post_processor_json(template, spelled)
-  if not template or #template.before + #template.after == 0 then
+  if not template or (#template.before + #template.after == 0 and not template.pair) then
     return { type = 'ByteLevel', add_prefix_space = true, trim_offsets = false, use_regex = true }
   end
-  local single, pair, specials = array({}), array({}), {}
-  local function around(into, seq, type_id)
-    local function special(id)
-      local name = spelled[id + 1]
-      into[#into + 1] = { SpecialToken = { id = name, type_id = type_id } }
-      specials[name] = { id = name, ids = array({ id }), tokens = array({ name }) }
-    end
-    for _, id in ipairs(template.before) do special(id) end
-    into[#into + 1] = { Sequence = { id = seq, type_id = type_id } }
-    for _, id in ipairs(template.after) do special(id) end
+  local single = {}
+  table.move(template.before, 1, #template.before, 1, single)
+  single[#single + 1] = 'A'
+  table.move(template.after, 1, #template.after, #single + 1, single)
+  local pair = template.pair
+  if not pair then
+    pair = table.move(single, 1, #single, 1, {})
+    for _, item in ipairs(single) do pair[#pair + 1] = item == 'A' and 'B' or item end
   end
-  around(single, 'A', 0)
-  around(pair, 'A', 0)
-  around(pair, 'B', 1)
-  return { type = 'TemplateProcessing', single = single, pair = pair, special_tokens = specials }
+  local specials = {}
+  local function items_json(items, first_type_one)
+    local out = array({})
+    for k, item in ipairs(items) do
+      local type_id = k >= first_type_one and 1 or 0
+      if item == 'A' or item == 'B' then
+        out[k] = { Sequence = { id = item, type_id = type_id } }
+      else
+        local name = spelled[item + 1]
+        out[k] = { SpecialToken = { id = name, type_id = type_id } }
+        specials[name] = { id = name, ids = array({ item }), tokens = array({ name }) }
+      end
+    end
+    return out
+  end
+  return { type = 'TemplateProcessing', single = items_json(single, math.huge),
+    pair = items_json(pair, #single + 1), special_tokens = specials }
 end
 
 --- files.write_tokenizer_json(dir, d): dir/tokenizer.json as Hugging Face's tokenizers write

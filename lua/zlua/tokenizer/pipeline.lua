@@ -181,41 +181,64 @@ function M.decoder(node, path)
   return steps
 end
 
--- The ids a TemplateProcessing adds before and after $A in its "single" template.
-local function template(n, what, path)
-  local single, specials = n.single, n.special_tokens
-  if getmetatable(single) ~= json.array then error(fmt('%s: %s.single must be an array', path, what), 0) end
-  if is_null(specials) then specials = {} end
-  local t, seen_a = { before = {}, after = {} }, false
-  for i, item in ipairs(single) do
-    local where = fmt('%s: %s.single[%d]', path, what, i - 1)
+-- A template's list under key as items in order: 'A', 'B' (each of seqs exactly once), or a
+-- special token's ids.
+local function template_items(n, key, seqs, specials, what, path)
+  local list = n[key]
+  if getmetatable(list) ~= json.array then error(fmt('%s: %s.%s must be an array', path, what, key), 0) end
+  local out, seen = {}, {}
+  for i, item in ipairs(list) do
+    local where = fmt('%s: %s.%s[%d]', path, what, key, i - 1)
     local seq, special = type(item) == 'table' and item.Sequence, type(item) == 'table' and item.SpecialToken
     if type(seq) == 'table' then
-      if seq.id ~= 'A' or seen_a then error(where .. ': only one Sequence, $A, is supported in "single"', 0) end
-      seen_a = true
+      if not seqs[seq.id] or seen[seq.id] then
+        error(fmt('%s: only one Sequence each of %s is supported in "%s"', where, key == 'single' and '$A' or
+          '$A and $B', key), 0)
+      end
+      seen[seq.id] = true
+      out[#out + 1] = seq.id
     elseif type(special) == 'table' and type(special.id) == 'string' then
       local entry = specials[special.id]
       if type(entry) ~= 'table' or getmetatable(entry.ids) ~= json.array then
         error(fmt('%s: special token "%s" has no entry with its ids in %s.special_tokens', where, special.id, what), 0)
       end
-      local into = seen_a and t.after or t.before
       for _, id in ipairs(entry.ids) do
         if math.type(id) ~= 'integer' or id < 0 then
           error(fmt('%s: special token "%s" has id %s, expected a non-negative integer', where, special.id, tostring(id)), 0)
         end
-        into[#into + 1] = id
+        out[#out + 1] = id
       end
     else
       error(where .. ': expected {"Sequence": ...} or {"SpecialToken": {"id": ...}}', 0)
     end
   end
-  if not seen_a then error(fmt('%s: %s.single has no $A', path, what), 0) end
+  for name in pairs(seqs) do
+    if not seen[name] then error(fmt('%s: %s.%s has no $%s', path, what, key, name), 0) end
+  end
+  return out
+end
+
+-- What a TemplateProcessing adds: the ids before and after $A in its "single" template, and
+-- its "pair" template's items (see template_items), or nil without one.
+local function template(n, what, path)
+  local specials = is_null(n.special_tokens) and {} or n.special_tokens
+  local t, seen_a = { before = {}, after = {} }, false
+  for _, item in ipairs(template_items(n, 'single', { A = true }, specials, what, path)) do
+    if item == 'A' then
+      seen_a = true
+    else
+      local into = seen_a and t.after or t.before
+      into[#into + 1] = item
+    end
+  end
+  if not is_null(n.pair) then t.pair = template_items(n, 'pair', { A = true, B = true }, specials, what, path) end
   return t
 end
 
---- pipeline.post_processor(node, path) -> {before = {ids}, after = {ids}} that encoding adds
---- around a text's ids, or nil. ByteLevel only trims offsets, so adds nothing;
---- TemplateProcessing adds its "single" template's special tokens; a Sequence combines them.
+--- pipeline.post_processor(node, path) -> {before = {ids}, after = {ids}, pair = items or
+--- nil} that encoding adds around a text's ids (and, with pair, around two texts'), or nil.
+--- ByteLevel only trims offsets, so adds nothing; TemplateProcessing adds its templates'
+--- special tokens; a Sequence combines them.
 function M.post_processor(node, path)
   local found
   local function one(n, what)

@@ -219,7 +219,7 @@ local function template_items(n, key, seqs, specials, what, path)
 end
 
 -- What a TemplateProcessing adds: the ids before and after $A in its "single" template, and
--- its "pair" template's items (see template_items), or nil without one.
+-- its "pair" template's items (see template_items; pair is nil when it has none).
 local function template(n, what, path)
   local specials = is_null(n.special_tokens) and {} or n.special_tokens
   local t, seen_a = { before = {}, after = {} }, false

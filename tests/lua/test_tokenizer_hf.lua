@@ -102,6 +102,16 @@ H.test('a vocabulary of characters: bytes it lacks go as <0xXX> tokens and decod
   local byte_ff = tok:token_to_id('<0xFF>')
   local ids = tok:encode('\xff', { add_special_tokens = false })
   H.check_eq(ids[#ids], byte_ff, 'a byte that is not UTF-8 is its <0xFF> token')
+  -- Without one of its bytes' tokens a character is <unk>, as tokenizers has it.
+  local doc = doc_of('llama2_tok')
+  doc.model.vocab['<0xE2>'] = nil
+  local partial = tokenizer.from_pretrained(dir_with({ ['tokenizer.json'] = doc }))
+  local unks, bytes_used = 0, 0
+  for _, id in ipairs(partial:encode('a\u{2603}\u{2603}b', { add_special_tokens = false })) do
+    if id == partial.unk then unks = unks + 1 end
+    if partial:id_to_token(id):find('^<0x') then bytes_used = bytes_used + 1 end
+  end
+  H.check(unks == 1 and bytes_used == 0, 'two snowmen without <0xE2> are one <unk>, fused, and no byte token')
 end)
 
 H.test('invalid UTF-8 is encoded byte by byte and decodes back, through NFC and the Split patterns', function()

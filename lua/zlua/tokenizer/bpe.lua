@@ -34,10 +34,15 @@ function M.new(desc)
       merged[r] = m[3]
     end
   end
+  -- A byte's token: a byte-level vocabulary's own; for characters its <0xXX> token, and
+  -- none without byte_fallback.
   local byte_id = {}
   for b = 0, 255 do
-    byte_id[b] = desc.chars and (desc.byte_fallback and desc.vocab[fmt('<0x%02X>', b)] or nil)
-      or desc.vocab[string.char(b)]
+    if not desc.chars then
+      byte_id[b] = desc.vocab[string.char(b)]
+    elseif desc.byte_fallback then
+      byte_id[b] = desc.vocab[fmt('<0x%02X>', b)]
+    end
   end
   return setmetatable({ vocab = desc.vocab, rank = rank, merged = merged, byte_id = byte_id,
     ignore_merges = desc.ignore_merges, chars = desc.chars, unk = desc.unk, fuse_unk = desc.fuse_unk,

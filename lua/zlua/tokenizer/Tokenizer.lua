@@ -10,6 +10,7 @@ local bytes = require 'zlua.tokenizer.bytes'
 local config = require 'zlua.tokenizer.config'
 local files = require 'zlua.tokenizer.files'
 local nfc = require 'zlua.tokenizer.nfc'
+local pipeline = require 'zlua.tokenizer.pipeline'
 local pretokenize = require 'zlua.tokenizer.pretokenize'
 local split_pattern = require 'zlua.tokenizer.split_pattern'
 
@@ -154,15 +155,7 @@ function Tokenizer.new(desc)
   local tpl = desc.template
   self.add_bos_token = tpl ~= nil and #tpl.before > 0
   self.add_eos_token = tpl ~= nil and #tpl.after > 0
-  -- The single template as items, and the pair form a template without "pair" gets.
-  self._single, self._pair = { 'A' }, { 'A', 'B' }
-  if tpl then
-    self._single = table.move(tpl.before, 1, #tpl.before, 1, {})
-    self._single[#self._single + 1] = 'A'
-    table.move(tpl.after, 1, #tpl.after, #self._single + 1, self._single)
-    self._pair = table.move(self._single, 1, #self._single, 1, {})
-    for _, item in ipairs(self._single) do self._pair[#self._pair + 1] = item == 'A' and 'B' or item end
-  end
+  self._single, self._pair = pipeline.forms(tpl)
   return self
 end
 
@@ -228,12 +221,10 @@ function Tokenizer:encode(text, pair, opts)
   if opts ~= nil and type(opts) ~= 'table' then
     error('tokenizer: encode: opts must be a table, got ' .. type(opts), 2)
   end
-  local tpl = not (opts and opts.add_special_tokens == false) and self.template or nil
   local a = self:_encode_text(text)
-  if pair == nil or pair == '' then return tpl and fill(self._single, a) or a end
-  local b = self:_encode_text(pair)
-  if not tpl then return fill({ 'A', 'B' }, a, b) end
-  return fill(tpl.pair or self._pair, a, b)
+  local plain = (opts and opts.add_special_tokens == false) or not self.template
+  if pair == nil or pair == '' then return plain and a or fill(self._single, a) end
+  return fill(plain and { 'A', 'B' } or self._pair, a, self:_encode_text(pair))
 end
 
 -- text's ids, no template.

@@ -296,15 +296,7 @@ local function post_processor_json(template, spelled)
   if not template or (#template.before + #template.after == 0 and not template.pair) then
     return { type = 'ByteLevel', add_prefix_space = true, trim_offsets = false, use_regex = true }
   end
-  local single = {}
-  table.move(template.before, 1, #template.before, 1, single)
-  single[#single + 1] = 'A'
-  table.move(template.after, 1, #template.after, #single + 1, single)
-  local pair = template.pair
-  if not pair then
-    pair = table.move(single, 1, #single, 1, {})
-    for _, item in ipairs(single) do pair[#pair + 1] = item == 'A' and 'B' or item end
-  end
+  local single, pair = pipeline.forms(template)
   local specials = {}
   local function items_json(items, first_type_one)
     local out = array({})

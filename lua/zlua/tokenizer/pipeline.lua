@@ -235,6 +235,23 @@ local function template(n, what, path)
   return t
 end
 
+--- pipeline.forms(template) -> the single and pair forms of a template (pipeline.post_processor's,
+--- or config's BOS and EOS) as items: 'A', 'B' or a special token's id. The pair form is the
+--- template's own, else the single one around each text; without a template, {'A'} and
+--- {'A', 'B'}.
+function M.forms(template)
+  if not template then return { 'A' }, { 'A', 'B' } end
+  local single = table.move(template.before, 1, #template.before, 1, {})
+  single[#single + 1] = 'A'
+  table.move(template.after, 1, #template.after, #single + 1, single)
+  local pair = template.pair
+  if not pair then
+    pair = table.move(single, 1, #single, 1, {})
+    for _, item in ipairs(single) do pair[#pair + 1] = item == 'A' and 'B' or item end
+  end
+  return single, pair
+end
+
 --- pipeline.post_processor(node, path) -> {before = {ids}, after = {ids}, pair = items or
 --- nil} that encoding adds around a text's ids (and, with pair, around two texts'), or nil.
 --- ByteLevel only trims offsets, so adds nothing; TemplateProcessing adds its templates'

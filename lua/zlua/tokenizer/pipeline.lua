@@ -29,11 +29,14 @@ local function flag(t, key, what, default)
 end
 M.flag = flag
 
--- The members of a Sequence node under key (normalizers, pretokenizers, processors).
-local function members(node, key, what)
+-- Each member of a Sequence node under key (normalizers, pretokenizers, decoders,
+-- processors) through one(member, what names it), in order.
+local function each_member(node, key, what, path, one)
   local list = node[key]
-  if getmetatable(list) ~= json.array then error(fmt('%s: a Sequence without its "%s" array', what, key), 0) end
-  return list
+  if getmetatable(list) ~= json.array then
+    error(fmt('%s: %s: a Sequence without its "%s" array', path, what, key), 0)
+  end
+  for i, m in ipairs(list) do one(m, fmt('%s.%s[%d]', what, key, i - 1)) end
 end
 
 -- A {"String": s} pattern's string, or an error naming what.
@@ -63,9 +66,7 @@ function M.normalizer(node, path)
     elseif t == 'Replace' then
       steps[#steps + 1] = { type = 'Replace', pattern = string_pattern(n, what, path), content = n.content }
     elseif t == 'Sequence' then
-      for i, m in ipairs(members(n, 'normalizers', path .. ': ' .. what)) do
-        one(m, fmt('%s.normalizers[%d]', what, i - 1))
-      end
+      each_member(n, 'normalizers', what, path, one)
     else
       error(fmt('%s: %s is %s; only NFC, Prepend and Replace (alone or in a Sequence) are supported', path,
         what, t), 0)
@@ -126,9 +127,7 @@ function M.pre_tokenizer(node, path)
     elseif t == 'Metaspace' and what == 'pre_tokenizer' then
       steps[#steps + 1] = metaspace(n, what, path)
     elseif t == 'Sequence' then
-      for i, m in ipairs(members(n, 'pretokenizers', path .. ': ' .. what)) do
-        one(m, fmt('%s.pretokenizers[%d]', what, i - 1))
-      end
+      each_member(n, 'pretokenizers', what, path, one)
     else
       error(fmt('%s: %s is %s; only ByteLevel (Split, a known pattern, before it in a Sequence), Metaspace alone, '
         .. 'or none are supported', path, what, t), 0)
@@ -169,9 +168,7 @@ function M.decoder(node, path)
     elseif t == 'Metaspace' then
       steps[#steps + 1] = metaspace(n, what, path)
     elseif t == 'Sequence' then
-      for i, m in ipairs(members(n, 'decoders', path .. ': ' .. what)) do
-        one(m, fmt('%s.decoders[%d]', what, i - 1))
-      end
+      each_member(n, 'decoders', what, path, one)
     else
       error(fmt('%s: %s is %s; for a vocabulary of characters only Replace, ByteFallback, Fuse, Strip and '
         .. 'Metaspace (alone or in a Sequence) are supported', path, what, t), 0)
@@ -265,9 +262,7 @@ function M.post_processor(node, path)
       if found then error(fmt('%s: %s is a second TemplateProcessing; only one is supported', path, what), 0) end
       found = template(n, what, path)
     elseif t == 'Sequence' then
-      for i, m in ipairs(members(n, 'processors', path .. ': ' .. what)) do
-        one(m, fmt('%s.processors[%d]', what, i - 1))
-      end
+      each_member(n, 'processors', what, path, one)
     else
       error(fmt('%s: %s is %s; only ByteLevel, TemplateProcessing and a Sequence of them are supported',
         path, what, t), 0)
